@@ -50,6 +50,13 @@ const (
 	ErrorCode_MEMBERSHIP             ErrorCode = 14 // FAILED_PRECONDITION
 	ErrorCode_INTERNAL               ErrorCode = 15 // INTERNAL
 	ErrorCode_UNKNOWN_TOPIC          ErrorCode = 16 // NOT_FOUND
+	// Target Deliver stream refusals (target SDK, package target).
+	ErrorCode_STALE_EPOCH          ErrorCode = 17 // FAILED_PRECONDITION; epoch (highest seen). Fenced: do not retry with this epoch.
+	ErrorCode_SUPERSEDED           ErrorCode = 18 // ABORTED; epoch. A newer stream of the same epoch took over this target.
+	ErrorCode_WRONG_TARGET         ErrorCode = 19 // INVALID_ARGUMENT. Hello.target_id names another target.
+	ErrorCode_UNSUPPORTED_PROTOCOL ErrorCode = 20 // INVALID_ARGUMENT; limit (highest supported version).
+	ErrorCode_CONTINUITY           ErrorCode = 21 // ABORTED; lsn, applied_lsn, topic, actual_next_offset. Reconnect and resync.
+	ErrorCode_APPLY_REJECTED       ErrorCode = 22 // DATA_LOSS; lsn. Permanent: the target cannot apply this committed delivery.
 )
 
 // Enum value maps for ErrorCode.
@@ -72,6 +79,12 @@ var (
 		14: "MEMBERSHIP",
 		15: "INTERNAL",
 		16: "UNKNOWN_TOPIC",
+		17: "STALE_EPOCH",
+		18: "SUPERSEDED",
+		19: "WRONG_TARGET",
+		20: "UNSUPPORTED_PROTOCOL",
+		21: "CONTINUITY",
+		22: "APPLY_REJECTED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -91,6 +104,12 @@ var (
 		"MEMBERSHIP":             14,
 		"INTERNAL":               15,
 		"UNKNOWN_TOPIC":          16,
+		"STALE_EPOCH":            17,
+		"SUPERSEDED":             18,
+		"WRONG_TARGET":           19,
+		"UNSUPPORTED_PROTOCOL":   20,
+		"CONTINUITY":             21,
+		"APPLY_REJECTED":         22,
 	}
 )
 
@@ -1957,8 +1976,14 @@ type ErrorDetail struct {
 	OldestLsn        uint64                 `protobuf:"varint,7,opt,name=oldest_lsn,json=oldestLsn,proto3" json:"oldest_lsn,omitempty"`
 	OldestOffset     uint64                 `protobuf:"varint,8,opt,name=oldest_offset,json=oldestOffset,proto3" json:"oldest_offset,omitempty"`
 	Limit            uint64                 `protobuf:"varint,9,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The LSN a refusal is about (CONTINUITY, APPLY_REJECTED).
+	Lsn uint64 `protobuf:"varint,10,opt,name=lsn,proto3" json:"lsn,omitempty"`
+	// The refusing target's durable applied LSN (CONTINUITY).
+	AppliedLsn uint64 `protobuf:"varint,11,opt,name=applied_lsn,json=appliedLsn,proto3" json:"applied_lsn,omitempty"`
+	// The highest LogPlayer epoch the refusing target has seen (STALE_EPOCH, SUPERSEDED).
+	Epoch         uint64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2050,6 +2075,27 @@ func (x *ErrorDetail) GetOldestOffset() uint64 {
 func (x *ErrorDetail) GetLimit() uint64 {
 	if x != nil {
 		return x.Limit
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetLsn() uint64 {
+	if x != nil {
+		return x.Lsn
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetAppliedLsn() uint64 {
+	if x != nil {
+		return x.AppliedLsn
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
 	}
 	return 0
 }
@@ -2179,7 +2225,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\xd2\x02\n" +
+	"\x1aTransferLeadershipResponse\"\x9b\x03\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -2190,7 +2236,12 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"oldest_lsn\x18\a \x01(\x04R\toldestLsn\x12#\n" +
 	"\roldest_offset\x18\b \x01(\x04R\foldestOffset\x12\x14\n" +
-	"\x05limit\x18\t \x01(\x04R\x05limit*\xdd\x02\n" +
+	"\x05limit\x18\t \x01(\x04R\x05limit\x12\x10\n" +
+	"\x03lsn\x18\n" +
+	" \x01(\x04R\x03lsn\x12\x1f\n" +
+	"\vapplied_lsn\x18\v \x01(\x04R\n" +
+	"appliedLsn\x12\x14\n" +
+	"\x05epoch\x18\f \x01(\x04R\x05epoch*\xce\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2212,7 +2263,15 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"MEMBERSHIP\x10\x0e\x12\f\n" +
 	"\bINTERNAL\x10\x0f\x12\x11\n" +
-	"\rUNKNOWN_TOPIC\x10\x102\xa5\x05\n" +
+	"\rUNKNOWN_TOPIC\x10\x10\x12\x0f\n" +
+	"\vSTALE_EPOCH\x10\x11\x12\x0e\n" +
+	"\n" +
+	"SUPERSEDED\x10\x12\x12\x10\n" +
+	"\fWRONG_TARGET\x10\x13\x12\x18\n" +
+	"\x14UNSUPPORTED_PROTOCOL\x10\x14\x12\x0e\n" +
+	"\n" +
+	"CONTINUITY\x10\x15\x12\x12\n" +
+	"\x0eAPPLY_REJECTED\x10\x162\xa5\x05\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12Q\n" +
 	"\x04Read\x12\".logplayer.logstore.v1.ReadRequest\x1a#.logplayer.logstore.v1.ReadResponse0\x01\x12`\n" +
