@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// levelValue is a slog level flag.
+type levelValue struct{ level slog.Level }
+
+func (v *levelValue) String() string { return strings.ToLower(v.level.String()) }
+func (v *levelValue) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "debug", "info", "warn", "error":
+		return v.level.UnmarshalText([]byte(s))
+	}
+	return fmt.Errorf("want debug, info, warn or error")
+}
+
+// choiceValue is a string flag limited to a few choices.
+type choiceValue struct {
+	value   string
+	choices []string
+}
+
+func (v *choiceValue) String() string { return v.value }
+func (v *choiceValue) Set(s string) error {
+	if !slices.Contains(v.choices, s) {
+		return fmt.Errorf("want one of %s", strings.Join(v.choices, ", "))
+	}
+	v.value = s
+	return nil
+}
+
+// addrValue is one host:port.
+type addrValue struct{ addr string }
+
+func (v *addrValue) String() string { return v.addr }
+func (v *addrValue) Set(s string) error {
+	if err := checkAddr(s); err != nil {
+		return err
+	}
+	v.addr = s
+	return nil
+}
+
+// optAddrValue is a host:port or empty (the feature is off).
+type optAddrValue struct{ addrValue }
+
+func (v *optAddrValue) Set(s string) error {
+	if s == "" {
+		v.addr = ""
+		return nil
+	}
+	return v.addrValue.Set(s)
+}
+
+func checkAddr(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port")
+	}
+	if host == "" {
+		return fmt.Errorf("want host:port with a host (e.g. 127.0.0.1:%s)", port)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+// addrList is a comma-separated list of host:port; each Set replaces the
+// list from the default but repeated flags add up.
+type addrList struct {
+	addrs []string
+	set   bool // false while addrs holds the default
+}
+
+func newAddrList(def ...string) addrList { return addrList{addrs: def} }
+
+func (v *addrList) String() string { return strings.Join(v.addrs, ",") }
+func (v *addrList) Set(s string) error {
+	if !v.set {
+		v.addrs, v.set = nil, true
+	}
+	for _, a := range strings.Split(s, ",") {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		if err := checkAddr(a); err != nil {
+			return fmt.Errorf("%q: %v", a, err)
+		}
+		v.addrs = append(v.addrs, a)
+	}
+	if len(v.addrs) == 0 {
+		return fmt.Errorf("want at least one host:port")
+	}
+	return nil
+}
+func (*addrList) repeatable() {}
+
+// stringList is a comma-separated list of names; repeated flags add up.
+type stringList struct {
+	items []string
+	set   bool
+}
+
+func (v *stringList) String() string { return strings.Join(v.items, ",") }
+func (v *stringList) Set(s string) error {
+	if !v.set {
+		v.items, v.set = nil, true
+	}
+	for _, it := range strings.Split(s, ",") {
+		if it = strings.TrimSpace(it); it != "" {
+			v.items = append(v.items, it)
+		}
+	}
+	return nil
+}
+func (*stringList) repeatable() {}

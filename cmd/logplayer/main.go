@@ -1,0 +1,35 @@
+// Command logplayer is the project's one binary: the server roles (store,
+// player, shard), the all-in-one dev mode with its demo workload, the
+// operator CLI (append, tail, status, cluster), the benchmarks and version.
+//
+// Exit codes: 0 success; 1 runtime error (unreachable cluster, refused
+// append, failed demo check); 2 usage error (unknown flag, bad value, missing
+// required flag). An error is one line on stderr, a usage error adds a hint.
+//
+// Settings come from flags, then environment variables (LOGPLAYER_<FLAG>,
+// upper snake case), then, for the server roles, a JSON config file
+// (--config), then defaults; see config.go for the file format.
+//
+// Goroutines: main runs one subcommand; signal.NotifyContext cancels its
+// context on SIGINT or SIGTERM, and every server role then shuts down
+// gracefully. The roles' own goroutines are listed in their files.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], &sys{
+		stdin:  os.Stdin,
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		getenv: os.Getenv,
+	})
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,299 @@
+package demo
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/proto/targetpb"
+)
+
+// fakeLog is a LogStore stand-in: dense LSNs and per-topic offsets, an
+// idempotent-producer table, and (when flaky) every third request written
+// but answered Unavailable, as a leader that lost its lease after commit.
+type fakeLog struct {
+	mu        sync.Mutex
+	flaky     bool
+	calls     int
+	txns      []*logstorepb.Transaction
+	next      map[string]uint64
+	producers map[string]producerEntry
+}
+
+type producerEntry struct {
+	seq  uint64
+	resp *logstorepb.AppendResponse
+}
+
+func newFakeLog() *fakeLog {
+	return &fakeLog{next: map[string]uint64{}, producers: map[string]producerEntry{}}
+}
+
+func (f *fakeLog) Append(_ context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if p, ok := f.producers[req.ProducerId]; ok && req.Sequence == p.seq {
+		return p.resp, nil
+	}
+	if want := f.producers[req.ProducerId].seq + 1; req.Sequence != want {
+		return nil, status.Errorf(codes.FailedPrecondition, "sequence %d, want %d", req.Sequence, want)
+	}
+	t := &logstorepb.Transaction{Lsn: uint64(len(f.txns)) + 1}
+	resp := &logstorepb.AppendResponse{Lsn: t.Lsn}
+	for _, s := range req.Slices {
+		t.Slices = append(t.Slices, &logstorepb.TxnSlice{Topic: s.Topic, FirstOffset: f.next[s.Topic], Messages: s.Messages})
+		resp.Slices = append(resp.Slices, &logstorepb.SliceResult{Topic: s.Topic, FirstOffset: f.next[s.Topic]})
+		f.next[s.Topic] += uint64(len(s.Messages))
+	}
+	f.txns = append(f.txns, t)
+	f.producers[req.ProducerId] = producerEntry{seq: req.Sequence, resp: resp}
+	if f.flaky && f.calls%3 == 0 {
+		return nil, status.Error(codes.Unavailable, "leadership lost")
+	}
+	return resp, nil
+}
+
+// deliveries turns the log into what a LogPlayer would send target topics.
+func deliveries(txns []*logstorepb.Transaction, topics ...string) []*targetpb.Delivery {
+	want := map[string]bool{}
+	for _, t := range topics {
+		want[t] = true
+	}
+	var out []*targetpb.Delivery
+	for _, t := range txns {
+		d := &targetpb.Delivery{Lsn: t.Lsn}
+		for _, s := range t.Slices {
+			if want[s.Topic] {
+				d.Slices = append(d.Slices, s)
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// applyShard applies deliveries to a key-value map as the shard does.
+func applyShard(t *testing.T, kv map[string][]byte, ds []*targetpb.Delivery) {
+	t.Helper()
+	for _, d := range ds {
+		for _, s := range d.Slices {
+			for _, msg := range s.Messages {
+				var m shardpb.Mutation
+				if err := proto.Unmarshal(msg.Value, &m); err != nil {
+					t.Fatalf("lsn %d: %v", d.Lsn, err)
+				}
+				if m.Op == shardpb.Mutation_PUT {
+					kv[string(m.Key)] = m.Value
+				} else {
+					delete(kv, string(m.Key))
+				}
+			}
+		}
+	}
+}
+
+func runFake(t *testing.T, flaky bool) (*fakeLog, *Result) {
+	t.Helper()
+	f := newFakeLog()
+	f.flaky = flaky
+	res, err := Run(context.Background(), Config{
+		Appender: f, Clients: 3, Duration: 30 * time.Millisecond, Run: "beef", Seed: 7,
+		RetryMax: time.Second,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Committed == 0 {
+		t.Fatal("nothing committed")
+	}
+	return f, res
+}
+
+func buildModel(t *testing.T, txns []*logstorepb.Transaction) *Model {
+	t.Helper()
+	m := NewModel()
+	for _, tx := range txns {
+		if err := m.Apply(tx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func TestRunRetriesWithoutWritingTwice(t *testing.T) {
+	f, res := runFake(t, true)
+	if res.Retries == 0 {
+		t.Fatal("the flaky log forced no retry")
+	}
+	if res.Committed != len(f.txns) {
+		t.Fatalf("acknowledged %d, log has %d", res.Committed, len(f.txns))
+	}
+	m := buildModel(t, f.txns)
+	if m.LogDuplicates() != 0 {
+		t.Fatalf("log duplicates = %d", m.LogDuplicates())
+	}
+	for lsn := range res.Starts {
+		if lsn == 0 || lsn > m.LastLSN() {
+			t.Fatalf("acknowledged lsn %d outside the log 1..%d", lsn, m.LastLSN())
+		}
+	}
+}
+
+func TestTransactionShape(t *testing.T) {
+	g := NewGenerator("beef", 0, 3, 1)
+	for range 200 {
+		req := g.Next()
+		shards := 0
+		seen := map[string]bool{}
+		for _, s := range req.Slices {
+			if seen[s.Topic] {
+				t.Fatalf("topic %s twice", s.Topic)
+			}
+			seen[s.Topic] = true
+			if s.Topic != OrdersTopic && s.Topic != InventoryTopic {
+				shards++
+			}
+		}
+		if shards < 2 || shards > 3 || !seen[OrdersTopic] || !seen[InventoryTopic] {
+			t.Fatalf("txn topics %v", seen)
+		}
+	}
+}
+
+func TestAuditCountsDuplicatesAndMissing(t *testing.T) {
+	f, _ := runFake(t, false)
+	m := buildModel(t, f.txns)
+	subs := map[string][]string{"shard-0": {"shard-0"}, "events": {OrdersTopic, InventoryTopic}}
+	last := m.LastLSN()
+	ok := NewRecorder(nil)
+	ok.Applied("shard-0", deliveries(f.txns, "shard-0"))
+	ok.Applied("events", deliveries(f.txns, OrdersTopic, InventoryTopic))
+	for _, a := range ok.Audit(m, subs, 0, last) {
+		if a.Duplicates != 0 || a.Missing != 0 || a.Delivered != a.Expected || a.Expected == 0 {
+			t.Fatalf("exact delivery audited as %+v", a)
+		}
+	}
+
+	// shard-0 gets one transaction twice and loses the last with data;
+	// events lose nothing.
+	bad := NewRecorder(nil)
+	ds := deliveries(f.txns, "shard-0")
+	var withData []*targetpb.Delivery
+	for _, d := range ds {
+		if len(d.Slices) > 0 {
+			withData = append(withData, d)
+		}
+	}
+	if len(withData) < 3 {
+		t.Fatalf("only %d shard-0 deliveries", len(withData))
+	}
+	dup, lost := withData[0], withData[len(withData)-1]
+	bad.Applied("shard-0", withData[:len(withData)-1])
+	bad.Applied("shard-0", []*targetpb.Delivery{dup})
+	bad.Applied("events", deliveries(f.txns, OrdersTopic, InventoryTopic))
+	got := map[string]TargetAudit{}
+	for _, a := range bad.Audit(m, subs, 0, last) {
+		got[a.Target] = a
+	}
+	if a := got["shard-0"]; a.Duplicates != len(dup.Slices[0].Messages) || a.Missing != len(lost.Slices[0].Messages) {
+		t.Fatalf("shard-0 audit %+v, want %d duplicates and %d missing", a, len(dup.Slices[0].Messages), len(lost.Slices[0].Messages))
+	}
+	if a := got["events"]; a.Duplicates != 0 || a.Missing != 0 {
+		t.Fatalf("events audit %+v", a)
+	}
+	// A range that excludes the lost transaction sees nothing missing.
+	for _, a := range bad.Audit(m, subs, 0, lost.Lsn-1) {
+		if a.Missing != 0 {
+			t.Fatalf("range before the loss: %+v", a)
+		}
+	}
+}
+
+func TestCompareShard(t *testing.T) {
+	f, _ := runFake(t, false)
+	m := buildModel(t, f.txns)
+	ds := deliveries(f.txns, "shard-1")
+	kv := map[string][]byte{}
+	applyShard(t, kv, ds)
+	if d := m.CompareShard("shard-1", kv); !d.OK() || d.Keys != len(kv) {
+		t.Fatalf("exact state diff %+v", d)
+	}
+	// Re-applying an old transaction late changes a hot key or resurrects
+	// a deleted one unless it only wrote its own keys: find one that shows.
+	found := false
+	for _, d := range ds {
+		if len(d.Slices) == 0 {
+			continue
+		}
+		again := map[string][]byte{}
+		applyShard(t, again, ds)
+		applyShard(t, again, []*targetpb.Delivery{d})
+		if !m.CompareShard("shard-1", again).OK() {
+			found = true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no late re-apply changed the state: hot keys are not exercised")
+	}
+	delete(kv, string(firstUniqueKey(t, ds)))
+	kv["zzz"] = []byte("x")
+	if d := m.CompareShard("shard-1", kv); d.Missing != 1 || d.Unexpected != 1 {
+		t.Fatalf("diff %+v, want 1 missing and 1 unexpected", d)
+	}
+}
+
+func firstUniqueKey(t *testing.T, ds []*targetpb.Delivery) []byte {
+	t.Helper()
+	for _, d := range ds {
+		for _, s := range d.Slices {
+			var m shardpb.Mutation
+			if err := proto.Unmarshal(s.Messages[0].Value, &m); err != nil {
+				t.Fatal(err)
+			}
+			return m.Key
+		}
+	}
+	t.Fatal("no delivery with data")
+	return nil
+}
+
+func TestModelRejectsBrokenLog(t *testing.T) {
+	m := NewModel()
+	if err := m.Apply(&logstorepb.Transaction{Lsn: 2}); err == nil {
+		t.Fatal("LSN gap accepted")
+	}
+	m = NewModel()
+	if err := m.Apply(&logstorepb.Transaction{Lsn: 1, Slices: []*logstorepb.TxnSlice{{Topic: "orders", FirstOffset: 3}}}); err == nil {
+		t.Fatal("offset gap accepted")
+	}
+	m = NewModel()
+	bad := &logstorepb.Transaction{Lsn: 1, Slices: []*logstorepb.TxnSlice{{Topic: "shard-0", Messages: []*logstorepb.Message{{Value: []byte{0xff}}}}}}
+	if err := m.Apply(bad); err == nil {
+		t.Fatal("malformed mutation accepted")
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(101-i)*time.Millisecond)
+	}
+	if q := Quantile(ds, 0.5); q != 50*time.Millisecond {
+		t.Fatalf("p50 = %v", q)
+	}
+	if q := Quantile(ds, 0.99); q != 99*time.Millisecond {
+		t.Fatalf("p99 = %v", q)
+	}
+	if q := Quantile(nil, 0.5); q != 0 {
+		t.Fatalf("empty p50 = %v", q)
+	}
+}

@@ -1,0 +1,260 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Appender commits one transaction (a LogStore client that follows the
+// leader).
+type Appender interface {
+	Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error)
+}
+
+// Defaults of Config.
+const (
+	DefaultClients = 8
+	DefaultShards  = 3
+	// DefaultAppendTimeout bounds one Append attempt.
+	DefaultAppendTimeout = 10 * time.Second
+	// DefaultRetryMax bounds the retries of one transaction (same producer
+	// sequence, so a retry never writes twice).
+	DefaultRetryMax = 30 * time.Second
+)
+
+// Config configures Run.
+type Config struct {
+	Appender Appender
+	// Clients is the number of concurrent producers.
+	Clients int
+	// Shards is the number of shard topics (shard-0 … shard-N-1).
+	Shards int
+	// Duration is how long new transactions are started.
+	Duration time.Duration
+	// Run names this run (4 hex digits, see NewRunID); Seed feeds the
+	// generators.
+	Run  string
+	Seed uint64
+	// Progress, when set, is called about once a second from one goroutine.
+	Progress      func(Progress)
+	AppendTimeout time.Duration
+	RetryMax      time.Duration
+	Logger        *slog.Logger
+	Now           func() time.Time
+}
+
+func (c *Config) validate() error {
+	if c.Appender == nil {
+		return errors.New("demo: Appender is nil")
+	}
+	if c.Duration <= 0 {
+		return fmt.Errorf("demo: duration %v, want > 0", c.Duration)
+	}
+	if c.Clients == 0 {
+		c.Clients = DefaultClients
+	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Clients < 0 || c.Shards < 2 {
+		return fmt.Errorf("demo: %d clients and %d shards, want clients >= 1 and shards >= 2", c.Clients, c.Shards)
+	}
+	if len(c.Run) != 4 {
+		return fmt.Errorf("demo: run id %q, want 4 hex digits", c.Run)
+	}
+	if c.AppendTimeout == 0 {
+		c.AppendTimeout = DefaultAppendTimeout
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = DefaultRetryMax
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Progress is the workload's state, reported once a second.
+type Progress struct {
+	Elapsed   time.Duration
+	Committed int64   // acknowledged transactions so far
+	Rate      float64 // acknowledged transactions per second over the last report
+	MaxLSN    uint64  // highest acknowledged LSN
+}
+
+// Result is what the workload did.
+type Result struct {
+	Committed int // acknowledged transactions
+	Retries   int // Append attempts that failed and were retried
+	// Starts maps each acknowledged LSN to the start of its first Append
+	// attempt; Commit holds each acknowledged Append's latency.
+	Starts  map[uint64]time.Time
+	Commit  []time.Duration
+	MinLSN  uint64
+	MaxLSN  uint64
+	Elapsed time.Duration
+}
+
+// Run drives the workload for cfg.Duration (or until ctx ends) and returns
+// what was acknowledged. A transaction whose Append fails with a retryable
+// error is retried with the same producer sequence until cfg.RetryMax; a
+// permanent error stops the run and is returned.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	start := cfg.Now()
+	stopAt := start.Add(cfg.Duration)
+	var committed atomic.Int64
+	var maxLSN atomic.Uint64
+	results := make([]clientResult, cfg.Clients)
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	var wg sync.WaitGroup
+	for i := range cfg.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := NewGenerator(cfg.Run, i, cfg.Shards, cfg.Seed)
+			r := &results[i]
+			r.starts = map[uint64]time.Time{}
+			for cfg.Now().Before(stopAt) && runCtx.Err() == nil {
+				req := g.Next()
+				t0 := cfg.Now()
+				resp, retries, err := appendRetrying(runCtx, cfg, req)
+				r.retries += retries
+				if err != nil {
+					if runCtx.Err() == nil {
+						cancel(fmt.Errorf("producer %s seq %d: %w", req.ProducerId, req.Sequence, err))
+					}
+					return
+				}
+				r.commit = append(r.commit, cfg.Now().Sub(t0))
+				r.starts[resp.Lsn] = t0
+				committed.Add(1)
+				for {
+					m := maxLSN.Load()
+					if resp.Lsn <= m || maxLSN.CompareAndSwap(m, resp.Lsn) {
+						break
+					}
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	if cfg.Progress != nil {
+		reportProgress(cfg, start, done, &committed, &maxLSN)
+	}
+	<-done
+
+	res := &Result{Starts: map[uint64]time.Time{}, Elapsed: cfg.Now().Sub(start)}
+	for _, r := range results {
+		res.Retries += r.retries
+		res.Commit = append(res.Commit, r.commit...)
+		for lsn, t := range r.starts {
+			res.Starts[lsn] = t
+			if res.MinLSN == 0 || lsn < res.MinLSN {
+				res.MinLSN = lsn
+			}
+			res.MaxLSN = max(res.MaxLSN, lsn)
+		}
+	}
+	res.Committed = len(res.Commit)
+	if err := context.Cause(runCtx); err != nil && ctx.Err() == nil {
+		return res, err
+	}
+	return res, ctx.Err()
+}
+
+type clientResult struct {
+	starts  map[uint64]time.Time
+	commit  []time.Duration
+	retries int
+}
+
+// reportProgress calls cfg.Progress once a second until done is closed.
+func reportProgress(cfg Config, start time.Time, done <-chan struct{}, committed *atomic.Int64, maxLSN *atomic.Uint64) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastAt := int64(0), start
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+		}
+		now, n := cfg.Now(), committed.Load()
+		rate := float64(n-last) / now.Sub(lastAt).Seconds()
+		last, lastAt = n, now
+		cfg.Progress(Progress{Elapsed: now.Sub(start), Committed: n, Rate: rate, MaxLSN: maxLSN.Load()})
+	}
+}
+
+// appendRetrying sends req until it is acknowledged, a permanent error, ctx
+// ends or cfg.RetryMax passes. Resending the same producer sequence is safe:
+// the LogStore answers a retry of the last sequence with the first result.
+func appendRetrying(ctx context.Context, cfg Config, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, int, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 20 * time.Millisecond
+	bo.MaxInterval = time.Second
+	bo.MaxElapsedTime = cfg.RetryMax
+	retries := 0
+	var resp *logstorepb.AppendResponse
+	err := backoff.Retry(func() error {
+		actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
+		defer cancel()
+		var err error
+		resp, err = cfg.Appender.Append(actx, req)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || !Retryable(err) {
+			return backoff.Permanent(err)
+		}
+		retries++
+		cfg.Logger.Debug("demo: append retry", "producer", req.ProducerId, "seq", req.Sequence, "err", err)
+		return err
+	}, backoff.WithContext(bo, ctx))
+	return resp, retries, err
+}
+
+// Retryable reports whether an Append error may succeed when resent with the
+// same producer sequence.
+func Retryable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// Quantile returns the q-quantile (0..1) of ds by the nearest-rank method,
+// or 0 for none. It sorts ds.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(q*float64(len(ds))+0.999999) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
