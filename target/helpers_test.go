@@ -1,0 +1,85 @@
+package target_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/target/targettest"
+)
+
+const waitMax = 30 * time.Second
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitMax)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond every few milliseconds until it holds or waitMax passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitMax)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// wantRefusal checks err is a status with code c and ErrorDetail code ec.
+func wantRefusal(t *testing.T, err error, c codes.Code, ec logstorepb.ErrorCode) *logstorepb.ErrorDetail {
+	t.Helper()
+	if status.Code(err) != c {
+		t.Fatalf("got %v, want gRPC code %v", err, c)
+	}
+	d := target.Detail(err)
+	if d == nil || d.Code != ec {
+		t.Fatalf("got detail %v (err %v), want %v", d, err, ec)
+	}
+	return d
+}
+
+type env struct {
+	t     *testing.T
+	store *targettest.MemStore
+	srv   *target.Server
+	cc    *grpc.ClientConn
+}
+
+func newEnv(t *testing.T, store *targettest.MemStore, mod func(*target.Config)) *env {
+	cfg := target.Config{TargetID: "t1", Store: store}
+	if mod != nil {
+		mod(&cfg)
+	}
+	srv, addr := targettest.Serve(t, cfg)
+	return &env{t: t, store: store, srv: srv, cc: targettest.Dial(t, addr)}
+}
+
+func (e *env) open(epoch, term uint64) (*targettest.Sender, *targetpb.HelloAck) {
+	e.t.Helper()
+	s, ack, err := targettest.Open(ctxT(e.t), e.cc, targettest.Hello("t1", epoch, term))
+	if err != nil {
+		e.t.Fatalf("open epoch %d term %d: %v", epoch, term, err)
+	}
+	e.t.Cleanup(s.Close)
+	return s, ack
+}
+
+func appliedLSNs(m *targettest.MemStore) []uint64 {
+	var out []uint64
+	for _, d := range m.Applied() {
+		out = append(out, d.Lsn)
+	}
+	return out
+}
+
+func val(s string) [][]byte { return [][]byte{[]byte(s)} }

@@ -1,0 +1,176 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/types"
+)
+
+// gracefulStopMax bounds how long Serve waits for in-flight unary RPCs (such
+// as a shard's WaitApplied) after the streams were closed.
+const gracefulStopMax = 5 * time.Second
+
+// Server runs the Target service for one Store. Create it with NewServer,
+// register it on a *grpc.Server with Register (or use Serve), and Close it.
+type Server struct {
+	targetpb.UnimplementedTargetServer
+
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics
+	check checker
+
+	queue       chan *item // receivers -> applier; capacity queueBatches
+	quit        chan struct{}
+	applierDone chan struct{}
+
+	mu struct {
+		sync.Mutex
+		closed   bool
+		streamID uint64
+	}
+	streams sync.WaitGroup // Deliver handlers and their receivers
+
+	// ap is owned by the applier goroutine.
+	ap struct {
+		st     State   // the Store's durable State
+		stale  bool    // st must be reloaded with Store.State before use
+		active *stream // the stream allowed to deliver, or nil
+		term   types.Term
+	}
+}
+
+var _ targetpb.TargetServer = (*Server)(nil)
+
+// NewServer loads the Store's State and starts the applier goroutine.
+// Close stops it.
+func NewServer(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer, cfg.TargetID)
+	if err != nil {
+		return nil, fmt.Errorf("target: metrics: %w", err)
+	}
+	st, err := cfg.Store.State()
+	if err != nil {
+		return nil, fmt.Errorf("target %s: load state: %w", cfg.TargetID, err)
+	}
+	s := &Server{
+		cfg:         cfg,
+		log:         cfg.Logger.With("target", cfg.TargetID),
+		m:           m,
+		queue:       make(chan *item, queueBatches),
+		quit:        make(chan struct{}),
+		applierDone: make(chan struct{}),
+	}
+	if len(cfg.Topics) > 0 {
+		s.check.topics = map[string]bool{}
+		for _, t := range cfg.Topics {
+			s.check.topics[t] = true
+		}
+	}
+	if len(cfg.SkipLSNs) > 0 {
+		s.check.skip = map[types.LSN]bool{}
+		for _, lsn := range cfg.SkipLSNs {
+			s.check.skip[lsn] = true
+			s.log.Warn("operator skip: the data of this LSN will be dropped", "lsn", lsn)
+		}
+	}
+	s.setState(st.Clone())
+	s.log.Info("target ready", "lsn", st.AppliedLSN, "epoch", st.Epoch, "incarnation", cfg.IncarnationID)
+	go s.runApplier()
+	return s, nil
+}
+
+// Register registers the Target service on gs.
+func (s *Server) Register(gs grpc.ServiceRegistrar) {
+	targetpb.RegisterTargetServer(gs, s)
+}
+
+// IncarnationID is the id sent in every HelloAck of this Server.
+func (s *Server) IncarnationID() string { return s.cfg.IncarnationID }
+
+// Close ends every stream with UNAVAILABLE (SHUTTING_DOWN), lets a running
+// Apply finish, and stops the applier. Later Deliver calls are refused.
+// Close does not close the Store.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.mu.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.closed = true
+	s.mu.Unlock()
+	close(s.quit)
+	<-s.applierDone
+	s.streams.Wait()
+}
+
+// Serve serves gs (on which s and any other services are registered) on lis
+// until ctx is done, then closes s (ending its streams) and stops gs
+// gracefully, forcing it after gracefulStopMax. It returns nil after a
+// shutdown caused by ctx, or the error that stopped gs.Serve.
+func Serve(ctx context.Context, gs *grpc.Server, lis net.Listener, s *Server) error {
+	served := make(chan error, 1) // written once by the Serve goroutine
+	go func() { served <- gs.Serve(lis) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+	}
+	s.Close()
+	stopped := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(stopped)
+	}()
+	timer := time.NewTimer(gracefulStopMax)
+	defer timer.Stop()
+	select {
+	case <-stopped:
+	case <-timer.C:
+		gs.Stop()
+		<-stopped
+	}
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+var errShuttingDown = refuse("", logstorepb.ErrorCode_SHUTTING_DOWN, nil, "target is shutting down")
+
+// setState installs st as the applier's State and publishes it in metrics.
+// Applier goroutine (or NewServer before it starts).
+func (s *Server) setState(st State) {
+	s.ap.st = st
+	s.m.appliedLSN.Set(float64(st.AppliedLSN))
+	s.m.epoch.Set(float64(st.Epoch))
+}
+
+// countRefusal records a refusal in metrics and logs.
+func (s *Server) countRefusal(st *stream, r *refusal) {
+	if r.reason == "" {
+		return
+	}
+	s.m.refusals.WithLabelValues(r.reason).Inc()
+	args := []any{"reason", r.reason, "err", r.msg}
+	if st != nil && st.hello != nil {
+		args = append(args, "epoch", st.hello.Epoch, "term", st.hello.Term, "player", st.hello.PlayerId)
+	}
+	if r.detail.Lsn != 0 {
+		args = append(args, "lsn", r.detail.Lsn)
+	}
+	s.log.Warn("target refused", args...)
+}
