@@ -1,0 +1,260 @@
+// Package fetcher is the LogPlayer's side of the LogStore (DESIGN.md §5): the
+// main stream that reads the whole log forever, bounded recovery streams that
+// read a range for one returning target, and the few unary calls the
+// LogPlayer needs (NextEpoch, ReportConsumer, Status).
+//
+// Every call survives LogStore node failures: the Fetcher holds one client
+// per node and, when a call or a stream fails, moves on to the next node with
+// exponential backoff (cenkalti/backoff/v4, capped). A stream resumes from
+// the LSN after the last one it handed out, so the caller sees no gap and no
+// duplicate across reconnects.
+//
+// Goroutines: none of its own. Follow and ReadRange run in the caller's
+// goroutine and call the handler inline for each transaction (so a slow
+// handler is back-pressure on the gRPC stream, never a growing buffer).
+//
+// Invariants, checked on every received transaction (a violation is a
+// LogStore bug and panics with the numbers):
+//   - main stream (Follow): LSNs are exactly from, from+1, from+2, …
+//   - recovery stream (ReadRange): LSNs strictly increase inside (after, to],
+//     and read_through_lsn never lies below a transaction already sent.
+package fetcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// ErrBelowRetention is returned (wrapped in a *BelowRetentionError) when the
+// LogStore no longer holds the first LSN a stream needs.
+var ErrBelowRetention = errors.New("fetcher: LSN below LogStore retention")
+
+// ErrNoNodes is returned by New when Config.Nodes is empty.
+var ErrNoNodes = errors.New("fetcher: no LogStore nodes configured")
+
+// BelowRetentionError says which LSN was wanted and the oldest one retained.
+type BelowRetentionError struct {
+	From   uint64 // first LSN the stream asked for
+	Oldest uint64 // oldest LSN the LogStore still holds
+}
+
+func (e *BelowRetentionError) Error() string {
+	return fmt.Sprintf("fetcher: lsn %d is below LogStore retention (oldest retained %d)", e.From, e.Oldest)
+}
+
+// Unwrap makes errors.Is(err, ErrBelowRetention) true.
+func (e *BelowRetentionError) Unwrap() error { return ErrBelowRetention }
+
+// Defaults for Config fields left zero.
+const (
+	// DefaultRetryInitial is the first reconnect delay: short, a new leader is
+	// usually elected within a second.
+	DefaultRetryInitial = 20 * time.Millisecond
+	// DefaultRetryMax caps the reconnect delay so a returning LogStore is
+	// noticed within seconds.
+	DefaultRetryMax = 2 * time.Second
+	// DefaultCallTimeout is the deadline of one unary call attempt.
+	DefaultCallTimeout = 5 * time.Second
+)
+
+// Config configures a Fetcher.
+type Config struct {
+	// Nodes holds one client per LogStore node (any order). Required.
+	Nodes []logstorepb.LogStoreClient
+	// MaxBatch bounds transactions per Read response; 0 lets the server pick.
+	MaxBatch uint32
+	// RetryInitial and RetryMax bound the reconnect backoff.
+	RetryInitial time.Duration
+	RetryMax     time.Duration
+	// CallTimeout is the deadline of one attempt of a unary call.
+	CallTimeout time.Duration
+	// Logger; nil discards.
+	Logger *slog.Logger
+	// Registerer receives the fetcher's metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) validate() error {
+	if len(c.Nodes) == 0 {
+		return ErrNoNodes
+	}
+	for i, n := range c.Nodes {
+		if n == nil {
+			return fmt.Errorf("fetcher: node %d is nil", i)
+		}
+	}
+	if c.RetryInitial == 0 {
+		c.RetryInitial = DefaultRetryInitial
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = DefaultRetryMax
+	}
+	if c.RetryInitial < 0 || c.RetryMax < c.RetryInitial {
+		return fmt.Errorf("fetcher: bad retry bounds %v..%v", c.RetryInitial, c.RetryMax)
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.CallTimeout < 0 {
+		return fmt.Errorf("fetcher: negative call timeout %v", c.CallTimeout)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Fetcher reads from a LogStore cluster. Its methods are safe for concurrent
+// use; each stream keeps its own position.
+type Fetcher struct {
+	cfg     Config
+	next    atomic.Uint64 // round-robin cursor over cfg.Nodes
+	metrics *metrics
+}
+
+// New validates cfg and returns a Fetcher.
+func New(cfg Config) (*Fetcher, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Fetcher{cfg: cfg, metrics: m}, nil
+}
+
+// pick returns the cursor and the node to try; advance(cursor) moves past a
+// node that failed so the next attempt goes elsewhere (several callers that
+// saw the same node fail move the cursor once).
+func (f *Fetcher) pick() (cursor uint64, node int) {
+	cursor = f.next.Load()
+	return cursor, int(cursor % uint64(len(f.cfg.Nodes)))
+}
+
+func (f *Fetcher) advance(cursor uint64) { f.next.CompareAndSwap(cursor, cursor+1) }
+
+func (f *Fetcher) newBackoff() *backoff.ExponentialBackOff {
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(f.cfg.RetryInitial),
+		backoff.WithMaxInterval(f.cfg.RetryMax),
+		backoff.WithMaxElapsedTime(0),
+	)
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// belowRetention returns a *BelowRetentionError when err is the LogStore's
+// BELOW_RETENTION answer to a read from LSN from.
+func belowRetention(err error, from uint64) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return nil
+	}
+	for _, d := range st.Details() {
+		if ed, ok := d.(*logstorepb.ErrorDetail); ok && ed.Code == logstorepb.ErrorCode_BELOW_RETENTION {
+			return &BelowRetentionError{From: from, Oldest: ed.OldestLsn}
+		}
+	}
+	if st.Code() == codes.OutOfRange {
+		return &BelowRetentionError{From: from}
+	}
+	return nil
+}
+
+// retryable says whether a unary call failing with err should be tried on
+// another node. Answers about the request itself (invalid argument, …) are
+// the same on every node.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted,
+		codes.Aborted, codes.Canceled, codes.Unknown, codes.Internal:
+		return true
+	}
+	return false
+}
+
+// unary runs call against one node after another, with backoff, until it
+// succeeds, fails with a non-retryable error, or ctx ends.
+func (f *Fetcher) unary(ctx context.Context, name string, call func(ctx context.Context, c logstorepb.LogStoreClient) error) error {
+	bo := f.newBackoff()
+	for {
+		cur, i := f.pick()
+		actx, cancel := context.WithTimeout(ctx, f.cfg.CallTimeout)
+		err := call(actx, f.cfg.Nodes[i])
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("fetcher: %s: %w (last error: %v)", name, ctx.Err(), err)
+		}
+		if !retryable(err) {
+			return fmt.Errorf("fetcher: %s: %w", name, err)
+		}
+		f.cfg.Logger.Debug("logstore call failed, trying next node", "call", name, "node", i, "err", err)
+		f.advance(cur)
+		if err := sleep(ctx, bo.NextBackOff()); err != nil {
+			return fmt.Errorf("fetcher: %s: %w", name, err)
+		}
+	}
+}
+
+// NextEpoch commits and returns a new LogPlayer epoch, higher than every
+// earlier one.
+func (f *Fetcher) NextEpoch(ctx context.Context) (uint64, error) {
+	var epoch uint64
+	err := f.unary(ctx, "NextEpoch", func(ctx context.Context, c logstorepb.LogStoreClient) error {
+		resp, err := c.NextEpoch(ctx, &logstorepb.NextEpochRequest{})
+		if err != nil {
+			return err
+		}
+		epoch = resp.Epoch
+		return nil
+	})
+	if err == nil && epoch == 0 {
+		return 0, errors.New("fetcher: NextEpoch returned epoch 0")
+	}
+	return epoch, err
+}
+
+// ReportConsumer records consumer's durable acked LSN in the LogStore (the
+// retention floor), or removes the consumer.
+func (f *Fetcher) ReportConsumer(ctx context.Context, consumer string, acked uint64, remove bool) error {
+	return f.unary(ctx, "ReportConsumer", func(ctx context.Context, c logstorepb.LogStoreClient) error {
+		_, err := c.ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: acked, Remove: remove})
+		return err
+	})
+}
+
+// Status returns the status of whichever node answers first.
+func (f *Fetcher) Status(ctx context.Context) (*logstorepb.StatusResponse, error) {
+	var out *logstorepb.StatusResponse
+	err := f.unary(ctx, "Status", func(ctx context.Context, c logstorepb.LogStoreClient) error {
+		resp, err := c.Status(ctx, &logstorepb.StatusRequest{})
+		out = resp
+		return err
+	})
+	return out, err
+}
