@@ -1,0 +1,569 @@
+// Package dispatcher turns committed transactions into per-target messages
+// and holds every target's queue (the paper's Algorithm 3 plus the queue
+// side of Algorithm 5: target return and recovery ranges, progress markers).
+//
+// # Goroutines
+//
+// None. The dispatcher is decision logic behind one mutex; the logplayer
+// engine calls it from its goroutines:
+//   - the main fetcher calls Dispatch for every transaction of the main
+//     stream, densely from startLSN+1;
+//   - a recovery fetcher per returning target calls PushCatchup for its range
+//     and then FetchingCompleted;
+//   - a target's sender calls NextBatchForTerm (or NextBatch), its receiver
+//     calls AckTerm (or Ack), its connection manager calls Return and
+//     Suspend;
+//   - a progress ticker calls Progress; metrics call Stats.
+//
+// Methods return what the caller must do next (targets to wake, targets to
+// disconnect, a recovery range to fetch); callers do it outside the lock.
+//
+// # The lock
+//
+// One mutex, d.mu, guards every target's queue, last ack, recovery range and
+// counters, and currentLSN. It is held only for in-memory work: never across
+// I/O, a channel send or a log call. Because Dispatch reads each target's
+// term and advances currentLSN under the same lock that Return holds while it
+// bumps the term and reads currentLSN, every transaction is either dispatched
+// entirely before a return (so it is at or below the recovery range's end and
+// the recovery stream delivers it) or entirely after it (so it is pushed to
+// the normal queue with the new term): never lost between the two, never in
+// both. This is the bug class the paper's model checking found.
+//
+// # Invariants
+//
+//   - currentLSN only grows, by exactly one per Dispatch (a gap or repeat
+//     panics with the numbers).
+//   - A target's recovery range for term t is (From, To] with To = currentLSN
+//     at the Return that started term t; catchup pushes of term t carry LSNs
+//     in that range, main-stream pushes of term t carry LSNs above To. So
+//     within a term every catchup LSN is below every normal LSN.
+//   - lastAck only grows, except at Return, where the handshake's durable
+//     applied LSN is the truth.
+//   - Nothing with LSN <= lastAck is pushed.
+package dispatcher
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/targetqueue"
+)
+
+// Errors returned by the dispatcher.
+var (
+	ErrUnknownTarget   = errors.New("unknown target")
+	ErrDuplicateTarget = errors.New("duplicate target")
+	ErrNoTopics        = errors.New("target has no topics")
+	// ErrStaleTerm: the caller's term is not the target's current term (an
+	// older stream); nothing changed.
+	ErrStaleTerm = errors.New("stale target term")
+	// ErrBogusAck: a target acked an LSN above everything it was sent in
+	// this term and above what it reported at its handshake.
+	ErrBogusAck = errors.New("ack beyond what was sent")
+)
+
+// Config configures a Dispatcher.
+type Config struct {
+	// Queue bounds every target's inner queues.
+	Queue targetqueue.Config
+	// Logger; nil discards.
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if err := c.Queue.Validate(); err != nil {
+		return err
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Recovery is what a returning target must fetch from the LogStore: the LSNs
+// From+1 .. To (inclusive) filtered to its topics, pushed with PushCatchup
+// and Term, then FetchingCompleted(Term). Empty (From >= To) means nothing to
+// fetch: FetchingCompleted was already called and the target is in N.
+type Recovery struct {
+	Target string
+	Term   uint64
+	From   uint64 // exclusive: the target's durable applied LSN
+	To     uint64 // inclusive: currentLSN at the return
+	Empty  bool
+}
+
+// TargetStats is a target's state for metrics and status.
+type TargetStats struct {
+	State                     targetqueue.State
+	Term                      uint64
+	NormalLen, CatchupLen     int
+	NormalBytes, CatchupBytes int64
+	InFlight                  int
+	InFlightBytes             int64
+	LastAck                   uint64
+	CurrentLSN                uint64
+	// Cumulative counters since AddTarget.
+	Recoveries      uint64 // returns
+	Suspends        uint64 // Suspend calls and overflow suspensions
+	Overflows       uint64 // overflow suspensions (slow target)
+	StaleDrops      uint64 // pushes and completions refused for a stale term
+	ProgressMarkers uint64
+}
+
+// Dispatcher holds the targets and their queues. Safe for concurrent use.
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		currentLSN    uint64
+		lastTimestamp int64 // log time of the transaction at currentLSN
+		targets       map[string]*target
+		order         []*target // sorted by id: deterministic dispatch order
+	}
+
+	// mutate disables safety mechanisms for the conformance test's mutation
+	// runs only (proof that the test has teeth). Always zero in production.
+	mutate mutations
+}
+
+type mutations struct {
+	ignoreTerm    bool // use the current term instead of the caller's
+	ignoreLastAck bool // push even when lastAck >= LSN
+}
+
+// target is one target's dispatcher-side state; guarded by Dispatcher.mu.
+type target struct {
+	id       string
+	topics   map[string]struct{}
+	q        *targetqueue.Queue
+	lastAck  uint64
+	recovery Recovery // of the current term; meaningful in RF and FC
+	stats    TargetStats
+}
+
+// New returns a dispatcher whose main stream will deliver startLSN+1,
+// startLSN+2, … (every committed transaction, densely). Invalid cfg panics
+// (check it with cfg.Queue.Validate where configuration enters).
+func New(cfg Config, startLSN uint64) *Dispatcher {
+	if err := cfg.validate(); err != nil {
+		panic("dispatcher: " + err.Error())
+	}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger}
+	d.mu.currentLSN = startLSN
+	d.mu.targets = make(map[string]*target)
+	return d
+}
+
+// AddTarget registers a target subscribed to topics. It starts in S (term 1)
+// until Return reports its handshake.
+func (d *Dispatcher) AddTarget(id string, topics []string) error {
+	if len(topics) == 0 {
+		return fmt.Errorf("%w: %q", ErrNoTopics, id)
+	}
+	t := &target{id: id, topics: make(map[string]struct{}, len(topics)), q: targetqueue.New(d.cfg.Queue)}
+	for _, topic := range topics {
+		t.topics[topic] = struct{}{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.mu.targets[id]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateTarget, id)
+	}
+	d.mu.targets[id] = t
+	i, _ := slices.BinarySearchFunc(d.mu.order, id, func(t *target, id string) int { return strings.Compare(t.id, id) })
+	d.mu.order = slices.Insert(d.mu.order, i, t)
+	return nil
+}
+
+// RemoveTarget forgets a target and drops its queues. Unknown ids are
+// ignored. Its fetchers' later pushes return DroppedStale.
+func (d *Dispatcher) RemoveTarget(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.mu.targets[id]; !ok {
+		return
+	}
+	delete(d.mu.targets, id)
+	d.mu.order = slices.DeleteFunc(d.mu.order, func(t *target) bool { return t.id == id })
+}
+
+// CurrentLSN returns the LSN of the last transaction dispatched from the main
+// stream (startLSN before the first).
+func (d *Dispatcher) CurrentLSN() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mu.currentLSN
+}
+
+// Dispatch delivers one main-stream transaction; txn.Lsn must be
+// CurrentLSN()+1 (anything else is a bug and panics with the numbers). Under
+// the lock, for every target subscribed to one of the transaction's topics
+// whose last ack is below the LSN, it pushes a message holding only that
+// target's slices with the target's current term, then advances currentLSN.
+//
+// wake lists the targets whose queue received the message (their sender
+// should call NextBatch). slow lists the targets whose normal queue was full:
+// they are now suspended (queues cleared, state S); the caller must close
+// their stream and reconnect, and they recover from the LogStore like any
+// returning target.
+func (d *Dispatcher) Dispatch(txn *logstorepb.Transaction, dispatchedUnixNano int64) (wake, slow []string) {
+	var sizes sliceSizes
+	sizes.compute(txn.Slices)
+
+	d.mu.Lock()
+	if txn.Lsn != d.mu.currentLSN+1 {
+		cur := d.mu.currentLSN
+		d.mu.Unlock()
+		panic(fmt.Sprintf("dispatcher: main stream LSN %d after current LSN %d (want %d)", txn.Lsn, cur, cur+1))
+	}
+	for _, t := range d.mu.order {
+		if t.lastAck >= txn.Lsn && !d.mutate.ignoreLastAck {
+			continue
+		}
+		m, ok := t.msg(txn, &sizes, dispatchedUnixNano)
+		if !ok {
+			continue
+		}
+		switch res := t.q.Push(m, true, t.q.Term()); res {
+		case targetqueue.Pushed:
+			wake = append(wake, t.id)
+		case targetqueue.DroppedSuspended:
+		case targetqueue.Overflow:
+			t.q.Suspend()
+			t.stats.Suspends++
+			t.stats.Overflows++
+			slow = append(slow, t.id)
+		default:
+			panic(fmt.Sprintf("dispatcher: main push of LSN %d to %q with its current term: %s", txn.Lsn, t.id, res))
+		}
+	}
+	d.mu.currentLSN = txn.Lsn
+	d.mu.lastTimestamp = txn.TimestampUnixNano
+	d.mu.Unlock()
+
+	for _, id := range slow {
+		d.log.Warn("target queue full: suspending slow target for recovery", "target", id, "lsn", txn.Lsn)
+	}
+	return wake, slow
+}
+
+// Return records a target's successful handshake with its durable applied
+// LSN. Atomically with respect to Dispatch it sets lastAck = applied, bumps
+// the term (queues cleared, state RF) and fixes the recovery range
+// (applied, currentLSN]. If that range is empty it calls FetchingCompleted at
+// once (state N) and returns Empty. Errors: ErrUnknownTarget.
+func (d *Dispatcher) Return(id string, applied uint64) (Recovery, error) {
+	d.mu.Lock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		d.mu.Unlock()
+		return Recovery{}, fmt.Errorf("%w: %q", ErrUnknownTarget, id)
+	}
+	prevAck := t.lastAck
+	t.lastAck = applied
+	term := t.q.Return()
+	r := Recovery{Target: id, Term: term, From: applied, To: d.mu.currentLSN}
+	if applied >= d.mu.currentLSN {
+		r.Empty = true
+		if !t.q.FetchingCompleted(term) {
+			panic(fmt.Sprintf("dispatcher: FetchingCompleted(%d) refused right after Return of %q: %s", term, id, t.q))
+		}
+	}
+	t.recovery = r
+	t.stats.Recoveries++
+	d.mu.Unlock()
+
+	if applied < prevAck {
+		d.log.Warn("target returned behind its last ack: redelivering", "target", id, "applied", applied, "last_ack", prevAck, "term", term)
+	}
+	d.log.Info("target returned", "target", id, "term", term, "applied", applied, "recovery_to", r.To, "empty", r.Empty)
+	return r, nil
+}
+
+// PushCatchup pushes one transaction of a recovery stream of term, filtered
+// to the target's topics (a transaction with none of them is skipped and
+// reports Pushed). DroppedStale: the term is over (or the target was
+// removed): the fetcher must stop. DroppedSuspended: the target is down: the
+// fetcher must stop. Overflow: the catchup queue is full: retry after the
+// sender's NextBatch makes room (recovery fetchers wait, they never suspend
+// the target).
+//
+// The LSNs of one term must strictly increase and lie in the recovery range;
+// anything else panics.
+func (d *Dispatcher) PushCatchup(id string, term uint64, txn *logstorepb.Transaction, dispatchedUnixNano int64) targetqueue.PushResult {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		return targetqueue.DroppedStale
+	}
+	if d.mutate.ignoreTerm {
+		term = t.q.Term()
+	}
+	if term != t.q.Term() {
+		t.stats.StaleDrops++
+		return targetqueue.DroppedStale
+	}
+	if t.q.State() == targetqueue.Suspended {
+		return targetqueue.DroppedSuspended
+	}
+	if r := t.recovery; !d.mutate.ignoreTerm && (txn.Lsn <= r.From || txn.Lsn > r.To) {
+		panic(fmt.Sprintf("dispatcher: catchup LSN %d for %q outside recovery range (%d, %d] of term %d", txn.Lsn, id, r.From, r.To, term))
+	}
+	if t.lastAck >= txn.Lsn && !d.mutate.ignoreLastAck {
+		return targetqueue.Pushed
+	}
+	var sizes sliceSizes
+	sizes.compute(txn.Slices)
+	m, ok := t.msg(txn, &sizes, dispatchedUnixNano)
+	if !ok {
+		return targetqueue.Pushed
+	}
+	return t.q.Push(m, false, term)
+}
+
+// FetchingCompleted is called by the recovery fetcher of term after its last
+// PushCatchup. It reports whether the queue left RF (to FC, or to N if the
+// catchup queue was already drained: then the sender should be woken).
+// False for a stale term, a target not in RF, or an unknown target.
+func (d *Dispatcher) FetchingCompleted(id string, term uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		return false
+	}
+	if d.mutate.ignoreTerm {
+		term = t.q.Term()
+	}
+	if term != t.q.Term() {
+		t.stats.StaleDrops++
+	}
+	return t.q.FetchingCompleted(term)
+}
+
+// Suspend marks a target down (stream failed): queues and in-flight list
+// cleared, state S. The term changes only at the next Return. Unknown ids
+// are ignored.
+func (d *Dispatcher) Suspend(id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t, ok := d.mu.targets[id]; ok {
+		t.q.Suspend()
+		t.stats.Suspends++
+	}
+}
+
+// NextBatch takes the next batch for a target (see targetqueue.NextBatch)
+// and returns it with the term it belongs to. A sender that owns a stream of
+// a known term should use NextBatchForTerm instead, so that a sender of an
+// older stream can never take messages meant for the new one.
+func (d *Dispatcher) NextBatch(id string, maxCount int, maxBytes int64) (msgs []targetqueue.Msg, term uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		return nil, 0
+	}
+	return t.q.NextBatch(maxCount, maxBytes), t.q.Term()
+}
+
+// NextBatchForTerm is NextBatch for the sender of the stream of term: it
+// returns nil, false (taking nothing) when term is not the target's current
+// term or the target is unknown.
+func (d *Dispatcher) NextBatchForTerm(id string, term uint64, maxCount int, maxBytes int64) ([]targetqueue.Msg, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		return nil, false
+	}
+	if d.mutate.ignoreTerm {
+		term = t.q.Term()
+	}
+	if term != t.q.Term() {
+		return nil, false
+	}
+	return t.q.NextBatch(maxCount, maxBytes), true
+}
+
+// Ack records a target's cumulative ack: lastAck = max(lastAck, lsn), and the
+// in-flight messages with LSN <= lsn are released. Unknown ids are ignored.
+func (d *Dispatcher) Ack(id string, lsn uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t, ok := d.mu.targets[id]; ok {
+		t.ack(lsn)
+	}
+}
+
+// AckTerm is Ack for the receiver of the stream of term. Errors (nothing
+// changes): ErrUnknownTarget; ErrStaleTerm when term is not current (an
+// older stream's late ack); ErrBogusAck when lsn is above both the last LSN
+// sent in this term and lastAck (the target claims what it was never sent).
+func (d *Dispatcher) AckTerm(id string, term, lsn uint64) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownTarget, id)
+	}
+	if term != t.q.Term() {
+		return fmt.Errorf("%w: ack %d from %q with term %d, current %d", ErrStaleTerm, lsn, id, term, t.q.Term())
+	}
+	if lsn > t.lastAck && lsn > t.q.LastSent() {
+		return fmt.Errorf("%w: %q acked %d, sent up to %d, last ack %d", ErrBogusAck, id, lsn, t.q.LastSent(), t.lastAck)
+	}
+	t.ack(lsn)
+	return nil
+}
+
+func (t *target) ack(lsn uint64) {
+	t.lastAck = max(t.lastAck, lsn)
+	t.q.Ack(lsn)
+}
+
+// Progress pushes a progress marker Msg{LSN: currentLSN} (no slices) to a
+// target that is in N with empty queues and nothing in flight, and whose
+// last ack is below currentLSN: everything it needs up to currentLSN is
+// then applied, so the marker safely advances its applied LSN (shortening
+// its recovery range and the restart point). Reports whether it pushed
+// (the caller then wakes the target's sender).
+func (d *Dispatcher) Progress(id string, nowUnixNano int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok || t.q.State() != targetqueue.Normal || t.lastAck >= d.mu.currentLSN {
+		return false
+	}
+	if n, c := t.q.Len(); n != 0 || c != 0 {
+		return false
+	}
+	if n, _ := t.q.InFlight(); n != 0 {
+		return false
+	}
+	m := targetqueue.Msg{LSN: d.mu.currentLSN, TimestampUnixNano: d.mu.lastTimestamp, DispatchedUnixNano: nowUnixNano}
+	if res := t.q.Push(m, true, t.q.Term()); res != targetqueue.Pushed {
+		panic(fmt.Sprintf("dispatcher: progress marker %d to empty queue of %q: %s", m.LSN, id, res))
+	}
+	t.stats.ProgressMarkers++
+	return true
+}
+
+// Stats returns a target's state and counters.
+func (d *Dispatcher) Stats(id string) (TargetStats, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.mu.targets[id]
+	if !ok {
+		return TargetStats{}, false
+	}
+	s := t.stats
+	s.State, s.Term = t.q.State(), t.q.Term()
+	s.NormalLen, s.CatchupLen = t.q.Len()
+	s.NormalBytes, s.CatchupBytes = t.q.Bytes()
+	s.InFlight, s.InFlightBytes = t.q.InFlight()
+	s.LastAck, s.CurrentLSN = t.lastAck, d.mu.currentLSN
+	return s, true
+}
+
+// Targets returns the registered target ids in sorted order.
+func (d *Dispatcher) Targets() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ids := make([]string, len(d.mu.order))
+	for i, t := range d.mu.order {
+		ids[i] = t.id
+	}
+	return ids
+}
+
+// MinAck returns the lowest last ack over all targets (the LSN below which
+// every target has everything: a retention floor and restart point), or
+// CurrentLSN when there are no targets.
+func (d *Dispatcher) MinAck() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.mu.order) == 0 {
+		return d.mu.currentLSN
+	}
+	m := d.mu.order[0].lastAck
+	for _, t := range d.mu.order[1:] {
+		m = min(m, t.lastAck)
+	}
+	return m
+}
+
+// msg builds t's message for txn: only the slices of t's topics. ok is false
+// when txn has none of them.
+func (t *target) msg(txn *logstorepb.Transaction, sizes *sliceSizes, dispatchedUnixNano int64) (targetqueue.Msg, bool) {
+	n := 0
+	var bytes int64
+	for i, s := range txn.Slices {
+		if _, ok := t.topics[s.Topic]; ok {
+			n++
+			bytes += sizes.at(i)
+		}
+	}
+	if n == 0 {
+		return targetqueue.Msg{}, false
+	}
+	mine := txn.Slices // all of them: share the transaction's slice
+	if n < len(txn.Slices) {
+		mine = make([]*logstorepb.TxnSlice, 0, n)
+		for _, s := range txn.Slices {
+			if _, ok := t.topics[s.Topic]; ok {
+				mine = append(mine, s)
+			}
+		}
+	}
+	return targetqueue.Msg{
+		LSN:                txn.Lsn,
+		Slices:             mine,
+		TimestampUnixNano:  txn.TimestampUnixNano,
+		DispatchedUnixNano: dispatchedUnixNano,
+		Bytes:              bytes,
+	}, true
+}
+
+// inlineSizes is how many slice sizes sliceSizes keeps without allocating:
+// most transactions touch a handful of topics.
+const inlineSizes = 8
+
+// sliceSizes holds the wire size of each slice of one transaction, computed
+// once per transaction rather than once per target.
+type sliceSizes struct {
+	inline [inlineSizes]int64
+	more   []int64
+}
+
+func (s *sliceSizes) compute(ss []*logstorepb.TxnSlice) {
+	if len(ss) > inlineSizes {
+		s.more = make([]int64, len(ss))
+	}
+	for i, sl := range ss {
+		size := int64(proto.Size(sl))
+		if s.more != nil {
+			s.more[i] = size
+		} else {
+			s.inline[i] = size
+		}
+	}
+}
+
+func (s *sliceSizes) at(i int) int64 {
+	if s.more != nil {
+		return s.more[i]
+	}
+	return s.inline[i]
+}

@@ -1,0 +1,65 @@
+package targetqueue
+
+import (
+	"strconv"
+	"strings"
+)
+
+// compactAfter is how many popped slots a fifo tolerates at its head before
+// it moves the live messages down: large enough that steady traffic rarely
+// copies, small enough that dead slots cost little memory.
+const compactAfter = 256
+
+// fifo is a slice-backed queue of messages with a running byte count.
+type fifo struct {
+	msgs  []Msg // live messages are msgs[head:]
+	head  int
+	bytes int64
+}
+
+func (f *fifo) len() int { return len(f.msgs) - f.head }
+
+func (f *fifo) front() Msg { return f.msgs[f.head] }
+
+func (f *fifo) push(m Msg) {
+	f.msgs = append(f.msgs, m)
+	f.bytes += m.Bytes
+}
+
+func (f *fifo) pop() Msg {
+	m := f.msgs[f.head]
+	f.msgs[f.head] = Msg{} // drop the slices for the garbage collector
+	f.head++
+	f.bytes -= m.Bytes
+	switch {
+	case f.head == len(f.msgs):
+		f.msgs, f.head = f.msgs[:0], 0
+	case f.head >= compactAfter && 2*f.head >= len(f.msgs):
+		n := copy(f.msgs, f.msgs[f.head:])
+		clear(f.msgs[n:])
+		f.msgs, f.head = f.msgs[:n], 0
+	}
+	return m
+}
+
+// reset empties the fifo and releases its memory: a suspended target must
+// not keep a full queue's backing array alive.
+func (f *fifo) reset() { *f = fifo{} }
+
+func (f *fifo) clone() fifo {
+	return fifo{msgs: append([]Msg(nil), f.msgs[f.head:]...), bytes: f.bytes}
+}
+
+func (f *fifo) writeLSNs(b *strings.Builder) {
+	b.WriteByte('[')
+	for i, m := range f.msgs[f.head:] {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.FormatUint(m.LSN, 10))
+		if m.IsProgress() {
+			b.WriteByte('p')
+		}
+	}
+	b.WriteByte(']')
+}
