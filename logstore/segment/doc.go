@@ -1,0 +1,73 @@
+// Package segment is the LogStore's storage: an append-only log of
+// CRC-framed records, one per committed transaction, split into segment
+// files, with sparse indexes for LSN, Raft index and per-topic offset lookups
+// (DESIGN.md §4, "Storage and crash safety", "Snapshots and retention").
+//
+// # Files
+//
+// A directory holds segment files named by the zero-padded LSN of their first
+// record, 00000000000000000001.seg, and for each sealed segment an index file
+// of the same name with .idx. The last segment is the active one; every
+// other is sealed (immutable, fsynced, indexed). A segment file is a plain
+// sequence of records (little-endian):
+//
+//	[length uint32][crc uint32][payload: length bytes]
+//
+// where crc is the CRC-32C (Castagnoli) of the payload and the payload the
+// deterministic protobuf encoding of one logstorepb.Transaction, so replicas
+// that apply the same transactions write identical files. Lengths are 1 to
+// MaxRecordBytes. An index file (format in index.go) holds the segment's
+// summary (LSN range, size, CRC of the whole file, Raft index and timestamp
+// range), a sparse LSN→position index (one entry every IndexIntervalBytes,
+// with the record's Raft index) and per topic the offset range and a sparse
+// offset→(LSN, position) index (one entry every TopicIndexIntervalBytes),
+// protected by a trailing CRC-32C.
+//
+// # Crash safety
+//
+// Append does not fsync: the Raft log is the write-ahead log. A torn write
+// can only cut the active segment's tail (a transaction is one record in one
+// file), and Open truncates the active segment after its last record that
+// has a good CRC, decodes, and continues the LSN, Raft index and topic
+// offsets. Sealing fsyncs the segment, then writes its index file by
+// rename and fsyncs the directory, then creates the next segment: a crash in
+// between leaves the old segment active (its stale index is dropped and
+// rebuilt). Sync, and Checkpoint which calls it, make everything appended so
+// far durable; the caller must Sync (or Checkpoint) up to a Raft index
+// before Raft compacts below it. After Open the caller drops records above its
+// last durable snapshot with TruncateAfterRaftIndex and lets Raft apply them
+// again. Open reads only the index files of sealed segments (and checks each
+// file's size), so a restart costs time in proportion to the active segment;
+// corruption inside a sealed segment is found when it is read (ErrCorrupt).
+//
+// Bytes a reader may read never change: a file is only appended to past the
+// size readers know, Open truncates before any reader exists, and
+// TruncateAfterRaftIndex and Install write new files (new inodes) instead of
+// changing old ones. Readers read through open descriptors with ReadAt, so
+// removing a file (retention, truncation, Install) does not disturb a read
+// in progress (segment reference counts keep descriptors open). Since a
+// sealed file may be hard-linked by a checkpoint, no sealed file is ever
+// written again: one that must become active is copied first.
+//
+// # Concurrency
+//
+// There are no goroutines. One writer (the FSM apply goroutine) calls Append,
+// TruncateAfterRaftIndex and Install; any number of readers call Get, Read,
+// TopicOffsetLSN and the accessors; Checkpoint, Sync, DeleteBefore and
+// Segments may run on other goroutines (a snapshot, a retention loop).
+//
+// Locks, in order: wmu serializes the writer's methods; fileMu serializes the
+// methods that remove or replace files (DeleteBefore, TruncateAfterRaftIndex,
+// Install, Close) with Checkpoint, which links them (Append never takes it);
+// mu (a RWMutex) guards the segment list and each segment's counters and
+// in-memory index. mu is held only for in-memory work: a reader takes it to
+// find positions and a reference, then reads without it; the writer writes
+// the record first and takes mu only to publish it. No lock is held across
+// I/O except fileMu (across a checkpoint's links and copy).
+//
+// Invariants: LSNs are dense: segment i+1 starts at the LSN after segment
+// i's last, and LastLSN is the active segment's last (FirstLSN-1 when the log
+// is empty); Raft indexes never decrease along the log; within a segment each
+// topic's offsets are dense and a topic appears at most once per record; a
+// record is visible to Get and Read exactly when Append has returned.
+package segment

@@ -1,0 +1,508 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Defaults filled in by Options.validate.
+const (
+	// DefaultSegmentBytes: a segment is sealed (indexed, fsynced, and from
+	// then on hard-linked by checkpoints) once it holds this much. Large
+	// enough that sealing (one fsync of the file) is rare on the apply path;
+	// small enough that the active segment, the one part a restart scans and
+	// a checkpoint copies, stays cheap.
+	DefaultSegmentBytes = 64 << 20
+	// DefaultIndexIntervalBytes spaces the sparse LSN index: a Get or Read
+	// from an LSN in a sealed segment scans at most this much (plus one
+	// record). 64 KiB costs 24 bytes of memory per 64 KiB of data.
+	DefaultIndexIntervalBytes = 64 << 10
+	// DefaultTopicIndexIntervalBytes spaces each topic's offset index: a
+	// TopicOffsetLSN scans at most this much. Coarser than the LSN index
+	// because it is kept per topic (at most SegmentBytes/this entries per
+	// topic and segment).
+	DefaultTopicIndexIntervalBytes = 256 << 10
+)
+
+// Options configure a Log. The zero value of every field but Dir picks the
+// default.
+type Options struct {
+	// Dir holds the segment files; required, created if missing. One Log
+	// per directory.
+	Dir string
+	// SegmentBytes: the active segment is sealed and a new one started when
+	// it has reached this size (checked before each Append). Every replica
+	// must use the same value for their segment files to be identical.
+	SegmentBytes int64
+	// IndexIntervalBytes and TopicIndexIntervalBytes space the sparse
+	// indexes (see the defaults).
+	IndexIntervalBytes      int64
+	TopicIndexIntervalBytes int64
+	// VerifyWrites reads every record back after writing it and panics when
+	// it does not decode to the same LSN with a good CRC. For tests.
+	VerifyWrites bool
+	Logger       *slog.Logger
+}
+
+func (o *Options) validate() error {
+	if o.Dir == "" {
+		return errors.New("segment: Options.Dir is required")
+	}
+	if o.SegmentBytes < 0 || o.IndexIntervalBytes < 0 || o.TopicIndexIntervalBytes < 0 {
+		return fmt.Errorf("segment: negative size in options (segment %d, index interval %d, topic index interval %d)",
+			o.SegmentBytes, o.IndexIntervalBytes, o.TopicIndexIntervalBytes)
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.IndexIntervalBytes == 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.TopicIndexIntervalBytes == 0 {
+		o.TopicIndexIntervalBytes = DefaultTopicIndexIntervalBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+var (
+	// ErrBelowRetention: the LSN or offset asked for was deleted by
+	// retention (or never existed below the oldest retained one).
+	ErrBelowRetention = errors.New("segment: below retention")
+	// ErrNotFound: the LSN is above LastLSN, or the topic or offset is not in
+	// the retained log.
+	ErrNotFound = errors.New("segment: not found")
+	// ErrCorrupt: data that recovery cannot repair (a sealed segment, an index
+	// file, a checkpoint file). Wrapped with the file, position and LSN.
+	ErrCorrupt = errors.New("segment: corrupt")
+	// ErrClosed: the Log was closed.
+	ErrClosed = errors.New("segment: log closed")
+)
+
+// installMarker exists in Dir while Install replaces its files; Open finding
+// it discards the half-installed content.
+const installMarker = "INSTALLING"
+
+// Log is the segment log of one LogStore node. See the package doc for the
+// concurrency contract.
+type Log struct {
+	opts Options
+	log  *slog.Logger
+
+	// wmu serializes the writer's methods (Append, TruncateAfterRaftIndex,
+	// Install, Close). The writer reads mu's fields without mu: only it
+	// changes them.
+	wmu sync.Mutex
+	w   struct {
+		buf  []byte     // reused frame buffer
+		meta recordMeta // reused parse of the frame
+	}
+
+	// fileMu serializes the operations that remove or replace files against
+	// Checkpoint, which links them: DeleteBefore, TruncateAfterRaftIndex,
+	// Install, Checkpoint, Close. Append never takes it (sealing only adds
+	// files). Lock order: wmu, fileMu, mu.
+	fileMu sync.Mutex
+
+	mu struct {
+		sync.RWMutex
+		// segs is never empty: oldest first, the last is the active one.
+		// Bases are contiguous: segs[i+1].base == segs[i].lastLSN()+1.
+		segs     []*segment
+		lastLSN  uint64 // == active().lastLSN()
+		lastRaft uint64 // Raft index of the record lastLSN; 0 if none retained
+		closed   bool
+	}
+}
+
+// Open opens or creates the log in opts.Dir and recovers it. Sealed segments
+// are trusted through their index files (only the index files are read, and
+// each sealed file's size checked): a sealed segment whose index is missing,
+// fails its CRC or disagrees with the file is ErrCorrupt. The active (last)
+// segment is scanned; a torn or corrupt tail is truncated at the last good
+// record and logged with the number of bytes dropped.
+func Open(opts Options) (*Log, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	l := &Log{opts: opts, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
+	segs, err := l.load()
+	if err != nil {
+		return nil, err
+	}
+	l.setSegs(segs)
+	return l, nil
+}
+
+// setSegs installs a new segment list and drops the Log's reference on the
+// segments of the old list that the new one does not keep. The caller holds
+// wmu (or owns l exclusively).
+func (l *Log) setSegs(segs []*segment) {
+	l.mu.Lock()
+	old := l.mu.segs
+	l.mu.segs = segs
+	l.mu.lastLSN = segs[len(segs)-1].lastLSN()
+	l.mu.lastRaft = 0
+	for _, s := range slices.Backward(segs) {
+		if s.count > 0 {
+			l.mu.lastRaft = s.lastRaft
+			break
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range old {
+		if !slices.Contains(segs, s) {
+			s.release()
+		}
+	}
+}
+
+// load reads the directory: it discards a half-finished Install, removes
+// temporary and orphaned index files, loads the sealed segments' indexes and
+// recovers the active segment.
+func (l *Log) load() (segs []*segment, err error) {
+	dir := l.opts.Dir
+	if _, err := os.Stat(filepath.Join(dir, installMarker)); err == nil {
+		if err := l.discardInstall(); err != nil {
+			return nil, err
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	var bases []uint64
+	idxs := map[uint64]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasSuffix(name, tmpExt) {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("segment: %w", err)
+			}
+			continue
+		}
+		base, ext, ok := parseFileName(name)
+		switch {
+		case !ok:
+		case ext == segExt:
+			bases = append(bases, base)
+		default:
+			idxs[base] = true
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
+	defer func() {
+		if err != nil {
+			for _, s := range segs {
+				s.release()
+			}
+			segs = nil
+		}
+	}()
+	if len(bases) == 0 {
+		bases = []uint64{1}
+	}
+	active := bases[len(bases)-1]
+	for base := range idxs {
+		// An index without its segment is left by DeleteBefore (it removes
+		// the segment first); the active segment's is left by a crash while
+		// sealing it, and is rebuilt when it is sealed again.
+		if base == active || !slices.Contains(bases, base) {
+			if err := os.Remove(filepath.Join(dir, idxFileName(base))); err != nil {
+				return nil, fmt.Errorf("segment: %w", err)
+			}
+		}
+	}
+	var prev *segment
+	for _, base := range bases[:len(bases)-1] {
+		s, err := l.loadSealed(base, prev)
+		if err != nil {
+			return segs, err
+		}
+		segs = append(segs, s)
+		prev = s
+	}
+	s, err := l.openActive(active, prev)
+	if err != nil {
+		return segs, err
+	}
+	return append(segs, s), nil
+}
+
+// loadSealed opens a sealed segment through its index file, without reading
+// the segment's data.
+func (l *Log) loadSealed(base uint64, prev *segment) (*segment, error) {
+	dir := l.opts.Dir
+	b, err := os.ReadFile(filepath.Join(dir, idxFileName(base)))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: sealed segment %s has no index file", ErrCorrupt, segFileName(base))
+		}
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	meta, x, err := unmarshalIndex(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", idxFileName(base), err)
+	}
+	if meta.base != base {
+		return nil, fmt.Errorf("%w: %s describes segment %d", ErrCorrupt, idxFileName(base), meta.base)
+	}
+	if prev != nil && (base != prev.lastLSN()+1 || meta.firstRaft < prev.lastRaft) {
+		return nil, fmt.Errorf("%w: segment %s (raft %d) does not follow %s (lsn %d, raft %d)",
+			ErrCorrupt, segFileName(base), meta.firstRaft, segFileName(prev.base), prev.lastLSN(), prev.lastRaft)
+	}
+	f, err := os.Open(filepath.Join(dir, segFileName(base)))
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	fi, err := f.Stat()
+	if err == nil && fi.Size() != meta.size {
+		err = fmt.Errorf("%w: sealed segment %s has %d bytes, its index says %d", ErrCorrupt, segFileName(base), fi.Size(), meta.size)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	s := newSegment(dir, base, f)
+	s.sealed = true
+	s.count, s.size, s.crc = meta.count, meta.size, meta.crc
+	s.firstRaft, s.lastRaft = meta.firstRaft, meta.lastRaft
+	s.firstTime, s.lastTime = meta.firstTime, meta.lastTime
+	s.idx = x
+	s.idxSize, s.idxCRC = int64(len(b)), crc32.Checksum(b, crcTable)
+	return s, nil
+}
+
+// openActive opens (creating it if needed) the active segment and rebuilds
+// its index by scanning it.
+func (l *Log) openActive(base uint64, prev *segment) (*segment, error) {
+	path := filepath.Join(l.opts.Dir, segFileName(base))
+	if prev != nil && base != prev.lastLSN()+1 {
+		return nil, fmt.Errorf("%w: active segment %s does not follow %s (lsn %d)", ErrCorrupt, segFileName(base), segFileName(prev.base), prev.lastLSN())
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("segment: %w", err)
+	}
+	// The active segment is written in place; a file with other names (a
+	// checkpoint's hard link) must not see those writes, so it gets a
+	// private copy first.
+	if n, err := linkCount(f); err != nil || n > 1 {
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = f.Stat(); err == nil {
+				var nf *os.File
+				nf, _, err = copyPrefix(path, f, fi.Size())
+				_ = f.Close()
+				f = nf
+			}
+		}
+		if err != nil {
+			if f != nil {
+				_ = f.Close()
+			}
+			return nil, err
+		}
+	}
+	s := newSegment(l.opts.Dir, base, f)
+	prevRaft := uint64(0)
+	if prev != nil {
+		prevRaft = prev.lastRaft
+	}
+	if err := l.recoverActive(s, prevRaft); err != nil {
+		s.release()
+		return nil, err
+	}
+	return s, nil
+}
+
+// recoverActive scans the fresh segment s (not yet visible to readers),
+// indexing its records, and truncates the file after the last good one.
+func (l *Log) recoverActive(s *segment, prevRaft uint64) error {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	fileSize := fi.Size()
+	rr := newRecordReader(s.f, 0, fileSize)
+	var m recordMeta
+	var bad error
+	for {
+		frame, _, err := rr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err == nil {
+			err = parseMeta(frame[headerBytes:], &m)
+		}
+		if err == nil {
+			if cerr := s.check(&m, prevRaft); cerr != nil {
+				err = fmt.Errorf("%w: %v", ErrCorrupt, cerr)
+			}
+		}
+		if err != nil {
+			bad = err
+			break
+		}
+		s.add(frame, &m, &l.opts)
+		prevRaft = m.raftIndex
+	}
+	if s.size == fileSize {
+		return nil
+	}
+	if !errors.Is(bad, ErrCorrupt) && !errors.Is(bad, errTruncated) {
+		// An I/O error, not a bad record: truncating would drop good data.
+		return fmt.Errorf("segment: scan %s: %w", segFileName(s.base), bad)
+	}
+	l.log.Warn("truncating torn or corrupt tail of the active segment",
+		"segment", segFileName(s.base), "bytes", fileSize-s.size, "at", s.size,
+		"lsn", s.lastLSN(), "reason", bad)
+	if err := s.f.Truncate(s.size); err != nil {
+		return fmt.Errorf("segment: truncate %s: %w", segFileName(s.base), err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
+	}
+	return nil
+}
+
+// discardInstall removes the segment files of an Install that did not finish.
+func (l *Log) discardInstall() error {
+	dir := l.opts.Dir
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	n := 0
+	for _, e := range entries {
+		if _, _, ok := parseFileName(e.Name()); ok || strings.HasSuffix(e.Name(), tmpExt) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("segment: %w", err)
+			}
+			n++
+		}
+	}
+	l.log.Warn("discarding the files of an unfinished install", "files", n)
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(dir, installMarker)); err != nil {
+		return fmt.Errorf("segment: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// FirstLSN returns the oldest retained LSN; LastLSN()+1 when empty.
+func (l *Log) FirstLSN() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.segs[0].base
+}
+
+// LastLSN returns the LSN of the last record; 0 when nothing was ever written.
+func (l *Log) LastLSN() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.lastLSN
+}
+
+// LastRaftIndex returns the Raft index of the last record; 0 when no record
+// is retained.
+func (l *Log) LastRaftIndex() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.lastRaft
+}
+
+// Segments describes every segment, oldest first; the last is the active one.
+func (l *Log) Segments() []SegmentInfo {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := make([]SegmentInfo, len(l.mu.segs))
+	for i, s := range l.mu.segs {
+		out[i] = s.info()
+	}
+	return out
+}
+
+// SizeBytes returns the bytes of all segment and index files.
+func (l *Log) SizeBytes() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	var n int64
+	for _, s := range l.mu.segs {
+		n += s.size + s.idxSize
+	}
+	return n
+}
+
+// Sync makes everything appended so far durable: sealed segments and their
+// index files were fsynced when sealed, so it fsyncs the active segment and
+// the directory.
+func (l *Log) Sync() error {
+	l.mu.RLock()
+	if l.mu.closed {
+		l.mu.RUnlock()
+		return ErrClosed
+	}
+	s := l.mu.segs[len(l.mu.segs)-1]
+	s.acquire()
+	l.mu.RUnlock()
+	defer s.release()
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
+	}
+	return syncDir(l.opts.Dir)
+}
+
+// Close closes the log. Reads in progress finish; later calls return
+// ErrClosed. It does not fsync (call Sync first if needed).
+func (l *Log) Close() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.fileMu.Lock()
+	defer l.fileMu.Unlock()
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	l.mu.closed = true
+	segs := l.mu.segs
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.release()
+	}
+	return nil
+}
+
+func (l *Log) segPath(base uint64) string { return filepath.Join(l.opts.Dir, segFileName(base)) }
+
+// active returns the active segment. Writer only (or under mu).
+func (l *Log) active() *segment { return l.mu.segs[len(l.mu.segs)-1] }
+
+// appendCheck is what Append validates of a transaction before writing it.
+func (l *Log) appendCheck(txn *logstorepb.Transaction) {
+	if want := l.mu.lastLSN + 1; txn.GetLsn() != want {
+		panic(fmt.Sprintf("segment: append lsn %d, want %d (last lsn %d)", txn.GetLsn(), want, l.mu.lastLSN))
+	}
+	if txn.GetRaftIndex() < l.mu.lastRaft {
+		panic(fmt.Sprintf("segment: append lsn %d with raft index %d below the last %d", txn.GetLsn(), txn.GetRaftIndex(), l.mu.lastRaft))
+	}
+}

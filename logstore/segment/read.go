@@ -1,0 +1,230 @@
+package segment
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// span is a reader's part of one segment, fixed under Log.mu: the records
+// from LSN lsn at byte pos up to byte end (whole records, immutable bytes),
+// the last of which is last. The reader holds a reference on s.
+type span struct {
+	s         *segment
+	pos, end  int64
+	lsn, last uint64
+}
+
+// segFor returns the index in segs of the segment holding lsn, which must be
+// in [segs[0].base, lastLSN]. Under mu.
+func (l *Log) segFor(lsn uint64) int {
+	segs := l.mu.segs
+	return sort.Search(len(segs), func(i int) bool { return segs[i].base > lsn }) - 1
+}
+
+// spans fixes the segments holding [from, to] (to 0: up to LastLSN) and takes
+// a reference on each; the caller releases them. It returns the clamped to.
+func (l *Log) spans(from, to uint64) ([]span, uint64, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.mu.closed {
+		return nil, 0, ErrClosed
+	}
+	if first := l.mu.segs[0].base; from < first {
+		return nil, 0, fmt.Errorf("%w: lsn %d, oldest retained is %d", ErrBelowRetention, from, first)
+	}
+	if to == 0 || to > l.mu.lastLSN {
+		to = l.mu.lastLSN
+	}
+	if from > to {
+		return nil, to, nil
+	}
+	var out []span
+	for i := l.segFor(from); i < len(l.mu.segs) && l.mu.segs[i].base <= to; i++ {
+		s := l.mu.segs[i]
+		sp := span{s: s, end: s.size, lsn: s.base, last: s.lastLSN()}
+		if from > s.base {
+			if s.pos != nil {
+				sp.pos, sp.lsn = s.pos[from-s.base], from
+			} else {
+				e := s.idx.seekLSN(from)
+				sp.pos, sp.lsn = e.pos, e.lsn
+			}
+		}
+		if s.pos != nil && to < sp.last {
+			sp.end = s.pos[to+1-s.base]
+		}
+		s.acquire()
+		out = append(out, sp)
+	}
+	return out, to, nil
+}
+
+func releaseSpans(spans []span) {
+	for _, sp := range spans {
+		sp.s.release()
+	}
+}
+
+// Read calls fn with each record with LSN in [from, to] in order (to 0: up
+// to LastLSN at the time of the call; a to above LastLSN is clamped to it).
+// It stops when fn returns false or an error, and returns that error. It
+// returns ErrBelowRetention when from < FirstLSN, and nil without calling fn
+// when from > LastLSN. A record that fails its CRC or is not where the index
+// says is ErrCorrupt. fn may keep the transactions. Read holds no lock while
+// reading or calling fn.
+func (l *Log) Read(from, to uint64, fn func(*logstorepb.Transaction) (bool, error)) error {
+	spans, to, err := l.spans(from, to)
+	if err != nil {
+		return err
+	}
+	defer releaseSpans(spans)
+	for _, sp := range spans {
+		rr := newRecordReader(sp.s.f, sp.pos, sp.end)
+		for lsn := sp.lsn; lsn <= sp.last && lsn <= to; lsn++ {
+			frame, at, err := rr.next()
+			if err != nil {
+				return readErr(sp.s, at, lsn, err)
+			}
+			if lsn < from {
+				// Between a sparse index entry and from: only the LSN is
+				// needed (and checked).
+				var m recordMeta
+				if err := parseMeta(frame[headerBytes:], &m); err != nil || m.lsn != lsn {
+					return readErr(sp.s, at, lsn, lsnMismatch(m.lsn, err))
+				}
+				continue
+			}
+			txn, err := unmarshalPayload(frame[headerBytes:])
+			if err == nil && txn.Lsn != lsn {
+				err = lsnMismatch(txn.Lsn, nil)
+			}
+			if err != nil {
+				return readErr(sp.s, at, lsn, err)
+			}
+			ok, err := fn(txn)
+			if err != nil || !ok {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Get returns the record of lsn: ErrBelowRetention below FirstLSN,
+// ErrNotFound above LastLSN, ErrCorrupt when it fails its checks.
+func (l *Log) Get(lsn uint64) (*logstorepb.Transaction, error) {
+	if last := l.LastLSN(); lsn > last {
+		return nil, fmt.Errorf("%w: lsn %d, last is %d", ErrNotFound, lsn, last)
+	}
+	var out *logstorepb.Transaction
+	err := l.Read(lsn, lsn, func(txn *logstorepb.Transaction) (bool, error) {
+		out = txn
+		return false, nil
+	})
+	if err == nil && out == nil {
+		// Retention or truncation raced the call.
+		err = fmt.Errorf("%w: lsn %d", ErrNotFound, lsn)
+	}
+	return out, err
+}
+
+// TopicOffsetLSN returns the LSN of the transaction whose slice of topic holds
+// the message at offset: ErrBelowRetention when the offset is below the
+// topic's oldest retained offset, ErrNotFound when the topic has no retained
+// message or the offset is not written yet. It seeks through the segments'
+// topic indexes and scans at most TopicIndexIntervalBytes of one segment.
+func (l *Log) TopicOffsetLSN(topic string, offset uint64) (uint64, error) {
+	sp, e, err := l.topicSpan(topic, offset)
+	if err != nil {
+		return 0, err
+	}
+	defer sp.s.release()
+	rr := newRecordReader(sp.s.f, e.pos, sp.end)
+	var m recordMeta
+	for lsn := e.lsn; lsn <= sp.last; lsn++ {
+		frame, at, err := rr.next()
+		if err == nil {
+			err = parseMeta(frame[headerBytes:], &m)
+		}
+		if err == nil && m.lsn != lsn {
+			err = lsnMismatch(m.lsn, nil)
+		}
+		if err != nil {
+			return 0, readErr(sp.s, at, lsn, err)
+		}
+		for _, sl := range m.slices {
+			if string(sl.topic) != topic {
+				continue
+			}
+			if offset < sl.firstOffset {
+				return 0, fmt.Errorf("%w: segment %s: topic %q offset %d is missing before lsn %d",
+					ErrCorrupt, segFileName(sp.s.base), topic, offset, lsn)
+			}
+			if offset < sl.firstOffset+sl.messages {
+				return lsn, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: segment %s: topic %q offset %d indexed but not found",
+		ErrCorrupt, segFileName(sp.s.base), topic, offset)
+}
+
+// topicSpan finds the segment holding offset of topic and the index entry to
+// scan from, and takes a reference on the segment.
+func (l *Log) topicSpan(topic string, offset uint64) (span, topicEntry, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.mu.closed {
+		return span{}, topicEntry{}, ErrClosed
+	}
+	seen := false // a newer segment holds the topic, from offset first
+	var first uint64
+	for i := len(l.mu.segs) - 1; i >= 0; i-- {
+		s := l.mu.segs[i]
+		t := s.idx.topics[topic]
+		if t == nil {
+			continue
+		}
+		if offset >= t.end {
+			if !seen {
+				return span{}, topicEntry{}, fmt.Errorf("%w: topic %q offset %d, next offset is %d", ErrNotFound, topic, offset, t.end)
+			}
+			return span{}, topicEntry{}, fmt.Errorf("%w: topic %q offset %d is between segments %s and the next", ErrNotFound, topic, offset, segFileName(s.base))
+		}
+		seen, first = true, t.first
+		if offset >= t.first {
+			s.acquire()
+			return span{s: s, end: s.size, last: s.lastLSN()}, t.seek(offset), nil
+		}
+	}
+	if seen {
+		return span{}, topicEntry{}, fmt.Errorf("%w: topic %q offset %d, oldest retained is %d", ErrBelowRetention, topic, offset, first)
+	}
+	return span{}, topicEntry{}, fmt.Errorf("%w: topic %q has no retained message", ErrNotFound, topic)
+}
+
+func lsnMismatch(got uint64, err error) error {
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: record has lsn %d", ErrCorrupt, got)
+}
+
+// readErr describes a failed read of the record expected at byte at of s.
+// A record missing or cut short where the index promised one is corruption;
+// an I/O error stays an I/O error.
+func readErr(s *segment, at int64, lsn uint64, err error) error {
+	where := fmt.Sprintf("segment %s byte %d (lsn %d)", segFileName(s.base), at, lsn)
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		return fmt.Errorf("%s: %w", where, err)
+	case errors.Is(err, errTruncated), errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, where, err)
+	default:
+		return fmt.Errorf("segment: read %s: %w", where, err)
+	}
+}
