@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/target"
 )
 
 // fakeLog is a LogStore stand-in: dense LSNs and per-topic offsets, an
@@ -295,5 +297,40 @@ func TestQuantile(t *testing.T) {
 	}
 	if q := Quantile(nil, 0.5); q != 0 {
 		t.Fatalf("empty p50 = %v", q)
+	}
+}
+
+func TestRecordingEventStore(t *testing.T) {
+	f, _ := runFake(t, false)
+	m := buildModel(t, f.txns)
+	rec := NewRecorder(nil)
+	ev := &EventStore{}
+	st := rec.Record("events", ev)
+	ds := deliveries(f.txns, OrdersTopic, InventoryTopic)
+	if err := st.Apply(ds, target.State{AppliedLSN: ds[len(ds)-1].Lsn}); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Events() != 2*len(f.txns) {
+		t.Fatalf("events = %d, want %d", ev.Events(), 2*len(f.txns))
+	}
+	if got, _ := st.State(); got.AppliedLSN != m.LastLSN() {
+		t.Fatalf("applied lsn %d, want %d", got.AppliedLSN, m.LastLSN())
+	}
+	if p := rec.Progress()["events"]; p.Messages != ev.Events() || p.LastLSN != m.LastLSN() {
+		t.Fatalf("recorded %+v", p)
+	}
+
+	// A message that is not an event is refused permanently, naming its
+	// LSN, and nothing is recorded.
+	bad := &targetpb.Delivery{Lsn: m.LastLSN() + 1, Slices: []*logstorepb.TxnSlice{{
+		Topic: OrdersTopic, FirstOffset: 99, Messages: []*logstorepb.Message{{Value: []byte("{")}},
+	}}}
+	err := st.Apply([]*targetpb.Delivery{bad}, target.State{AppliedLSN: bad.Lsn})
+	var ae *target.ApplyError
+	if !errors.As(err, &ae) || ae.LSN != bad.Lsn {
+		t.Fatalf("bad event: %v", err)
+	}
+	if p := rec.Progress()["events"]; p.LastLSN != m.LastLSN() {
+		t.Fatalf("a refused apply was recorded: %+v", p)
 	}
 }

@@ -1,0 +1,130 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+// ReadLog calls fn for every committed transaction with an LSN in
+// [from, through], in order, reading from one LogStore node (which waits
+// until it has applied through).
+func ReadLog(ctx context.Context, c logstorepb.LogStoreClient, from, through uint64, fn func(*logstorepb.Transaction) error) error {
+	if through < from {
+		return nil
+	}
+	stream, err := c.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: through})
+	if err != nil {
+		return fmt.Errorf("read log [%d, %d]: %w", from, through, err)
+	}
+	next := from
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read log at lsn %d: %w", next, err)
+		}
+		for _, t := range resp.Transactions {
+			if err := fn(t); err != nil {
+				return err
+			}
+			next = t.Lsn + 1
+		}
+	}
+	if next != through+1 {
+		return fmt.Errorf("read log [%d, %d]: stream ended at lsn %d", from, through, next-1)
+	}
+	return nil
+}
+
+// scanAttempts bounds ScanAll's retries when the shard applies something
+// while it scans.
+const scanAttempts = 5
+
+// ScanAll reads a shard's whole state through Scan. When the server
+// truncates, it splits the key space by the workload's key shape (KeyKinds,
+// then KeyAlphabet), so keys of another shape are only seen while the shard
+// is small enough for one Scan. It returns the applied LSN every scan saw,
+// and retries when the shard applied something in between.
+func ScanAll(ctx context.Context, c shardpb.ShardClient) (map[string][]byte, uint64, error) {
+	for range scanAttempts {
+		kv := map[string][]byte{}
+		lsns := map[uint64]bool{}
+		if err := scanPrefix(ctx, c, "", kv, lsns); err != nil {
+			return nil, 0, err
+		}
+		if len(lsns) == 1 {
+			for lsn := range lsns {
+				return kv, lsn, nil
+			}
+		}
+	}
+	return nil, 0, fmt.Errorf("shard kept applying during %d scans", scanAttempts)
+}
+
+func scanPrefix(ctx context.Context, c shardpb.ShardClient, prefix string, kv map[string][]byte, lsns map[uint64]bool) error {
+	resp, err := c.Scan(ctx, &shardpb.ScanRequest{Prefix: []byte(prefix)})
+	if err != nil {
+		return fmt.Errorf("scan %q: %w", prefix, err)
+	}
+	lsns[resp.AppliedLsn] = true
+	if !resp.Truncated {
+		for _, it := range resp.Items {
+			kv[string(it.Key)] = it.Value
+		}
+		return nil
+	}
+	alphabet := KeyAlphabet
+	if prefix == "" {
+		alphabet = KeyKinds
+	}
+	for _, b := range []byte(alphabet) {
+		if err := scanPrefix(ctx, c, prefix+string(b), kv, lsns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitApplied waits until the shard's applied LSN is at least lsn, or ctx
+// ends; it returns the last applied LSN seen.
+func WaitApplied(ctx context.Context, c shardpb.ShardClient, lsn uint64) (uint64, error) {
+	seen := uint64(0)
+	for {
+		resp, err := c.WaitApplied(ctx, &shardpb.WaitAppliedRequest{Lsn: lsn})
+		if err == nil {
+			seen = resp.AppliedLsn
+			if seen >= lsn {
+				return seen, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return seen, fmt.Errorf("applied lsn %d, want %d: %w", seen, lsn, ctx.Err())
+		}
+		if err != nil {
+			// A shard restarting or slow to answer: ask again shortly.
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// LastLSNOf is the LSN of the topic's last message at or below through, or 0.
+func (m *Model) LastLSNOf(topic string, through uint64) uint64 {
+	offs := m.messages[topic]
+	for i := len(offs) - 1; i >= 0; i-- {
+		if offs[i] <= through {
+			return offs[i]
+		}
+	}
+	return 0
+}

@@ -1,0 +1,88 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/target"
+)
+
+// RecordingStore wraps a target.Store and reports every successful Apply to
+// a Recorder, after the inner store's local transaction committed, so the
+// Recorder sees exactly what became durable.
+type RecordingStore struct {
+	inner  target.Store
+	target string
+	rec    *Recorder
+}
+
+var _ target.Store = (*RecordingStore)(nil)
+
+// Record returns s wrapped so that rec learns what target applies.
+func (r *Recorder) Record(targetID string, s target.Store) *RecordingStore {
+	return &RecordingStore{inner: s, target: targetID, rec: r}
+}
+
+// State implements target.Store.
+func (s *RecordingStore) State() (target.State, error) { return s.inner.State() }
+
+// Apply implements target.Store.
+func (s *RecordingStore) Apply(ds []*targetpb.Delivery, next target.State) error {
+	if err := s.inner.Apply(ds, next); err != nil {
+		return err
+	}
+	s.rec.Applied(s.target, ds)
+	return nil
+}
+
+// EventStore is the demo's events target: an in-memory target.Store for the
+// orders and inventory topics that checks every message is a JSON object
+// with a "txn" field and counts them. Its State lives as long as the value
+// (enough for one dev process; a real target keeps it durable).
+type EventStore struct {
+	mu     sync.Mutex
+	st     target.State
+	events int
+}
+
+var _ target.Store = (*EventStore)(nil)
+
+// State implements target.Store.
+func (e *EventStore) State() (target.State, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.Clone(), nil
+}
+
+// Apply implements target.Store. A message that is not an event is refused
+// permanently, naming its LSN.
+func (e *EventStore) Apply(ds []*targetpb.Delivery, next target.State) error {
+	n := 0
+	for _, d := range ds {
+		for _, s := range d.Slices {
+			for i, m := range s.Messages {
+				var ev struct {
+					Txn string `json:"txn"`
+				}
+				if err := json.Unmarshal(m.Value, &ev); err != nil || ev.Txn == "" {
+					return target.Permanent(d.Lsn, fmt.Errorf("topic %s offset %d: not a demo event", s.Topic, s.FirstOffset+uint64(i)))
+				}
+				n++
+			}
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.st = next.Clone()
+	e.events += n
+	return nil
+}
+
+// Events is the number of events applied.
+func (e *EventStore) Events() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.events
+}
