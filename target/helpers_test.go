@@ -1,9 +1,7 @@
 package target_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,25 +13,10 @@ import (
 	"github.com/logplayer/logplayer/target/targettest"
 )
 
-const waitMax = 30 * time.Second
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), waitMax)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond every few milliseconds until it holds or waitMax passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitMax)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+var (
+	ctxT    = targettest.Context
+	waitFor = targettest.WaitFor
+)
 
 // wantRefusal checks err is a status with code c and ErrorDetail code ec.
 func wantRefusal(t *testing.T, err error, c codes.Code, ec logstorepb.ErrorCode) *logstorepb.ErrorDetail {
