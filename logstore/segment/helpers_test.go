@@ -69,7 +69,7 @@ func (g *gen) continueFrom(last *logstorepb.Transaction) {
 
 func (g *gen) txn() *logstorepb.Transaction {
 	g.lsn++
-	if g.lsn%g.perEntry == 1 || g.raft == 0 {
+	if (g.lsn-1)%g.perEntry == 0 {
 		g.raft++
 	}
 	txn := &logstorepb.Transaction{Lsn: g.lsn, RaftIndex: g.raft, TimestampUnixNano: int64(g.lsn) * 1000}
