@@ -14,6 +14,7 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
 )
 
@@ -86,18 +87,11 @@ func deliveries(txns []*logstorepb.Transaction, topics ...string) []*targetpb.De
 func applyShard(t *testing.T, kv map[string][]byte, ds []*targetpb.Delivery) {
 	t.Helper()
 	for _, d := range ds {
-		for _, s := range d.Slices {
-			for _, msg := range s.Messages {
-				var m shardpb.Mutation
-				if err := proto.Unmarshal(msg.Value, &m); err != nil {
-					t.Fatalf("lsn %d: %v", d.Lsn, err)
-				}
-				if m.Op == shardpb.Mutation_PUT {
-					kv[string(m.Key)] = m.Value
-				} else {
-					delete(kv, string(m.Key))
-				}
-			}
+		if len(d.Slices) == 0 {
+			continue
+		}
+		if err := shard.ModelApply(kv, []string{d.Slices[0].Topic}, d.Slices); err != nil {
+			t.Fatalf("lsn %d: %v", d.Lsn, err)
 		}
 	}
 }

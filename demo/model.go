@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/shard"
 )
 
 // Model is what the log says: built by feeding it every committed
@@ -61,22 +60,16 @@ func (m *Model) Apply(t *logstorepb.Transaction) error {
 func (m *Model) applyMessage(lsn uint64, topic string, msg *logstorepb.Message) error {
 	switch {
 	case strings.HasPrefix(topic, "shard-"):
-		var mut shardpb.Mutation
-		if err := proto.Unmarshal(msg.Value, &mut); err != nil {
-			return fmt.Errorf("log: lsn %d topic %s: bad mutation: %v", lsn, topic, err)
-		}
 		kv := m.state[topic]
 		if kv == nil {
 			kv = map[string][]byte{}
 			m.state[topic] = kv
 		}
-		switch mut.Op {
-		case shardpb.Mutation_PUT:
-			kv[string(mut.Key)] = mut.Value
-		case shardpb.Mutation_DELETE:
-			delete(kv, string(mut.Key))
+		one := []*logstorepb.TxnSlice{{Topic: topic, Messages: []*logstorepb.Message{msg}}}
+		if err := shard.ModelApply(kv, []string{topic}, one); err != nil {
+			return fmt.Errorf("log: lsn %d: %w", lsn, err)
 		}
-		if mut.Op == shardpb.Mutation_PUT && bytes.HasPrefix(mut.Key, []byte("u")) {
+		if mut, _ := shard.DecodeMutation(msg.Value); mut.Op == shardpb.Mutation_PUT && bytes.HasPrefix(mut.Key, []byte("u")) {
 			m.seen(topic + "/" + string(mut.Key))
 		}
 	case topic == OrdersTopic || topic == InventoryTopic:

@@ -123,3 +123,73 @@ func (v *stringList) Set(s string) error {
 	return nil
 }
 func (*stringList) repeatable() {}
+
+// sizeValue is a byte size: a number with an optional KiB, MiB or GiB
+// suffix ("64MiB", "4096").
+type sizeValue struct{ bytes int64 }
+
+func (v *sizeValue) String() string {
+	switch b := v.bytes; {
+	case b != 0 && b%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", b>>30)
+	case b != 0 && b%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b != 0 && b%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", b>>10)
+	default:
+		return strconv.FormatInt(b, 10)
+	}
+}
+
+func (v *sizeValue) Set(s string) error {
+	num, mult := s, int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = n, u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return fmt.Errorf("want a byte size such as 4096, 64KiB, 16MiB or 1GiB")
+	}
+	v.bytes = n * mult
+	return nil
+}
+
+// peerList is the repeatable --peer ID=RAFT_ADDR/API_ADDR.
+type peerList struct{ peers []peer }
+
+type peer struct{ id, raftAddr, apiAddr string }
+
+func (v *peerList) String() string {
+	var parts []string
+	for _, p := range v.peers {
+		parts = append(parts, p.id+"="+p.raftAddr+"/"+p.apiAddr)
+	}
+	return strings.Join(parts, " ")
+}
+
+func (v *peerList) Set(s string) error {
+	id, addrs, ok := strings.Cut(s, "=")
+	raftAddr, apiAddr, ok2 := strings.Cut(addrs, "/")
+	if !ok || !ok2 || id == "" {
+		return fmt.Errorf("want ID=RAFT_ADDR/API_ADDR, e.g. n1=127.0.0.1:7410/127.0.0.1:7400")
+	}
+	for _, a := range []string{raftAddr, apiAddr} {
+		if err := checkAddr(a); err != nil {
+			return fmt.Errorf("%q: %v", a, err)
+		}
+	}
+	for _, p := range v.peers {
+		if p.id == id {
+			return fmt.Errorf("peer %q given twice", id)
+		}
+	}
+	v.peers = append(v.peers, peer{id: id, raftAddr: raftAddr, apiAddr: apiAddr})
+	return nil
+}
+func (*peerList) repeatable() {}

@@ -1,0 +1,236 @@
+package main
+
+// Turning command-line values into messages (append) and messages into JSON
+// lines (tail).
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+// messageArg is one --topic TOPIC=VALUE: VALUE is literal text, @FILE, or
+// @- for standard input. Never read from the environment or a file.
+type messageArgs struct{ items []messageArg }
+
+type messageArg struct{ topic, value string }
+
+func (v *messageArgs) String() string { return "" }
+func (v *messageArgs) Set(s string) error {
+	topic, value, ok := strings.Cut(s, "=")
+	if !ok || topic == "" {
+		return fmt.Errorf("want TOPIC=VALUE, TOPIC=@FILE or TOPIC=@-")
+	}
+	v.items = append(v.items, messageArg{topic: topic, value: value})
+	return nil
+}
+func (*messageArgs) repeatable() {}
+func (*messageArgs) noEnv()      {}
+
+// mutationArgs is --put TOPIC:KEY=VALUE or --delete TOPIC:KEY (shard
+// mutations).
+type mutationArgs struct {
+	items []mutationArg
+	op    shardpb.Mutation_Op
+}
+
+type mutationArg struct {
+	topic string
+	m     *shardpb.Mutation
+}
+
+func (v *mutationArgs) String() string { return "" }
+func (v *mutationArgs) Set(s string) error {
+	topic, rest, ok := strings.Cut(s, ":")
+	if !ok || topic == "" || rest == "" {
+		if v.op == shardpb.Mutation_PUT {
+			return fmt.Errorf("want TOPIC:KEY=VALUE, e.g. shard-0:user/1=alice")
+		}
+		return fmt.Errorf("want TOPIC:KEY, e.g. shard-0:user/1")
+	}
+	m := &shardpb.Mutation{Op: v.op, Key: []byte(rest)}
+	if v.op == shardpb.Mutation_PUT {
+		key, value, ok := strings.Cut(rest, "=")
+		if !ok || key == "" {
+			return fmt.Errorf("want TOPIC:KEY=VALUE, e.g. shard-0:user/1=alice")
+		}
+		m.Key, m.Value = []byte(key), []byte(value)
+	}
+	v.items = append(v.items, mutationArg{topic: topic, m: m})
+	return nil
+}
+func (*mutationArgs) repeatable() {}
+func (*mutationArgs) noEnv()      {}
+
+// buildSlices groups the messages by topic, in the order topics first appear
+// (a topic may appear once per transaction, with several messages).
+// Unless raw, every --topic value must be JSON and is sent compacted.
+func buildSlices(msgs []messageArg, muts []mutationArg, key []byte, raw bool, stdin io.Reader) ([]*logstorepb.Slice, error) {
+	var slices []*logstorepb.Slice
+	byTopic := map[string]*logstorepb.Slice{}
+	add := func(topic string, value []byte) {
+		s := byTopic[topic]
+		if s == nil {
+			s = &logstorepb.Slice{Topic: topic}
+			byTopic[topic] = s
+			slices = append(slices, s)
+		}
+		s.Messages = append(s.Messages, &logstorepb.Message{Value: value, Key: key})
+	}
+	stdinUsed := false
+	for _, a := range msgs {
+		value, err := readValue(a.value, stdin, &stdinUsed)
+		if err != nil {
+			return nil, usagef("--topic %s: %v", a.topic, err)
+		}
+		if !raw {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, value); err != nil {
+				return nil, usagef("--topic %s: malformed JSON (%v); pass --raw to send bytes as they are", a.topic, err)
+			}
+			value = buf.Bytes()
+		}
+		add(a.topic, value)
+	}
+	for _, m := range muts {
+		b, err := proto.Marshal(m.m)
+		if err != nil {
+			return nil, fmt.Errorf("encode mutation: %w", err)
+		}
+		add(m.topic, b)
+	}
+	return slices, nil
+}
+
+// readValue resolves VALUE, @FILE or @-.
+func readValue(v string, stdin io.Reader, stdinUsed *bool) ([]byte, error) {
+	path, ok := strings.CutPrefix(v, "@")
+	switch {
+	case !ok:
+		return []byte(v), nil
+	case path == "-":
+		if *stdinUsed {
+			return nil, fmt.Errorf("standard input (@-) can be read only once")
+		}
+		*stdinUsed = true
+		return io.ReadAll(stdin)
+	default:
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %v", path, err)
+		}
+		return b, nil
+	}
+}
+
+// Tail output: one JSON object per line.
+
+type txnLine struct {
+	LSN    uint64      `json:"lsn"`
+	Time   string      `json:"time"`
+	Slices []sliceLine `json:"slices"`
+}
+
+type sliceLine struct {
+	Topic    string        `json:"topic"`
+	Offset   uint64        `json:"offset"`
+	Messages []messageLine `json:"messages"`
+}
+
+type topicLine struct {
+	Topic  string `json:"topic"`
+	Offset uint64 `json:"offset"`
+	LSN    uint64 `json:"lsn"`
+	Time   string `json:"time"`
+	messageLine
+}
+
+// messageLine renders a message value readably: JSON as it is, a shard
+// mutation decoded, UTF-8 text as a string, anything else in base64.
+type messageLine struct {
+	Key         string            `json:"key,omitempty"`
+	Value       json.RawMessage   `json:"value,omitempty"`
+	ValueText   *string           `json:"value_text,omitempty"`
+	ValueBase64 string            `json:"value_base64,omitempty"`
+	Mutation    *mutationLine     `json:"mutation,omitempty"`
+	Headers     map[string]string `json:"headers,omitempty"`
+}
+
+type mutationLine struct {
+	Op    string `json:"op"`
+	Key   string `json:"key"`
+	Value string `json:"value,omitempty"`
+}
+
+func renderMessage(topic string, m *logstorepb.Message) messageLine {
+	out := messageLine{Key: string(m.Key)}
+	for _, h := range m.Headers {
+		if out.Headers == nil {
+			out.Headers = map[string]string{}
+		}
+		out.Headers[h.Key] = string(h.Value)
+	}
+	v := m.Value
+	switch {
+	case len(v) > 0 && json.Valid(v):
+		out.Value = json.RawMessage(v)
+	case strings.HasPrefix(topic, "shard-") && decodesAsMutation(v, &out):
+	case utf8.Valid(v):
+		s := string(v)
+		out.ValueText = &s
+	default:
+		out.ValueBase64 = base64.StdEncoding.EncodeToString(v)
+	}
+	return out
+}
+
+func decodesAsMutation(v []byte, out *messageLine) bool {
+	var m shardpb.Mutation
+	if proto.Unmarshal(v, &m) != nil || m.Op == shardpb.Mutation_OP_UNSPECIFIED || len(m.Key) == 0 {
+		return false
+	}
+	out.Mutation = &mutationLine{Op: m.Op.String(), Key: string(m.Key), Value: string(m.Value)}
+	return true
+}
+
+func formatTime(unixNano int64) string {
+	return time.Unix(0, unixNano).UTC().Format(time.RFC3339Nano)
+}
+
+func renderTxn(t *logstorepb.Transaction) txnLine {
+	line := txnLine{LSN: t.Lsn, Time: formatTime(t.TimestampUnixNano), Slices: []sliceLine{}}
+	for _, s := range t.Slices {
+		sl := sliceLine{Topic: s.Topic, Offset: s.FirstOffset}
+		for _, m := range s.Messages {
+			sl.Messages = append(sl.Messages, renderMessage(s.Topic, m))
+		}
+		line.Slices = append(line.Slices, sl)
+	}
+	return line
+}
+
+func renderTopicMessage(topic string, m *logstorepb.TopicMessage) topicLine {
+	return topicLine{Topic: topic, Offset: m.Offset, LSN: m.Lsn, Time: formatTime(m.TimestampUnixNano), messageLine: renderMessage(topic, m.Message)}
+}
+
+// writeJSONLine writes v as one line.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}

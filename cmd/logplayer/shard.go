@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+
+	"github.com/logplayer/logplayer/shard"
+)
+
+func init() {
+	register(&command{
+		name:     "shard",
+		summary:  "run a reference key-value shard target (bbolt)",
+		synopsis: "--id ID --addr HOST:PORT --data-dir DIR [--topics T,...] [flags]",
+		about: `
+Runs the reference storage-shard target: a key-value store on bbolt that
+applies the shardpb.Mutation messages of its topics and stores its applied LSN
+in the same bbolt transaction. It serves the Target service (the LogPlayer
+delivers to it) and the Shard read service (Get, Scan, WaitApplied) on --addr.
+
+By default shard "shard-3" owns topic "shard-3". Stops gracefully on SIGINT or
+SIGTERM.`,
+		examples: []string{
+			"logplayer shard --id shard-0 --addr 127.0.0.1:7430 --data-dir data/shard-0",
+			"logplayer shard --id users --topics users-a,users-b --addr 127.0.0.1:7431 --data-dir data/users --metrics-addr 127.0.0.1:9431",
+		},
+		server:   true,
+		required: []string{"id", "addr", "data-dir"},
+		new:      func() runner { return &shardCmd{} },
+	})
+}
+
+type shardCmd struct {
+	id, dataDir string
+	addr        addrValue
+	metricsAddr optAddrValue
+	topics      stringList
+}
+
+func (c *shardCmd) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.id, "id", "", "target `id` (the LogPlayer's name for this shard)")
+	fs.Var(&c.addr, "addr", "gRPC `address` to serve (Target and Shard services)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` of the shard's bbolt file")
+	fs.Var(&c.topics, "topics", "`topics` this shard owns, comma-separated (default: its id)")
+	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
+}
+
+func (c *shardCmd) run(ctx context.Context, s *sys) error {
+	reg := processRegistry()
+	ms, err := startMetrics(c.metricsAddr.addr, reg, s.log)
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
+	err = shard.Run(ctx, shard.Config{
+		Dir:        c.dataDir,
+		ID:         c.id,
+		Topics:     c.topics.items,
+		Addr:       c.addr.addr,
+		Logger:     s.log,
+		Registerer: reg,
+	})
+	if errors.Is(err, shard.ErrInvalidConfig) {
+		return usagef("%v", err)
+	}
+	return err
+}
