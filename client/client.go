@@ -1,0 +1,520 @@
+// Package client is the minimal Go client of a LogStore cluster.
+//
+// A Client holds one gRPC connection per node address it knows (the
+// configured seeds plus leaders learned from NOT_LEADER errors) and sends
+// writes to the node it believes leads. It is safe for concurrent use.
+//
+// Retries. Every call runs within the caller's context deadline and retries
+// with exponential backoff (cenkalti/backoff/v4, capped at
+// Config.MaxBackoff) only when a retry cannot write twice:
+//   - the server answered NOT_LEADER (the request was refused before Raft;
+//     the detail's leader address is tried next), QUEUE_FULL or
+//     SHUTTING_DOWN;
+//   - the node could not be reached at all (its connection never became
+//     ready, so nothing was sent);
+//   - or the request is idempotent: an Append with a producer id (the FSM
+//     answers a repeated sequence with the first result), ReportConsumer,
+//     FetchOffsets, Status. Then a lost response or a timed-out attempt is
+//     retried too.
+//
+// A non-idempotent Append whose outcome is unknown (the connection broke
+// after sending, the attempt timed out, leadership was lost in flight)
+// returns the error: the caller decides (use a producer id to avoid this).
+//
+// Read follows the log and resumes on another node after a failure from
+// read_through_lsn+1: no gap, no duplicate.
+//
+// Goroutines: none of its own besides grpc-go's; Read runs on the caller's.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Defaults for Config's zero fields.
+const (
+	DefaultInitialBackoff = 10 * time.Millisecond
+	DefaultMaxBackoff     = 500 * time.Millisecond
+	// DefaultAttemptTimeout caps one attempt (within the caller's deadline)
+	// so a hung node does not eat the whole deadline of an idempotent call.
+	DefaultAttemptTimeout = 10 * time.Second
+	// DefaultConnectTimeout is how long an attempt waits for a node's
+	// connection to become ready before trying another node.
+	DefaultConnectTimeout = 2 * time.Second
+	// DefaultCallTimeout is the deadline given to calls whose context has
+	// none (every RPC gets a deadline).
+	DefaultCallTimeout = 30 * time.Second
+	// maxRecvMsgBytes bounds one response (a Read batch holds at least one
+	// transaction of up to the server's 4 MiB request limit).
+	maxRecvMsgBytes = 64 << 20
+)
+
+// Config configures a Client.
+type Config struct {
+	// Addrs are API addresses of some cluster nodes (at least one).
+	Addrs          []string
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	AttemptTimeout time.Duration
+	ConnectTimeout time.Duration
+	CallTimeout    time.Duration
+	// DialOptions are added to the client's own (insecure credentials,
+	// bounded reconnect backoff, 64 MiB receive limit).
+	DialOptions []grpc.DialOption
+	Logger      *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if len(c.Addrs) == 0 {
+		return errors.New("client: Config.Addrs is empty")
+	}
+	for _, a := range c.Addrs {
+		if a == "" {
+			return errors.New("client: empty address in Config.Addrs")
+		}
+	}
+	def := func(p *time.Duration, d time.Duration) {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	def(&c.InitialBackoff, DefaultInitialBackoff)
+	def(&c.MaxBackoff, DefaultMaxBackoff)
+	def(&c.AttemptTimeout, DefaultAttemptTimeout)
+	def(&c.ConnectTimeout, DefaultConnectTimeout)
+	def(&c.CallTimeout, DefaultCallTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Client talks to a LogStore cluster.
+type Client struct {
+	cfg Config
+	mu  struct {
+		sync.Mutex
+		conns  map[string]*grpc.ClientConn
+		addrs  []string // seeds, then learned addresses
+		leader string   // best guess; "" unknown
+		next   int      // round-robin position in addrs
+		closed bool
+	}
+}
+
+// New returns a Client; it connects lazily.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg}
+	c.mu.conns = map[string]*grpc.ClientConn{}
+	c.mu.addrs = slices.Clone(cfg.Addrs)
+	return c, nil
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.closed = true
+	var errs []error
+	for _, cc := range c.mu.conns {
+		errs = append(errs, cc.Close())
+	}
+	c.mu.conns = map[string]*grpc.ClientConn{}
+	return errors.Join(errs...)
+}
+
+// ErrClosed is returned by calls on a closed Client.
+var ErrClosed = errors.New("client: closed")
+
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, ErrClosed
+	}
+	if cc := c.mu.conns[addr]; cc != nil {
+		return cc, nil
+	}
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: c.cfg.ConnectTimeout,
+		}),
+	}, c.cfg.DialOptions...)
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
+	}
+	c.mu.conns[addr] = cc
+	if !slices.Contains(c.mu.addrs, addr) {
+		c.mu.addrs = append(c.mu.addrs, addr)
+	}
+	return cc, nil
+}
+
+// pick returns the address to try: the leader guess, else the next seed.
+func (c *Client) pick(wantLeader bool) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if wantLeader && c.mu.leader != "" {
+		return c.mu.leader
+	}
+	a := c.mu.addrs[c.mu.next%len(c.mu.addrs)]
+	c.mu.next++
+	return a
+}
+
+// failed forgets addr as leader and moves round-robin past it.
+func (c *Client) failed(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.leader == addr {
+		c.mu.leader = ""
+	}
+	if c.mu.addrs[c.mu.next%len(c.mu.addrs)] == addr {
+		c.mu.next++
+	}
+}
+
+func (c *Client) setLeader(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.leader = addr
+}
+
+// ready waits up to ConnectTimeout for cc to be usable; false means nothing
+// could have been sent on it.
+func (c *Client) ready(ctx context.Context, cc *grpc.ClientConn) bool {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
+	defer cancel()
+	cc.Connect()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return true
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			cc.ResetConnectBackoff()
+			return false
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			return false
+		}
+	}
+}
+
+func (c *Client) newBackoff(ctx context.Context) backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = c.cfg.InitialBackoff, c.cfg.MaxBackoff, 0
+	return backoff.WithContext(b, ctx)
+}
+
+// withDeadline gives ctx the default call deadline when it has none.
+func (c *Client) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.CallTimeout)
+}
+
+// retryable classifies err from a sent request: safe means the request
+// surely was not applied; transient means a retry may succeed.
+func retryable(err error) (safe, transient bool) {
+	switch apierr.CodeOf(err) {
+	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_SHUTTING_DOWN:
+		return true, true
+	case logstorepb.ErrorCode_TIMEOUT:
+		return false, true
+	case logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED:
+		switch status.Code(err) {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// call runs fn on nodes until it succeeds or fails for good. toLeader
+// sends to the leader guess; idempotent allows retrying unknown outcomes.
+func (c *Client) call(ctx context.Context, toLeader, idempotent bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	b := c.newBackoff(ctx)
+	for {
+		addr := c.pick(toLeader)
+		err := c.attempt(ctx, addr, fn)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, ErrClosed) {
+			return err
+		}
+		safe, transient := true, true
+		if !errors.Is(err, errUnreachable) {
+			safe, transient = retryable(err)
+		}
+		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
+			if d.LeaderAddress != "" && d.LeaderAddress != addr {
+				c.setLeader(d.LeaderAddress)
+				continue // go straight to the named leader
+			}
+			c.failed(addr)
+		} else if transient {
+			c.failed(addr)
+		}
+		if !transient || !(safe || idempotent) {
+			return err
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+	}
+}
+
+var errUnreachable = errors.New("client: node unreachable")
+
+func (c *Client) attempt(ctx context.Context, addr string, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return err
+	}
+	if !c.ready(ctx, cc) {
+		return fmt.Errorf("%w: %s", errUnreachable, addr)
+	}
+	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+	defer cancel()
+	err = fn(actx, cc)
+	if err == nil && ctx.Err() == nil {
+		c.setLeaderIfUnknown(addr)
+	}
+	return err
+}
+
+// setLeaderIfUnknown remembers addr after a write succeeded there.
+func (c *Client) setLeaderIfUnknown(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.leader == "" {
+		c.mu.leader = addr
+	}
+}
+
+// Append commits one transaction (see logstorepb.AppendRequest). With a
+// producer id it is retried until the caller's deadline whatever happens,
+// and a retry of a committed sequence returns the first result with
+// Duplicate set.
+func (c *Client) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	var resp *logstorepb.AppendResponse
+	err := c.call(ctx, true, req.ProducerId != "", func(ctx context.Context, cc *grpc.ClientConn) error {
+		var err error
+		resp, err = logstorepb.NewLogStoreClient(cc).Append(ctx, req)
+		return err
+	})
+	return resp, err
+}
+
+// NextEpoch commits and returns a new LogPlayer epoch. Retried on unknown
+// outcomes too: a retry may skip an epoch, which keeps "higher than every
+// earlier one".
+func (c *Client) NextEpoch(ctx context.Context) (uint64, error) {
+	var epoch uint64
+	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		resp, err := logstorepb.NewLogStoreClient(cc).NextEpoch(ctx, &logstorepb.NextEpochRequest{})
+		if err == nil {
+			epoch = resp.Epoch
+		}
+		return err
+	})
+	return epoch, err
+}
+
+// ReportConsumer records consumer's durable acked LSN (remove: drop it from
+// the retention floor).
+func (c *Client) ReportConsumer(ctx context.Context, consumer string, ackedLSN uint64, remove bool) error {
+	return c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := logstorepb.NewLogStoreClient(cc).ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: ackedLSN, Remove: remove})
+		return err
+	})
+}
+
+// FetchOffsets returns group's committed offsets (all topics when topics
+// is empty) as known by the leader.
+func (c *Client) FetchOffsets(ctx context.Context, group string, topics ...string) ([]*logstorepb.OffsetCommit, error) {
+	var out []*logstorepb.OffsetCommit
+	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		resp, err := logstorepb.NewLogStoreClient(cc).FetchOffsets(ctx, &logstorepb.FetchOffsetsRequest{Group: group, Topics: topics})
+		if err == nil {
+			out = resp.Offsets
+		}
+		return err
+	})
+	return out, err
+}
+
+// Status returns the status of the node at addr.
+func (c *Client) Status(ctx context.Context, addr string) (*logstorepb.StatusResponse, error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return logstorepb.NewLogStoreClient(cc).Status(ctx, &logstorepb.StatusRequest{})
+}
+
+// LeaderStatus returns the status of the leader.
+func (c *Client) LeaderStatus(ctx context.Context) (*logstorepb.StatusResponse, error) {
+	var out *logstorepb.StatusResponse
+	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		resp, err := logstorepb.NewLogStoreClient(cc).Status(ctx, &logstorepb.StatusRequest{})
+		if err != nil {
+			return err
+		}
+		if resp.Role != "leader" {
+			return apierr.New(logstorepb.ErrorCode_NOT_LEADER, "not the leader", func(d *logstorepb.ErrorDetail) {
+				d.LeaderId, d.LeaderAddress = resp.LeaderId, resp.LeaderAddress
+			})
+		}
+		out = resp
+		return nil
+	})
+	return out, err
+}
+
+// AddVoter adds a voter (the leader registers its API address too).
+func (c *Client) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) error {
+	return c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := logstorepb.NewClusterClient(cc).AddVoter(ctx, &logstorepb.AddVoterRequest{Id: id, RaftAddress: raftAddr, ApiAddress: apiAddr})
+		return err
+	})
+}
+
+// RemoveServer removes a server from the cluster.
+func (c *Client) RemoveServer(ctx context.Context, id string) error {
+	return c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := logstorepb.NewClusterClient(cc).RemoveServer(ctx, &logstorepb.RemoveServerRequest{Id: id})
+		return err
+	})
+}
+
+// TransferLeadership asks the leader to hand over to id ("" lets Raft pick).
+// Not retried on unknown outcomes (a second transfer would move it again).
+func (c *Client) TransferLeadership(ctx context.Context, id string) error {
+	return c.call(ctx, true, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+		_, err := logstorepb.NewClusterClient(cc).TransferLeadership(ctx, &logstorepb.TransferLeadershipRequest{Id: id})
+		return err
+	})
+}
+
+// Read streams committed transactions from req.FromLsn (to req.ToLsn, or
+// forever when 0) to fn, from any node. After a stream failure it resumes
+// on another node from the last read_through_lsn+1, so fn sees every LSN
+// once, in order. It returns nil when req.ToLsn is reached, fn's error, a
+// permanent error (e.g. OUT_OF_RANGE below retention), or ctx's error.
+// req's deadline-less ctx is allowed here: a follow never ends by itself.
+func (c *Client) Read(ctx context.Context, req *logstorepb.ReadRequest, fn func(*logstorepb.ReadResponse) error) error {
+	next := proto.Clone(req).(*logstorepb.ReadRequest) // only FromLsn changes
+	b := c.newBackoff(ctx)
+	for {
+		addr := c.pick(false)
+		progressed, err := c.readOnce(ctx, addr, next, fn)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var fnErr fnError
+		if errors.As(err, &fnErr) {
+			return fnErr.err
+		}
+		if progressed {
+			b.Reset()
+		}
+		if _, transient := retryable(err); !transient && !errors.Is(err, errUnreachable) {
+			return err
+		}
+		c.failed(addr)
+		c.cfg.Logger.Debug("read stream failed; resuming elsewhere", "addr", addr, "from_lsn", next.FromLsn, "err", err)
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
+func (c *Client) readOnce(ctx context.Context, addr string, req *logstorepb.ReadRequest, fn func(*logstorepb.ReadResponse) error) (bool, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return false, err
+	}
+	if !c.ready(ctx, cc) {
+		return false, fmt.Errorf("%w: %s", errUnreachable, addr)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := logstorepb.NewLogStoreClient(cc).Read(sctx, req)
+	if err != nil {
+		return false, err
+	}
+	progressed := false
+	for {
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			return progressed, nil
+		}
+		if err != nil {
+			return progressed, err
+		}
+		if resp.ReadThroughLsn < req.FromLsn {
+			return progressed, fmt.Errorf("client: node %s read through %d below requested %d", addr, resp.ReadThroughLsn, req.FromLsn)
+		}
+		if err := fn(resp); err != nil {
+			return progressed, fnError{err}
+		}
+		progressed = true
+		req.FromLsn = resp.ReadThroughLsn + 1
+		if req.ToLsn != 0 && req.FromLsn > req.ToLsn {
+			return progressed, nil
+		}
+	}
+}

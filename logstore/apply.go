@@ -1,0 +1,226 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// ErrCorruptState marks FSM state bytes (in a snapshot) that do not decode.
+var ErrCorruptState = errors.New("logstore: corrupt FSM state")
+
+// producerSweepEvery is how often, in log time, apply drops idle producers:
+// a sweep scans the whole table, so it runs at most once a minute of log
+// time instead of on every entry.
+const producerSweepEvery = time.Minute
+
+// txnAppender is what apply needs from the segment log: append the next
+// transaction (txn.Lsn == last LSN + 1), visible to readers at once, no fsync.
+type txnAppender interface {
+	Append(txn *logstorepb.Transaction) error
+}
+
+// cmdResult is the outcome of one Command: exactly one of resp and err.
+// err is an apierr status error.
+type cmdResult struct {
+	resp proto.Message
+	err  error
+}
+
+// stateMachine is the deterministic core of the FSM: a plain, synchronous
+// type that applies one Raft entry at a time to state and the segment log.
+// Its output depends only on its state, the entry's bytes and the entry's
+// timestamp; it never reads a clock, iterates a map to decide anything, or
+// draws randomness, so every replica writes the same bytes.
+type stateMachine struct {
+	st           *state
+	log          txnAppender
+	maxProducers int
+	producerIdle time.Duration
+}
+
+// applyEntry applies every command of e (the payload of Raft log index idx)
+// in order and returns one result per command. It panics when the segment
+// log refuses a write: the replica can no longer follow the log and must
+// restart and re-apply from its last snapshot.
+func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
+	st := m.st
+	if idx <= st.lastIndex {
+		panic(fmt.Sprintf("logstore: apply raft index %d not above last applied %d", idx, st.lastIndex))
+	}
+	ts := max(e.TimestampUnixNano, st.lastTimestamp)
+	st.lastTimestamp, st.lastIndex = ts, idx
+	m.sweepProducers(ts)
+	out := make([]cmdResult, len(e.Commands))
+	for i, c := range e.Commands {
+		switch k := c.Kind.(type) {
+		case *logstorepb.Command_Append:
+			resp, err := m.applyAppend(idx, ts, k.Append)
+			out[i] = cmdResult{resp: resp, err: err}
+		case *logstorepb.Command_NextEpoch:
+			st.epoch++
+			out[i] = cmdResult{resp: &logstorepb.NextEpochResponse{Epoch: st.epoch}}
+		case *logstorepb.Command_ReportConsumer:
+			r := k.ReportConsumer
+			if r.Remove {
+				delete(st.consumers, r.Consumer)
+			} else {
+				// Set, not max: a target rebuilt from scratch may move
+				// back, and a stale report only retains more.
+				st.consumers[r.Consumer] = r.AckedLsn
+			}
+			out[i] = cmdResult{resp: &logstorepb.ReportConsumerResponse{}}
+		case *logstorepb.Command_Member:
+			if k.Member.Remove {
+				delete(st.members, k.Member.Id)
+			} else {
+				st.members[k.Member.Id] = k.Member
+			}
+			out[i] = cmdResult{resp: &logstorepb.AddVoterResponse{}}
+		default:
+			panic(fmt.Sprintf("logstore: raft index %d command %d has unknown kind %T", idx, i, c.Kind))
+		}
+	}
+	return out
+}
+
+// sweepProducers drops producers idle for longer than producerIdle in log
+// time, at most once per producerSweepEvery of log time.
+func (m *stateMachine) sweepProducers(ts int64) {
+	st := m.st
+	if ts-st.lastSweep < int64(producerSweepEvery) {
+		return
+	}
+	st.lastSweep = ts
+	cutoff := ts - int64(m.producerIdle)
+	for id, p := range st.producers { // order-free: deletes only
+		if p.LastSeenUnixNano < cutoff {
+			delete(st.producers, id)
+		}
+	}
+}
+
+// applyAppend applies one AppendRequest: producer dedupe, conditions, then
+// the write. A refused request changes nothing but the producer row.
+func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	st := m.st
+	if req.ProducerId == "" {
+		return m.write(idx, ts, req)
+	}
+	p := st.producers[req.ProducerId]
+	expected := uint64(1)
+	if p != nil {
+		expected = p.LastSequence + 1
+		if req.Sequence == p.LastSequence {
+			p.LastSeenUnixNano = ts
+			return storedResult(p)
+		}
+	}
+	if req.Sequence != expected {
+		return nil, apierr.New(logstorepb.ErrorCode_SEQUENCE_MISMATCH,
+			fmt.Sprintf("producer %q: sequence %d, expected %d", req.ProducerId, req.Sequence, expected),
+			func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
+	}
+	resp, err := m.write(idx, ts, req)
+	if p == nil {
+		m.makeRoomForProducer()
+		p = &logstorepb.ProducerState{ProducerId: req.ProducerId}
+		st.producers[req.ProducerId] = p
+	}
+	p.LastSequence, p.LastSeenUnixNano = req.Sequence, ts
+	p.Result, p.Error, p.ErrorMessage = resp, nil, ""
+	if err != nil {
+		p.Result, p.Error = nil, apierr.Detail(err)
+		p.ErrorMessage = statusMessage(err)
+	}
+	return resp, err
+}
+
+// makeRoomForProducer evicts the least recently seen producer (ties: the
+// smallest id, so the choice is the same on every replica) when the table
+// is full.
+func (m *stateMachine) makeRoomForProducer() {
+	st := m.st
+	if len(st.producers) < m.maxProducers {
+		return
+	}
+	var victim *logstorepb.ProducerState
+	for _, p := range st.producers {
+		if victim == nil || p.LastSeenUnixNano < victim.LastSeenUnixNano ||
+			(p.LastSeenUnixNano == victim.LastSeenUnixNano && p.ProducerId < victim.ProducerId) {
+			victim = p
+		}
+	}
+	delete(st.producers, victim.ProducerId)
+}
+
+// storedResult answers a producer retry with the first result.
+func storedResult(p *logstorepb.ProducerState) (*logstorepb.AppendResponse, error) {
+	if p.Error != nil {
+		d := proto.Clone(p.Error).(*logstorepb.ErrorDetail)
+		return nil, apierr.New(d.Code, p.ErrorMessage, func(out *logstorepb.ErrorDetail) { proto.Merge(out, d) })
+	}
+	resp := proto.Clone(p.Result).(*logstorepb.AppendResponse)
+	resp.Duplicate = true
+	return resp, nil
+}
+
+// write checks req's conditions and, when they hold, appends it as the next
+// transaction.
+func (m *stateMachine) write(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	st := m.st
+	for _, c := range req.Conditions {
+		if actual := st.topics[c.Topic]; actual != c.ExpectedNextOffset {
+			return nil, apierr.New(logstorepb.ErrorCode_CONDITION_FAILED,
+				fmt.Sprintf("topic %q: next offset is %d, expected %d", c.Topic, actual, c.ExpectedNextOffset),
+				func(d *logstorepb.ErrorDetail) { d.Topic, d.ActualNextOffset = c.Topic, actual })
+		}
+	}
+	st.lastLSN++
+	txn := &logstorepb.Transaction{
+		Lsn:               st.lastLSN,
+		RaftIndex:         idx,
+		TimestampUnixNano: ts,
+		Slices:            make([]*logstorepb.TxnSlice, len(req.Slices)),
+		OffsetCommits:     req.OffsetCommits,
+	}
+	resp := &logstorepb.AppendResponse{Lsn: txn.Lsn, Slices: make([]*logstorepb.SliceResult, len(req.Slices))}
+	for i, s := range req.Slices {
+		first := st.topics[s.Topic]
+		st.topics[s.Topic] = first + uint64(len(s.Messages))
+		txn.Slices[i] = &logstorepb.TxnSlice{Topic: s.Topic, FirstOffset: first, Messages: s.Messages}
+		resp.Slices[i] = &logstorepb.SliceResult{Topic: s.Topic, FirstOffset: first}
+	}
+	for _, oc := range req.OffsetCommits {
+		st.groups[groupKey{oc.Group, oc.Topic}] = oc.Offset
+	}
+	if err := m.log.Append(txn); err != nil {
+		panic(fmt.Sprintf("logstore: segment append lsn %d raft index %d: %v", txn.Lsn, idx, err))
+	}
+	return resp, nil
+}
+
+// statusMessage is the message of a status error without the "rpc error:"
+// prefix.
+func statusMessage(err error) string { return status.Convert(err).Message() }
+
+// groupOffsets returns group's committed offsets for topics (all when
+// empty), sorted by topic.
+func (s *state) groupOffsets(group string, topics []string) []*logstorepb.OffsetCommit {
+	var out []*logstorepb.OffsetCommit
+	for k, off := range s.groups {
+		if k.group == group && (len(topics) == 0 || slices.Contains(topics, k.topic)) {
+			out = append(out, &logstorepb.OffsetCommit{Group: group, Topic: k.topic, Offset: off})
+		}
+	}
+	slices.SortFunc(out, func(a, b *logstorepb.OffsetCommit) int { return strings.Compare(a.Topic, b.Topic) })
+	return out
+}

@@ -1,0 +1,246 @@
+package logstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// memLog is an in-memory txnAppender that checks LSN continuity.
+type memLog struct{ txns []*logstorepb.Transaction }
+
+func (l *memLog) Append(txn *logstorepb.Transaction) error {
+	if want := uint64(len(l.txns)) + 1; txn.Lsn != want {
+		return fmt.Errorf("lsn %d, want %d", txn.Lsn, want)
+	}
+	l.txns = append(l.txns, proto.Clone(txn).(*logstorepb.Transaction))
+	return nil
+}
+
+func newTestSM() (*stateMachine, *memLog) {
+	l := &memLog{}
+	return &stateMachine{st: newState(), log: l, maxProducers: 3, producerIdle: time.Hour}, l
+}
+
+func appendCmd(r *logstorepb.AppendRequest) *logstorepb.Command {
+	return &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: r}}
+}
+
+func slices2(a, b string, n int) []*logstorepb.Slice {
+	msgs := func() []*logstorepb.Message {
+		out := make([]*logstorepb.Message, n)
+		for i := range out {
+			out[i] = &logstorepb.Message{Value: []byte{byte(i)}}
+		}
+		return out
+	}
+	return []*logstorepb.Slice{{Topic: a, Messages: msgs()}, {Topic: b, Messages: msgs()}}
+}
+
+func TestApplyAssignsDenseLSNsAndOffsets(t *testing.T) {
+	sm, l := newTestSM()
+	res := sm.applyEntry(1, &logstorepb.Entry{TimestampUnixNano: 10, Commands: []*logstorepb.Command{
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 2)}),
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("b", "c", 3)}),
+	}})
+	r0 := res[0].resp.(*logstorepb.AppendResponse)
+	r1 := res[1].resp.(*logstorepb.AppendResponse)
+	if r0.Lsn != 1 || r1.Lsn != 2 {
+		t.Fatalf("lsns %d %d, want 1 2", r0.Lsn, r1.Lsn)
+	}
+	if r1.Slices[0].Topic != "b" || r1.Slices[0].FirstOffset != 2 || r1.Slices[1].FirstOffset != 0 {
+		t.Fatalf("second txn slices = %v", r1.Slices)
+	}
+	if got := sm.st.topics; got["a"] != 2 || got["b"] != 5 || got["c"] != 3 {
+		t.Fatalf("next offsets = %v", got)
+	}
+	if len(l.txns) != 2 || l.txns[1].RaftIndex != 1 || l.txns[1].TimestampUnixNano != 10 {
+		t.Fatalf("log = %v", l.txns)
+	}
+}
+
+func TestApplyTimestampNeverDecreases(t *testing.T) {
+	sm, l := newTestSM()
+	sm.applyEntry(1, &logstorepb.Entry{TimestampUnixNano: 100, Commands: []*logstorepb.Command{appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})}})
+	sm.applyEntry(2, &logstorepb.Entry{TimestampUnixNano: 50, Commands: []*logstorepb.Command{appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})}})
+	if l.txns[1].TimestampUnixNano != 100 {
+		t.Fatalf("second timestamp %d, want clamped to 100", l.txns[1].TimestampUnixNano)
+	}
+}
+
+func TestIdempotentProducer(t *testing.T) {
+	sm, l := newTestSM()
+	req := func(seq uint64) *logstorepb.Command {
+		return appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p", Sequence: seq})
+	}
+	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{req(1), req(1), req(3), req(2)}})
+	first := res[0].resp.(*logstorepb.AppendResponse)
+	dup := res[1].resp.(*logstorepb.AppendResponse)
+	if !dup.Duplicate || dup.Lsn != first.Lsn || dup.Slices[0].FirstOffset != first.Slices[0].FirstOffset {
+		t.Fatalf("retry = %v, want first result %v with duplicate", dup, first)
+	}
+	if d := apierr.Detail(res[2].err); d == nil || d.Code != logstorepb.ErrorCode_SEQUENCE_MISMATCH || d.ExpectedSequence != 2 {
+		t.Fatalf("gap: err %v detail %v", res[2].err, d)
+	}
+	if status.Code(res[2].err) != codes.FailedPrecondition {
+		t.Fatalf("gap code %v", status.Code(res[2].err))
+	}
+	if r := res[3].resp.(*logstorepb.AppendResponse); r.Lsn != 2 || r.Duplicate {
+		t.Fatalf("seq 2 = %v", r)
+	}
+	if len(l.txns) != 2 {
+		t.Fatalf("%d txns written, want 2", len(l.txns))
+	}
+	// A sequence older than the last is refused, not answered.
+	res = sm.applyEntry(2, &logstorepb.Entry{Commands: []*logstorepb.Command{req(1)}})
+	if d := apierr.Detail(res[0].err); d == nil || d.ExpectedSequence != 3 {
+		t.Fatalf("old sequence: %v", res[0].err)
+	}
+	// A new producer must start at 1.
+	res = sm.applyEntry(3, &logstorepb.Entry{Commands: []*logstorepb.Command{
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "q", Sequence: 5}),
+	}})
+	if d := apierr.Detail(res[0].err); d == nil || d.ExpectedSequence != 1 {
+		t.Fatalf("new producer at 5: %v", res[0].err)
+	}
+}
+
+func TestConditionFailsOnlyItsTxn(t *testing.T) {
+	sm, l := newTestSM()
+	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), Conditions: []*logstorepb.Condition{{Topic: "a", ExpectedNextOffset: 0}}}),
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), Conditions: []*logstorepb.Condition{{Topic: "a", ExpectedNextOffset: 0}}}),
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), Conditions: []*logstorepb.Condition{{Topic: "zzz", ExpectedNextOffset: 0}}}),
+	}})
+	if res[0].err != nil || res[2].err != nil {
+		t.Fatalf("winners failed: %v %v", res[0].err, res[2].err)
+	}
+	d := apierr.Detail(res[1].err)
+	if d == nil || d.Code != logstorepb.ErrorCode_CONDITION_FAILED || d.Topic != "a" || d.ActualNextOffset != 1 {
+		t.Fatalf("loser detail = %v", d)
+	}
+	if len(l.txns) != 2 || l.txns[1].Lsn != 2 || sm.st.topics["a"] != 2 {
+		t.Fatalf("txns %d, next a %d", len(l.txns), sm.st.topics["a"])
+	}
+}
+
+func TestFailedConditionConsumesProducerSequence(t *testing.T) {
+	sm, _ := newTestSM()
+	bad := appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p", Sequence: 1,
+		Conditions: []*logstorepb.Condition{{Topic: "a", ExpectedNextOffset: 9}}})
+	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{bad, bad}})
+	for i, r := range res {
+		if d := apierr.Detail(r.err); d == nil || d.Code != logstorepb.ErrorCode_CONDITION_FAILED || d.ActualNextOffset != 0 {
+			t.Fatalf("result %d = %v", i, r.err)
+		}
+	}
+	if sm.st.producers["p"].LastSequence != 1 {
+		t.Fatalf("last sequence %d", sm.st.producers["p"].LastSequence)
+	}
+}
+
+func TestOffsetsOnlyTxnAndEpochAndConsumers(t *testing.T) {
+	sm, l := newTestSM()
+	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{
+		appendCmd(&logstorepb.AppendRequest{OffsetCommits: []*logstorepb.OffsetCommit{{Group: "g", Topic: "a", Offset: 7}}}),
+		{Kind: &logstorepb.Command_NextEpoch{NextEpoch: &logstorepb.NextEpochRequest{}}},
+		{Kind: &logstorepb.Command_NextEpoch{NextEpoch: &logstorepb.NextEpochRequest{}}},
+		{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "c1", AckedLsn: 5}}},
+		{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "c2", AckedLsn: 3}}},
+		{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "c2", Remove: true}}},
+	}})
+	if r := res[0].resp.(*logstorepb.AppendResponse); r.Lsn != 1 || len(l.txns[0].OffsetCommits) != 1 {
+		t.Fatalf("offsets-only txn = %v", r)
+	}
+	if e := res[2].resp.(*logstorepb.NextEpochResponse).Epoch; e != 2 {
+		t.Fatalf("epoch %d", e)
+	}
+	if floor, ok := sm.st.minConsumerLSN(); !ok || floor != 5 {
+		t.Fatalf("floor %d %v", floor, ok)
+	}
+	if got := sm.st.groupOffsets("g", nil); len(got) != 1 || got[0].Offset != 7 {
+		t.Fatalf("group offsets %v", got)
+	}
+}
+
+func TestProducerTableBoundedAndExpiring(t *testing.T) {
+	sm, _ := newTestSM() // maxProducers 3, idle 1h
+	for i, id := range []string{"p1", "p2", "p3", "p4"} {
+		sm.applyEntry(uint64(i+1), &logstorepb.Entry{TimestampUnixNano: int64(i + 1), Commands: []*logstorepb.Command{
+			appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: id, Sequence: 1}),
+		}})
+	}
+	if _, ok := sm.st.producers["p1"]; ok || len(sm.st.producers) != 3 {
+		t.Fatalf("producers %v: p1 should be evicted", sortedKeys(sm.st.producers))
+	}
+	later := int64(2*time.Hour) + 10
+	sm.applyEntry(5, &logstorepb.Entry{TimestampUnixNano: later, Commands: []*logstorepb.Command{
+		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p9", Sequence: 1}),
+	}})
+	if len(sm.st.producers) != 1 {
+		t.Fatalf("producers after expiry %v", sortedKeys(sm.st.producers))
+	}
+}
+
+// TestApplyDeterministic replays the same entries into two state machines
+// and a snapshot round trip, and compares state and log bytes.
+func TestApplyDeterministic(t *testing.T) {
+	entries := []*logstorepb.Entry{}
+	for i := range 50 {
+		var cmds []*logstorepb.Command
+		for j := range 5 {
+			r := &logstorepb.AppendRequest{Slices: slices2(fmt.Sprintf("t%d", j), fmt.Sprintf("u%d", i%3), 1+j%2)}
+			if j%2 == 0 {
+				r.ProducerId, r.Sequence = fmt.Sprintf("p%d", j), uint64(i+1)
+			}
+			if j == 3 {
+				r.Conditions = []*logstorepb.Condition{{Topic: "t3", ExpectedNextOffset: uint64(i * 2)}}
+				r.OffsetCommits = []*logstorepb.OffsetCommit{{Group: "g", Topic: "t3", Offset: uint64(i)}}
+			}
+			cmds = append(cmds, appendCmd(r))
+		}
+		entries = append(entries, &logstorepb.Entry{TimestampUnixNano: int64(i) * int64(time.Minute), Commands: cmds})
+	}
+	a, la := newTestSM()
+	b, lb := newTestSM()
+	for i, e := range entries[:25] {
+		a.applyEntry(uint64(i+1), e)
+		b.applyEntry(uint64(i+1), e)
+	}
+	// b continues from a snapshot of its state.
+	snap, err := proto.Marshal(b.st.toProto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p logstorepb.FSMState
+	if err := proto.Unmarshal(snap, &p); err != nil {
+		t.Fatal(err)
+	}
+	if b.st, err = stateFromProto(&p); err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range entries[25:] {
+		a.applyEntry(uint64(i+26), e)
+		b.applyEntry(uint64(i+26), e)
+	}
+	sa, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a.st.toProto())
+	sb, _ := proto.MarshalOptions{Deterministic: true}.Marshal(b.st.toProto())
+	if string(sa) != string(sb) {
+		t.Fatal("states differ after the same entries")
+	}
+	if len(la.txns) != len(lb.txns) || len(la.txns) < 200 {
+		t.Fatalf("txns %d vs %d", len(la.txns), len(lb.txns))
+	}
+	for i := range la.txns {
+		if !proto.Equal(la.txns[i], lb.txns[i]) {
+			t.Fatalf("txn %d differs", i+1)
+		}
+	}
+}

@@ -1,0 +1,260 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Documented defaults. Config.validate fills a zero field with its default.
+const (
+	// DefaultIntakeQueue bounds requests waiting for the aggregator: enough
+	// to keep 4 entries of 1024 txns queued behind the in-flight ones, small
+	// enough (8192 × ≤4 MiB worst case, a few MiB typical) to bound memory.
+	DefaultIntakeQueue = 8192
+	// DefaultMaxBatchTxns bounds the commands in one Raft entry.
+	DefaultMaxBatchTxns = 1024
+	// DefaultMaxBatchBytes bounds an entry's encoded request bytes (soft: one
+	// request larger than this still goes out, alone).
+	DefaultMaxBatchBytes = 1 << 20
+	// DefaultMaxInflightEntries is how many entries the aggregator pipelines
+	// into Raft before it waits for the oldest to apply.
+	DefaultMaxInflightEntries = 4
+
+	// DefaultMaxMessageBytes bounds one message's value+key+headers.
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultMaxRequestBytes bounds one encoded AppendRequest; the gRPC
+	// server's MaxRecvMsgSize is set grpcRecvSlack above it so an oversize
+	// request gets a typed REQUEST_TOO_LARGE instead of a transport error.
+	DefaultMaxRequestBytes = 4 << 20
+	grpcRecvSlack          = 64 << 10
+
+	// DefaultReadBatchTxns and DefaultReadBatchBytes bound one ReadResponse
+	// (a single larger transaction is still sent, alone).
+	DefaultReadBatchTxns  = 256
+	DefaultReadBatchBytes = 1 << 20
+
+	// DefaultMaxProducers bounds the idempotent-producer table; beyond it
+	// the least recently seen producer is evicted (by log time).
+	DefaultMaxProducers = 10000
+	// DefaultProducerIdleExpiry drops a producer not seen for this long in
+	// log time (leader timestamps), checked once per producerSweepEvery.
+	DefaultProducerIdleExpiry = 24 * time.Hour
+
+	// DefaultSegmentBytes is the size at which the segment log seals a file.
+	DefaultSegmentBytes = 64 << 20
+
+	// Retention: keep at most RetentionBytes and RetentionAge of data, but
+	// never delete what a registered delivery consumer has not acked unless
+	// the caps (RetentionCapBytes, RetentionCapAge) force it.
+	DefaultRetentionBytes    = 1 << 30
+	DefaultRetentionAge      = 7 * 24 * time.Hour
+	DefaultRetentionCapBytes = 8 << 30
+	DefaultRetentionCapAge   = 30 * 24 * time.Hour
+	DefaultRetentionInterval = 30 * time.Second
+
+	// Raft defaults: hashicorp/raft's own timeouts (fine on loopback, and
+	// tolerant of a loaded 2-core machine), a short Raft log (the segment
+	// log keeps the data), frequent cheap snapshots (sealed segments are
+	// hard-linked, not copied).
+	DefaultHeartbeatTimeout   = 1000 * time.Millisecond
+	DefaultElectionTimeout    = 1000 * time.Millisecond
+	DefaultLeaderLeaseTimeout = 500 * time.Millisecond
+	DefaultCommitTimeout      = 5 * time.Millisecond
+	DefaultSnapshotInterval   = 30 * time.Second
+	DefaultSnapshotThreshold  = 4096
+	DefaultTrailingLogs       = 1024
+	DefaultSnapshotRetain     = 2
+	DefaultMaxAppendEntries   = 16
+	DefaultRaftTimeout        = 10 * time.Second
+)
+
+// Peer names one voter of the initial cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string
+	APIAddr  string
+}
+
+// Config configures a Node. Zero fields get the documented defaults.
+//
+// The producer settings (MaxProducers, ProducerIdleExpiry) feed the
+// deterministic apply: every node of a cluster must use the same values.
+type Config struct {
+	// ID is this node's Raft server id (required).
+	ID string
+	// Dir holds raft.db, snapshots/ and segments/ (required).
+	Dir string
+
+	// RaftAddr is the Raft TCP address to bind and advertise, unless
+	// RaftListener is set (then its address is advertised).
+	RaftAddr     string
+	RaftListener net.Listener
+	// APIAddr is the gRPC address to serve (LogStore, Cluster, health,
+	// reflection), unless APIListener is set.
+	APIAddr     string
+	APIListener net.Listener
+	// MetricsAddr, when set, serves Registry on http://MetricsAddr/metrics.
+	MetricsAddr string
+
+	// Bootstrap lists the initial voters (including this node). A node with
+	// existing Raft state ignores it; an empty list means "join later via
+	// Cluster.AddVoter on the leader".
+	Bootstrap []Peer
+
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// Now is the clock for leader timestamps and retention age.
+	Now func() time.Time
+
+	IntakeQueue        int
+	MaxBatchTxns       int
+	MaxBatchBytes      int
+	MaxInflightEntries int
+
+	MaxMessageBytes    int
+	MaxRequestBytes    int
+	ReadBatchTxns      int
+	ReadBatchBytes     int
+	MaxProducers       int
+	ProducerIdleExpiry time.Duration
+
+	SegmentBytes int64
+
+	RetentionBytes    int64
+	RetentionAge      time.Duration
+	RetentionCapBytes int64
+	RetentionCapAge   time.Duration
+	RetentionInterval time.Duration
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotInterval   time.Duration
+	SnapshotThreshold  uint64
+	TrailingLogs       uint64
+	SnapshotRetain     int
+	MaxAppendEntries   int
+	// RaftTimeout bounds Raft transport I/O and membership changes.
+	RaftTimeout time.Duration
+	// NoSync turns off raft-boltdb's fsync. Only for tests that do not
+	// crash; never in production or benchmarks.
+	NoSync bool
+}
+
+// ErrConfig wraps every configuration error.
+var ErrConfig = errors.New("logstore: invalid config")
+
+func defaultInt[T int | int64 | uint64](p *T, d T) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+func defaultDur(p *time.Duration, d time.Duration) {
+	if *p == 0 {
+		*p = d
+	}
+}
+
+// validate fills defaults and rejects nonsense.
+func (c *Config) validate() error {
+	if c.ID == "" {
+		return fmt.Errorf("%w: ID is required", ErrConfig)
+	}
+	if c.Dir == "" {
+		return fmt.Errorf("%w: Dir is required", ErrConfig)
+	}
+	if c.RaftAddr == "" && c.RaftListener == nil {
+		return fmt.Errorf("%w: RaftAddr or RaftListener is required", ErrConfig)
+	}
+	if c.APIAddr == "" && c.APIListener == nil {
+		return fmt.Errorf("%w: APIAddr or APIListener is required", ErrConfig)
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Bootstrap {
+		if p.ID == "" || p.RaftAddr == "" {
+			return fmt.Errorf("%w: bootstrap peer %+v needs ID and RaftAddr", ErrConfig, p)
+		}
+		if seen[p.ID] {
+			return fmt.Errorf("%w: bootstrap peer %q listed twice", ErrConfig, p.ID)
+		}
+		seen[p.ID] = true
+	}
+	if len(c.Bootstrap) > 0 && !seen[c.ID] {
+		return fmt.Errorf("%w: bootstrap list does not include this node %q", ErrConfig, c.ID)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	defaultInt(&c.IntakeQueue, DefaultIntakeQueue)
+	defaultInt(&c.MaxBatchTxns, DefaultMaxBatchTxns)
+	defaultInt(&c.MaxBatchBytes, DefaultMaxBatchBytes)
+	defaultInt(&c.MaxInflightEntries, DefaultMaxInflightEntries)
+	defaultInt(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	defaultInt(&c.MaxRequestBytes, DefaultMaxRequestBytes)
+	defaultInt(&c.ReadBatchTxns, DefaultReadBatchTxns)
+	defaultInt(&c.ReadBatchBytes, DefaultReadBatchBytes)
+	defaultInt(&c.MaxProducers, DefaultMaxProducers)
+	defaultDur(&c.ProducerIdleExpiry, DefaultProducerIdleExpiry)
+	defaultInt(&c.SegmentBytes, DefaultSegmentBytes)
+	defaultInt(&c.RetentionBytes, DefaultRetentionBytes)
+	defaultDur(&c.RetentionAge, DefaultRetentionAge)
+	defaultInt(&c.RetentionCapBytes, DefaultRetentionCapBytes)
+	defaultDur(&c.RetentionCapAge, DefaultRetentionCapAge)
+	defaultDur(&c.RetentionInterval, DefaultRetentionInterval)
+	defaultDur(&c.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	defaultDur(&c.ElectionTimeout, DefaultElectionTimeout)
+	defaultDur(&c.LeaderLeaseTimeout, DefaultLeaderLeaseTimeout)
+	defaultDur(&c.CommitTimeout, DefaultCommitTimeout)
+	defaultDur(&c.SnapshotInterval, DefaultSnapshotInterval)
+	defaultInt(&c.SnapshotThreshold, DefaultSnapshotThreshold)
+	defaultInt(&c.TrailingLogs, DefaultTrailingLogs)
+	defaultInt(&c.SnapshotRetain, DefaultSnapshotRetain)
+	defaultInt(&c.MaxAppendEntries, DefaultMaxAppendEntries)
+	defaultDur(&c.RaftTimeout, DefaultRaftTimeout)
+
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{
+		{"IntakeQueue", int64(c.IntakeQueue)}, {"MaxBatchTxns", int64(c.MaxBatchTxns)},
+		{"MaxBatchBytes", int64(c.MaxBatchBytes)}, {"MaxInflightEntries", int64(c.MaxInflightEntries)},
+		{"MaxMessageBytes", int64(c.MaxMessageBytes)}, {"MaxRequestBytes", int64(c.MaxRequestBytes)},
+		{"ReadBatchTxns", int64(c.ReadBatchTxns)}, {"ReadBatchBytes", int64(c.ReadBatchBytes)},
+		{"MaxProducers", int64(c.MaxProducers)}, {"SegmentBytes", c.SegmentBytes},
+		{"RetentionBytes", c.RetentionBytes}, {"RetentionCapBytes", c.RetentionCapBytes},
+		{"SnapshotRetain", int64(c.SnapshotRetain)}, {"MaxAppendEntries", int64(c.MaxAppendEntries)},
+	} {
+		if v.n < 0 {
+			return fmt.Errorf("%w: %s = %d is negative", ErrConfig, v.name, v.n)
+		}
+	}
+	if c.MaxMessageBytes > c.MaxRequestBytes {
+		return fmt.Errorf("%w: MaxMessageBytes %d above MaxRequestBytes %d", ErrConfig, c.MaxMessageBytes, c.MaxRequestBytes)
+	}
+	if c.RetentionCapBytes < c.RetentionBytes {
+		return fmt.Errorf("%w: RetentionCapBytes %d below RetentionBytes %d", ErrConfig, c.RetentionCapBytes, c.RetentionBytes)
+	}
+	if c.RetentionCapAge < c.RetentionAge {
+		return fmt.Errorf("%w: RetentionCapAge %v below RetentionAge %v", ErrConfig, c.RetentionCapAge, c.RetentionAge)
+	}
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		return fmt.Errorf("%w: LeaderLeaseTimeout %v above HeartbeatTimeout %v", ErrConfig, c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.ProducerIdleExpiry < 0 || c.RetentionAge < 0 || c.RetentionInterval < 0 {
+		return fmt.Errorf("%w: negative duration", ErrConfig)
+	}
+	return nil
+}

@@ -1,0 +1,90 @@
+// Package logstore is a LogStore node: one Raft-replicated log for the whole
+// cluster (DESIGN.md §4). A transaction (one Append of 1..N topic slices) is
+// one record of the log, so it commits atomically; apply assigns it the next
+// dense LSN and dense per-topic offsets on every replica.
+//
+// # Write path
+//
+//	gRPC Append ─ validate (validate.go) ─▶ aggregator intake (bounded)
+//	  ─▶ one Raft entry of many commands ─▶ raft-boltdb (fsync) + replication
+//	  ─▶ fsm.Apply on every node: stateMachine.applyEntry (apply.go) appends
+//	     one CRC-framed record per txn to the segment log (no fsync)
+//	  ─▶ the visible head advances once per entry; readers wake
+//
+// Decisions (the design's choices, fixed here):
+//   - Aggregation (aggregator.go): one goroutine drains the intake queue
+//     (Config.IntakeQueue, default 8192) into one logstorepb.Entry bounded by
+//     MaxBatchTxns (1024) and MaxBatchBytes (1 MiB, soft), with at most
+//     MaxInflightEntries (4) entries in flight. No linger: when idle a lone
+//     request goes out at once; under load the batch is whatever queued
+//     while earlier entries were in flight. A full intake answers
+//     RESOURCE_EXHAUSTED/QUEUE_FULL at once. The entry carries the leader's
+//     timestamp, non-decreasing (apply clamps it to the previous one too).
+//   - Apply is deterministic: it reads only the entry (commands and
+//     timestamp) and the replicated state, never a clock, map order or
+//     randomness. Per Append: idempotent-producer check (producer id +
+//     sequence: the next one writes, the last one again returns the stored
+//     first result with duplicate=true, anything else is SEQUENCE_MISMATCH
+//     with the expected sequence; a new producer starts at 1), conditions
+//     (expected next offset per topic; a mismatch fails that txn alone with
+//     CONDITION_FAILED), then LSN and offsets, offset commits, one segment
+//     record. A failed condition consumes the producer's sequence (its retry
+//     gets the same failure). The producer table holds at most MaxProducers
+//     (10000; the least recently seen is evicted) and drops producers idle
+//     for ProducerIdleExpiry (24h) of log time. NextEpoch and ReportConsumer
+//     are commands too; so is a member registration (id, Raft and API
+//     address) that lets every node name the leader's API address in
+//     NOT_LEADER errors.
+//   - The apply path never fsyncs: raft-boltdb is the write-ahead log.
+//   - Snapshots (snapshot.go) are directories: segment.Checkpoint hard-links
+//     sealed segments and copies the active prefix (fsynced), plus the FSM
+//     state. Raft's InstallSnapshot streams state, manifest and every
+//     retained segment lazily; Restore installs them. On restart Raft does
+//     not restore (NoSnapshotRestoreOnStart): recover loads the newest
+//     snapshot's state, cuts the segment log after the snapshot's Raft index
+//     (TruncateAfterRaftIndex; this also drops a torn tail) and Raft
+//     re-applies the entries after it, so restart cost is proportional to
+//     entries since the snapshot. Raft's own log stays short
+//     (SnapshotThreshold 4096, TrailingLogs 1024).
+//   - Retention (retention.go) by size (RetentionBytes 1 GiB) and age
+//     (RetentionAge 7 days), local to each node, never above the newest
+//     durable snapshot, and never above the lowest delivery-consumer acked
+//     LSN unless RetentionCapBytes (8 GiB) or RetentionCapAge (30 days)
+//     forces it (warning + logstore_retention_forced_deletes_total).
+//   - Edge validation (validate.go): topics are 1..249 characters of
+//     [a-zA-Z0-9._-]; a message (value+key+headers) is at most
+//     MaxMessageBytes (1 MiB), a request at most MaxRequestBytes (4 MiB;
+//     gRPC's MaxRecvMsgSize is 64 KiB above so the typed error wins).
+//
+// # Read path
+//
+// Read and ReadTopic stream from the node's own segment log up to the
+// visible head (an atomic), waiting on a channel that is closed and
+// replaced at every head advance. They never take a lock the apply path
+// holds across I/O. Below the oldest retained LSN: OUT_OF_RANGE /
+// BELOW_RETENTION with oldest_lsn.
+//
+// # Goroutines
+//
+//   - aggregator.run: fed by Append/NextEpoch/ReportConsumer handlers through
+//     the intake channel; owns the batch being built and the last timestamp.
+//   - aggregator.complete: fed by run through the inflight channel; owns the
+//     Raft futures, answers each waiting request.
+//   - Raft's own goroutines, among them the FSM goroutine that calls
+//     fsm.Apply / Snapshot / Restore (owns the state and the segment writer)
+//     and the snapshot goroutine that calls fsmSnapshot.Persist.
+//   - Node.watchLeadership: fed by raft.LeaderCh; registers member addresses
+//     when this node becomes leader.
+//   - Node.retentionLoop: a ticker; deletes old segments.
+//   - the gRPC server and the optional /metrics HTTP server.
+//
+// # Invariants
+//
+//   - LSNs are dense (1, 2, 3, …) and per-topic offsets dense (0, 1, …);
+//     both are assigned only by apply.
+//   - A transaction's slices become visible together: head moves only after
+//     a whole entry is applied.
+//   - Every replica's segment log holds the same bytes for the same LSNs.
+//   - The segment log never holds a record above the last snapshot that a
+//     restart would not re-apply: recover cuts to the snapshot's Raft index.
+package logstore

@@ -1,0 +1,128 @@
+package logstore
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// fsm is the raft.FSM of a node: the deterministic stateMachine plus the
+// visible head that readers wait on.
+//
+// Apply runs on Raft's FSM goroutine only. It takes mu for the whole entry
+// (state changes and segment appends), releases it, then advances the head:
+// readers of the segment log never take mu (they read up to head, which only
+// moves after a whole entry is applied), and readers of the state (Status,
+// FetchOffsets, leader lookup) hold mu only to copy a few values, never
+// across I/O.
+type fsm struct {
+	log     *segment.Log
+	metrics *metrics
+	dir     string         // node dir, for snapshot staging
+	durable *atomic.Uint64 // LSN of the newest durable snapshot (Node.durableLSN)
+
+	mu struct {
+		sync.Mutex
+		sm stateMachine
+	}
+
+	head   atomic.Uint64 // highest visible LSN
+	wakeMu sync.Mutex
+	wake   chan struct{} // closed and replaced at every head advance
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM(log *segment.Log, st *state, cfg *Config, m *metrics) *fsm {
+	f := &fsm{log: log, metrics: m, dir: cfg.Dir, wake: make(chan struct{})}
+	f.mu.sm = stateMachine{st: st, log: log, maxProducers: cfg.MaxProducers, producerIdle: cfg.ProducerIdleExpiry}
+	f.head.Store(st.lastLSN)
+	m.headLSN.Set(float64(st.lastLSN))
+	return f
+}
+
+// Apply implements raft.FSM. It returns []cmdResult for command entries.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	start := time.Now()
+	var e logstorepb.Entry
+	if err := proto.Unmarshal(l.Data, &e); err != nil {
+		// Only our aggregator writes entries; garbage is a bug.
+		panic(fmt.Sprintf("logstore: raft index %d: undecodable entry: %v", l.Index, err))
+	}
+	f.mu.Lock()
+	res := f.mu.sm.applyEntry(l.Index, &e)
+	last := f.mu.sm.st.lastLSN
+	f.mu.Unlock()
+	f.advance(last)
+	f.metrics.applyDuration.Observe(time.Since(start).Seconds())
+	return res
+}
+
+// advance makes every LSN up to lsn visible and wakes waiting readers.
+func (f *fsm) advance(lsn uint64) {
+	if lsn != f.head.Load() {
+		f.forceHead(lsn)
+	}
+}
+
+// waitChan returns a channel closed at the next head advance. Load it
+// before reading head, then wait on it if head is not far enough.
+func (f *fsm) waitChan() <-chan struct{} {
+	f.wakeMu.Lock()
+	defer f.wakeMu.Unlock()
+	return f.wake
+}
+
+// withState runs fn with the state locked; fn must not block.
+func (f *fsm) withState(fn func(st *state)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.mu.sm.st)
+}
+
+// Snapshot implements raft.FSM: it captures the state now (on the FSM
+// goroutine); Persist later checkpoints the segment log up to the captured
+// LSN while applies go on.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	st := f.mu.sm.st.toProto()
+	f.mu.Unlock()
+	return &fsmSnapshot{f: f, state: st}, nil
+}
+
+// Restore implements raft.FSM: rc is a snapshot archive (see snapshot.go)
+// sent by the leader; its segments replace the local log.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st, err := restoreArchive(rc, f.log, f.dir)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.mu.sm.st = st
+	f.mu.Unlock()
+	f.durable.Store(st.lastLSN)
+	f.forceHead(st.lastLSN)
+	return nil
+}
+
+// forceHead sets head (which may go down on restore) and wakes readers.
+func (f *fsm) forceHead(lsn uint64) {
+	f.head.Store(lsn)
+	f.metrics.headLSN.Set(float64(lsn))
+	f.wakeMu.Lock()
+	close(f.wake)
+	f.wake = make(chan struct{})
+	f.wakeMu.Unlock()
+}

@@ -1,0 +1,346 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Node is one LogStore server: Raft, FSM, segment log, aggregator and the
+// gRPC services. NewNode starts it; Close stops it.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+
+	seg       *segment.Log
+	snaps     *snapshotStore
+	fsm       *fsm
+	bolt      *raftboltdb.BoltStore
+	transport *raft.NetworkTransport
+	raft      *raft.Raft
+	agg       *aggregator
+
+	grpc    *grpc.Server
+	health  *health.Server
+	apiLis  net.Listener
+	httpSrv *http.Server
+
+	// durableLSN is the LSN of the newest durable snapshot: retention never
+	// deletes above it.
+	durableLSN atomic.Uint64
+
+	closing   chan struct{} // closed by Close: ends read streams and loops
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup // background goroutines (serve, leader watch, retention)
+}
+
+// NewNode opens (or creates) the node's storage in cfg.Dir, recovers the
+// FSM from its newest snapshot plus the segment log, starts Raft, the
+// aggregator and the gRPC server (and /metrics when configured).
+func NewNode(cfg Config) (*Node, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{})}
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		if n.grpc != nil {
+			n.grpc.Stop()
+		}
+		if n.raft != nil {
+			_ = n.raft.Shutdown().Error()
+		}
+		if n.agg != nil {
+			n.agg.close()
+		}
+		if n.transport != nil {
+			_ = n.transport.Close()
+		}
+		n.closeStores()
+	}()
+	var err error
+	if n.metrics, err = newMetrics(cfg.Registry, cfg.ID); err != nil {
+		return nil, fmt.Errorf("logstore: metrics: %w", err)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	if n.seg, err = segment.Open(segment.Options{
+		Dir: filepath.Join(cfg.Dir, "segments"), SegmentBytes: cfg.SegmentBytes, Logger: n.log,
+	}); err != nil {
+		return nil, fmt.Errorf("logstore: open segment log: %w", err)
+	}
+	if n.snaps, err = newSnapshotStore(filepath.Join(cfg.Dir, "snapshots"), cfg.SnapshotRetain, n.log, cfg.Now); err != nil {
+		return nil, err
+	}
+	st, err := n.recover()
+	if err != nil {
+		return nil, err
+	}
+	n.fsm = newFSM(n.seg, st, &n.cfg, n.metrics)
+	n.fsm.durable = &n.durableLSN
+	n.durableLSN.Store(st.lastLSN)
+	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
+	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
+
+	if n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"), NoSync: cfg.NoSync}); err != nil {
+		return nil, fmt.Errorf("logstore: open raft.db: %w", err)
+	}
+	raftLis := cfg.RaftListener
+	if raftLis == nil {
+		if raftLis, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			return nil, fmt.Errorf("logstore: raft listen: %w", err)
+		}
+	}
+	hl := raftlog.New(n.log, 0)
+	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: tcpStreamLayer{raftLis}, MaxPool: 3, Timeout: cfg.RaftTimeout, Logger: hl.Named("raft-net"),
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout, rc.ElectionTimeout = cfg.HeartbeatTimeout, cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout, rc.CommitTimeout = cfg.LeaderLeaseTimeout, cfg.CommitTimeout
+	rc.SnapshotInterval, rc.SnapshotThreshold, rc.TrailingLogs = cfg.SnapshotInterval, cfg.SnapshotThreshold, cfg.TrailingLogs
+	rc.MaxAppendEntries = cfg.MaxAppendEntries
+	rc.BatchApplyCh = true
+	rc.NoSnapshotRestoreOnStart = true
+	rc.Logger = hl.Named("raft")
+	if n.raft, err = raft.NewRaft(rc, n.fsm, n.bolt, n.bolt, n.snaps, n.transport); err != nil {
+		return nil, fmt.Errorf("logstore: start raft: %w", err)
+	}
+	if len(cfg.Bootstrap) > 0 {
+		has, err := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+		if err != nil {
+			return nil, fmt.Errorf("logstore: %w", err)
+		}
+		if !has {
+			var servers []raft.Server
+			for _, p := range cfg.Bootstrap {
+				servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+			}
+			if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+				return nil, fmt.Errorf("logstore: bootstrap: %w", err)
+			}
+		}
+	}
+	n.agg = newAggregator(n.raft, &n.cfg, n.metrics)
+
+	n.apiLis = cfg.APIListener
+	if n.apiLis == nil {
+		if n.apiLis, err = net.Listen("tcp", cfg.APIAddr); err != nil {
+			return nil, fmt.Errorf("logstore: api listen: %w", err)
+		}
+	}
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcRecvSlack))
+	srv := &server{n: n}
+	logstorepb.RegisterLogStoreServer(n.grpc, srv)
+	logstorepb.RegisterClusterServer(n.grpc, srv)
+	n.health = health.NewServer()
+	healthpb.RegisterHealthServer(n.grpc, n.health)
+	reflection.Register(n.grpc)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.grpc.Serve(n.apiLis); err != nil {
+			n.log.Error("grpc serve ended", "err", err)
+		}
+	}()
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", n.MetricsHandler())
+		n.httpSrv = &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("logstore: metrics listen: %w", err)
+		}
+		n.wg.Add(1)
+		go func() { defer n.wg.Done(); _ = n.httpSrv.Serve(mlis) }()
+	}
+	n.wg.Add(2)
+	go func() { defer n.wg.Done(); n.watchLeadership() }()
+	go func() { defer n.wg.Done(); n.retentionLoop() }()
+	ok = true
+	n.log.Info("logstore node started", "raft", n.transport.LocalAddr(), "api", n.apiLis.Addr().String(),
+		"lsn", st.lastLSN, "raft_index", st.lastIndex)
+	return n, nil
+}
+
+// recover loads the newest snapshot's state and cuts the segment log back
+// to it (Raft then re-applies the entries after the snapshot), or starts
+// empty when there is no snapshot.
+func (n *Node) recover() (*state, error) {
+	ls, err := n.snaps.loadNewest()
+	if err != nil {
+		return nil, err
+	}
+	st, idx := newState(), uint64(0)
+	if ls != nil {
+		st, idx = ls.state, ls.meta.Index
+	}
+	dropped, err := n.seg.TruncateAfterRaftIndex(idx)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: truncate segment log after raft index %d: %w", idx, err)
+	}
+	if ls != nil && n.seg.LastLSN() < st.lastLSN {
+		n.log.Warn("segment log behind its snapshot: reinstalling", "lsn", n.seg.LastLSN(), "snapshot_lsn", st.lastLSN)
+		if err := ls.reinstall(n.seg, n.cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	if n.seg.LastLSN() != st.lastLSN {
+		return nil, fmt.Errorf("logstore: segment log ends at lsn %d, snapshot state at %d (raft index %d)", n.seg.LastLSN(), st.lastLSN, idx)
+	}
+	n.log.Info("recovered", "lsn", st.lastLSN, "raft_index", idx, "dropped_records", dropped)
+	return st, nil
+}
+
+// tcpStreamLayer is raft's stream layer over a given listener, so tests and
+// dev mode can bind 127.0.0.1:0 and learn the port before the peers start.
+type tcpStreamLayer struct{ net.Listener }
+
+func (t tcpStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", string(addr), timeout)
+}
+
+// watchLeadership keeps the leader gauge and health status current, and
+// when this node becomes leader registers the API addresses of itself and
+// the bootstrap peers (so NOT_LEADER errors can name the leader's address).
+func (n *Node) watchLeadership() {
+	ch := n.raft.LeaderCh()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case isLeader := <-ch:
+			if isLeader {
+				n.metrics.isLeader.Set(1)
+				n.registerMembers()
+			} else {
+				n.metrics.isLeader.Set(0)
+			}
+		}
+	}
+}
+
+func (n *Node) registerMembers() {
+	want := []Peer{{ID: n.cfg.ID, RaftAddr: string(n.transport.LocalAddr()), APIAddr: n.APIAddr()}}
+	for _, p := range n.cfg.Bootstrap {
+		if p.ID != n.cfg.ID && p.APIAddr != "" {
+			want = append(want, p)
+		}
+	}
+	for _, p := range want {
+		var known *logstorepb.MemberCommand
+		n.fsm.withState(func(st *state) { known = st.members[p.ID] })
+		if known != nil && known.ApiAddress == p.APIAddr && known.RaftAddress == p.RaftAddr {
+			continue
+		}
+		if err := n.commitMember(context.Background(), &logstorepb.MemberCommand{Id: p.ID, RaftAddress: p.RaftAddr, ApiAddress: p.APIAddr}); err != nil {
+			n.log.Warn("registering member", "member", p.ID, "err", err)
+		}
+	}
+}
+
+func (n *Node) commitMember(ctx context.Context, m *logstorepb.MemberCommand) error {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.RaftTimeout)
+	defer cancel()
+	cmd := &logstorepb.Command{Kind: &logstorepb.Command_Member{Member: m}}
+	_, err := n.agg.submit(ctx, cmd, proto.Size(cmd))
+	return err
+}
+
+// ID returns the node's Raft server id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// APIAddr returns the address the gRPC server listens on.
+func (n *Node) APIAddr() string { return n.apiLis.Addr().String() }
+
+// RaftAddr returns the Raft transport's address.
+func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+
+// IsLeader reports whether this node is the Raft leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// HeadLSN returns the highest visible LSN.
+func (n *Node) HeadLSN() uint64 { return n.fsm.head.Load() }
+
+// SegmentLog exposes the node's segment log (for tests and tools: Sync,
+// Segments, reading without gRPC). Do not write to it.
+func (n *Node) SegmentLog() *segment.Log { return n.seg }
+
+// Raft exposes the node's Raft instance (for tests and tools).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// MetricsHandler serves the node's registry.
+func (n *Node) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(n.cfg.Registry, promhttp.HandlerOpts{})
+}
+
+// Close stops serving, shuts Raft down and closes storage. Read streams end
+// with SHUTTING_DOWN. Safe to call more than once.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		close(n.closing)
+		n.health.Shutdown()
+		stopped := make(chan struct{})
+		go func() { n.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second): // unary calls waiting on Raft
+			n.grpc.Stop()
+			<-stopped
+		}
+		if n.httpSrv != nil {
+			_ = n.httpSrv.Close()
+		}
+		var errs []error
+		if err := n.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		n.agg.close()
+		n.wg.Wait()
+		if err := n.transport.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, n.closeStores())
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.bolt != nil {
+		errs = append(errs, n.bolt.Close())
+	}
+	if n.seg != nil {
+		errs = append(errs, n.seg.Close())
+	}
+	return errors.Join(errs...)
+}

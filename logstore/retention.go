@@ -1,0 +1,77 @@
+package logstore
+
+import (
+	"time"
+)
+
+// retentionLoop applies retention every Config.RetentionInterval until
+// Close.
+func (n *Node) retentionLoop() {
+	t := time.NewTicker(n.cfg.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.closing:
+			return
+		case <-t.C:
+			if _, err := n.RunRetention(); err != nil {
+				n.log.Warn("retention", "err", err)
+			}
+		}
+	}
+}
+
+// RunRetention applies the retention policy once and returns the bytes it
+// freed. Oldest sealed segments go while the log is over RetentionBytes or
+// their newest record is older than RetentionAge, but:
+//   - never above the newest durable snapshot (data above it may be cut and
+//     re-applied at restart, so the log must still reach back to it);
+//   - never a segment holding an LSN a registered delivery consumer has not
+//     acked (the floor), unless RetentionCapBytes or RetentionCapAge forces
+//     it: then it goes anyway, with a warning and
+//     logstore_retention_forced_deletes_total.
+//
+// Retention is local to each node (it is not part of the replicated state).
+func (n *Node) RunRetention() (int64, error) {
+	floor, hasFloor := uint64(0), false
+	n.fsm.withState(func(st *state) { floor, hasFloor = st.minConsumerLSN() })
+	durable := n.durableLSN.Load()
+	now := n.cfg.Now()
+	size := n.seg.SizeBytes()
+	segs := n.seg.Segments()
+	cut, forced := uint64(0), 0
+	for _, s := range segs {
+		if !s.Sealed || s.LastLSN < s.FirstLSN || s.LastLSN > durable {
+			break
+		}
+		age := now.Sub(s.LastTime)
+		if size <= n.cfg.RetentionBytes && age <= n.cfg.RetentionAge {
+			break
+		}
+		if hasFloor && s.LastLSN > floor {
+			if size <= n.cfg.RetentionCapBytes && age <= n.cfg.RetentionCapAge {
+				break
+			}
+			forced++
+			n.log.Warn("retention cap forces deleting data a delivery consumer has not acked",
+				"segment", s.Name, "lsn", s.LastLSN, "floor", floor, "bytes", size, "age", age)
+		}
+		cut = s.LastLSN + 1
+		size -= s.Bytes
+	}
+	var freed int64
+	if cut > 0 {
+		var err error
+		if freed, err = n.seg.DeleteBefore(cut); err != nil {
+			return freed, err
+		}
+		n.metrics.retentionDeleted.Add(float64(freed))
+		if forced > 0 {
+			n.metrics.forcedDeletes.Add(float64(forced))
+		}
+		n.log.Info("retention deleted segments", "before_lsn", cut, "bytes", freed, "forced", forced)
+	}
+	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
+	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
+	return freed, nil
+}

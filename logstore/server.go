@@ -1,0 +1,412 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// server implements the LogStore and Cluster gRPC services of a Node. Every
+// error it returns goes through apierr.
+type server struct {
+	logstorepb.UnimplementedLogStoreServer
+	logstorepb.UnimplementedClusterServer
+	n *Node
+}
+
+// notLeader is the NOT_LEADER error naming the leader when known.
+func (s *server) notLeader() error {
+	_, id := s.n.raft.LeaderWithID()
+	var api string
+	if id != "" {
+		s.n.fsm.withState(func(st *state) {
+			if m := st.members[string(id)]; m != nil {
+				api = m.ApiAddress
+			}
+		})
+	}
+	return apierr.New(logstorepb.ErrorCode_NOT_LEADER, fmt.Sprintf("node %s is not the leader (leader %q at %q)", s.n.cfg.ID, id, api),
+		func(d *logstorepb.ErrorDetail) { d.LeaderId, d.LeaderAddress = string(id), api })
+}
+
+// submit sends one command through the aggregator (leader only).
+func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
+	if s.n.raft.State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	resp, err := s.n.agg.submit(ctx, cmd, size)
+	if errors.Is(err, apierr.ErrNotLeader) {
+		return nil, s.notLeader()
+	}
+	return resp, apierr.Status(err)
+}
+
+func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	start := time.Now()
+	resp, err := s.append(ctx, req)
+	s.n.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	return resp, err
+}
+
+func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	size, err := validateAppend(req, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*logstorepb.AppendResponse), nil
+}
+
+func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest) (*logstorepb.NextEpochResponse, error) {
+	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_NextEpoch{NextEpoch: req}}, 8)
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*logstorepb.NextEpochResponse), nil
+}
+
+func (s *server) ReportConsumer(ctx context.Context, req *logstorepb.ReportConsumerRequest) (*logstorepb.ReportConsumerResponse, error) {
+	if err := validName("consumer", req.Consumer); err != nil {
+		return nil, err
+	}
+	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: req}}, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*logstorepb.ReportConsumerResponse), nil
+}
+
+func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsRequest) (*logstorepb.FetchOffsetsResponse, error) {
+	if err := validName("group", req.Group); err != nil {
+		return nil, err
+	}
+	if err := validateTopics(req.Topics); err != nil {
+		return nil, err
+	}
+	var out []*logstorepb.OffsetCommit
+	s.n.fsm.withState(func(st *state) { out = st.groupOffsets(req.Group, req.Topics) })
+	return &logstorepb.FetchOffsetsResponse{Offsets: out}, nil
+}
+
+func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.StatusResponse, error) {
+	n := s.n
+	addr, id := n.raft.LeaderWithID()
+	resp := &logstorepb.StatusResponse{
+		NodeId:       n.cfg.ID,
+		Role:         roleName(n.raft.State()),
+		LeaderId:     string(id),
+		RaftTerm:     n.raft.CurrentTerm(),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		HeadLsn:      n.fsm.head.Load(),
+		FirstLsn:     n.seg.FirstLSN(),
+		SegmentBytes: uint64(n.seg.SizeBytes()),
+	}
+	members := map[string]*logstorepb.MemberCommand{}
+	n.fsm.withState(func(st *state) {
+		resp.Epoch = st.epoch
+		for _, t := range sortedKeys(st.topics) {
+			resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t, NextOffset: st.topics[t]})
+		}
+		for _, c := range sortedKeys(st.consumers) {
+			resp.Consumers = append(resp.Consumers, &logstorepb.Consumer{Consumer: c, AckedLsn: st.consumers[c]})
+		}
+		for k, m := range st.members {
+			members[k] = m
+		}
+	})
+	if m := members[string(id)]; m != nil {
+		resp.LeaderAddress = m.ApiAddress
+	} else if addr != "" && id == "" {
+		resp.LeaderAddress = ""
+	}
+	if f := n.raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			out := &logstorepb.Server{Id: string(srv.ID), RaftAddress: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
+			if m := members[string(srv.ID)]; m != nil {
+				out.ApiAddress = m.ApiAddress
+			}
+			resp.Servers = append(resp.Servers, out)
+		}
+	}
+	return resp, nil
+}
+
+func roleName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	default:
+		return "shutdown"
+	}
+}
+
+// scan streams visible transactions [from, to] (to 0: forever) in batches,
+// waiting at the head. fn gets each batch's transactions (filtered to topics
+// when given) and the LSN read through; an error from fn ends the scan.
+func (s *server) scan(ctx context.Context, from, to uint64, topics []string, maxTxns int,
+	fn func(txns []*logstorepb.Transaction, through uint64) error) error {
+	n := s.n
+	s.n.metrics.readStreams.Inc()
+	defer s.n.metrics.readStreams.Dec()
+	if first := n.seg.FirstLSN(); from < first && from <= n.fsm.head.Load() {
+		return belowRetention(from, first)
+	}
+	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
+		maxTxns = n.cfg.ReadBatchTxns
+	}
+	for to == 0 || from <= to {
+		wake := n.fsm.waitChan()
+		head := n.fsm.head.Load()
+		if from > head {
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return apierr.Status(ctx.Err())
+			case <-n.closing:
+				return apierr.Status(apierr.ErrShuttingDown)
+			}
+		}
+		end := min(head, from+uint64(maxTxns)-1)
+		if to != 0 {
+			end = min(end, to)
+		}
+		var batch []*logstorepb.Transaction
+		bytes, through := 0, from-1
+		err := n.seg.Read(from, end, func(txn *logstorepb.Transaction) (bool, error) {
+			through = txn.Lsn
+			if txn = filterTxn(txn, topics); txn != nil {
+				batch = append(batch, txn)
+				bytes += proto.Size(txn)
+			}
+			return bytes < n.cfg.ReadBatchBytes, nil
+		})
+		if errors.Is(err, segment.ErrBelowRetention) {
+			return belowRetention(from, n.seg.FirstLSN())
+		}
+		if err != nil {
+			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
+		}
+		if through < from { // a reader never gets nothing from a visible range
+			return apierr.Status(fmt.Errorf("read lsn %d..%d returned nothing (head %d)", from, end, head))
+		}
+		if err := fn(batch, through); err != nil {
+			return err
+		}
+		from = through + 1
+	}
+	return nil
+}
+
+func belowRetention(from, first uint64) error {
+	return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION, fmt.Sprintf("lsn %d is below retention; oldest is %d", from, first),
+		func(d *logstorepb.ErrorDetail) { d.OldestLsn = first })
+}
+
+// filterTxn returns txn restricted to topics (nil when none match); all
+// topics when topics is empty.
+func filterTxn(txn *logstorepb.Transaction, topics []string) *logstorepb.Transaction {
+	if len(topics) == 0 {
+		return txn
+	}
+	var out *logstorepb.Transaction
+	for _, sl := range txn.Slices {
+		if slices.Contains(topics, sl.Topic) {
+			if out == nil {
+				out = &logstorepb.Transaction{Lsn: txn.Lsn, RaftIndex: txn.RaftIndex, TimestampUnixNano: txn.TimestampUnixNano}
+			}
+			out.Slices = append(out.Slices, sl)
+		}
+	}
+	if out != nil {
+		for _, oc := range txn.OffsetCommits {
+			if slices.Contains(topics, oc.Topic) {
+				out.OffsetCommits = append(out.OffsetCommits, oc)
+			}
+		}
+	}
+	return out
+}
+
+func (s *server) Read(req *logstorepb.ReadRequest, stream logstorepb.LogStore_ReadServer) error {
+	if req.FromLsn == 0 {
+		return invalidArg("from_lsn must be >= 1")
+	}
+	if req.ToLsn != 0 && req.ToLsn < req.FromLsn {
+		return invalidArg("to_lsn %d below from_lsn %d", req.ToLsn, req.FromLsn)
+	}
+	if err := validateTopics(req.Topics); err != nil {
+		return err
+	}
+	return s.scan(stream.Context(), req.FromLsn, req.ToLsn, req.Topics, int(req.MaxBatch),
+		func(txns []*logstorepb.Transaction, through uint64) error {
+			return stream.Send(&logstorepb.ReadResponse{Transactions: txns, ReadThroughLsn: through})
+		})
+}
+
+// errStop ends a scan early without an error.
+var errStop = errors.New("stop")
+
+func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.LogStore_ReadTopicServer) error {
+	if !ValidTopic(req.Topic) {
+		return invalidTopic(req.Topic)
+	}
+	n := s.n
+	head := n.fsm.head.Load()
+	from := head + 1 // offset not written by head: every later message of the topic is above head
+	lsn, err := n.seg.TopicOffsetLSN(req.Topic, req.FromOffset)
+	switch {
+	case err == nil && lsn <= head:
+		from = lsn
+	case err == nil || errors.Is(err, segment.ErrNotFound):
+	case errors.Is(err, segment.ErrBelowRetention):
+		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
+			fmt.Sprintf("topic %q offset %d is below retention", req.Topic, req.FromOffset),
+			func(d *logstorepb.ErrorDetail) { d.Topic, d.OldestLsn = req.Topic, n.seg.FirstLSN() })
+	default:
+		return apierr.Status(err)
+	}
+	to := uint64(0)
+	if !req.Follow {
+		if from > head {
+			return nil
+		}
+		to = head
+	}
+	next, sent := req.FromOffset, uint64(0)
+	err = s.scan(stream.Context(), from, to, []string{req.Topic}, 0, func(txns []*logstorepb.Transaction, _ uint64) error {
+		var out []*logstorepb.TopicMessage
+		done := false
+		for _, txn := range txns {
+			for _, sl := range txn.Slices {
+				for i, m := range sl.Messages {
+					off := sl.FirstOffset + uint64(i)
+					if off < next || done {
+						continue
+					}
+					out = append(out, &logstorepb.TopicMessage{Offset: off, Lsn: txn.Lsn, TimestampUnixNano: txn.TimestampUnixNano, Message: m})
+					next, sent = off+1, sent+1
+					done = req.MaxMessages != 0 && sent >= req.MaxMessages
+				}
+			}
+		}
+		if len(out) > 0 {
+			if err := stream.Send(&logstorepb.ReadTopicResponse{Messages: out}); err != nil {
+				return err
+			}
+		}
+		if done {
+			return errStop
+		}
+		return nil
+	})
+	if errors.Is(err, errStop) {
+		return nil
+	}
+	return err
+}
+
+// Cluster service.
+
+func (s *server) leaderOnly() error {
+	if s.n.raft.State() != raft.Leader {
+		return s.notLeader()
+	}
+	return nil
+}
+
+func membershipErr(op string, err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return apierr.Status(fmt.Errorf("%s: %w", op, apierr.ErrNotLeader))
+	}
+	return apierr.New(logstorepb.ErrorCode_MEMBERSHIP, fmt.Sprintf("%s: %v", op, err), nil)
+}
+
+func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) (*logstorepb.AddVoterResponse, error) {
+	if err := validName("id", req.Id); err != nil {
+		return nil, err
+	}
+	if req.RaftAddress == "" {
+		return nil, invalidArg("raft_address is required")
+	}
+	if err := s.leaderOnly(); err != nil {
+		return nil, err
+	}
+	// Register the API address first so the new member can be named in
+	// NOT_LEADER errors as soon as it may lead.
+	if err := s.n.commitMember(ctx, &logstorepb.MemberCommand{Id: req.Id, RaftAddress: req.RaftAddress, ApiAddress: req.ApiAddress}); err != nil {
+		return nil, apierr.Status(err)
+	}
+	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddress), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
+		return nil, membershipErr("add voter "+req.Id, err)
+	}
+	return &logstorepb.AddVoterResponse{}, nil
+}
+
+func (s *server) RemoveServer(ctx context.Context, req *logstorepb.RemoveServerRequest) (*logstorepb.RemoveServerResponse, error) {
+	if err := validName("id", req.Id); err != nil {
+		return nil, err
+	}
+	if err := s.leaderOnly(); err != nil {
+		return nil, err
+	}
+	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
+		return nil, membershipErr("remove server "+req.Id, err)
+	}
+	if req.Id != s.n.cfg.ID { // a leader that removed itself steps down
+		if err := s.n.commitMember(ctx, &logstorepb.MemberCommand{Id: req.Id, Remove: true}); err != nil {
+			s.n.log.Warn("unregistering removed member", "member", req.Id, "err", err)
+		}
+	}
+	return &logstorepb.RemoveServerResponse{}, nil
+}
+
+func (s *server) TransferLeadership(_ context.Context, req *logstorepb.TransferLeadershipRequest) (*logstorepb.TransferLeadershipResponse, error) {
+	if err := s.leaderOnly(); err != nil {
+		return nil, err
+	}
+	var f raft.Future
+	if req.Id == "" {
+		f = s.n.raft.LeadershipTransfer()
+	} else {
+		cf := s.n.raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return nil, apierr.Status(err)
+		}
+		var addr raft.ServerAddress
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == req.Id {
+				addr = srv.Address
+			}
+		}
+		if addr == "" {
+			return nil, apierr.New(logstorepb.ErrorCode_MEMBERSHIP, fmt.Sprintf("no server %q in the configuration", req.Id), nil)
+		}
+		f = s.n.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
+	}
+	if err := f.Error(); err != nil {
+		return nil, membershipErr("transfer leadership", err)
+	}
+	return &logstorepb.TransferLeadershipResponse{}, nil
+}
+
+var _ = codes.OK

@@ -1,0 +1,143 @@
+package logstore
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Limits checked at the gRPC edge; a request that fails them writes nothing.
+const (
+	// MaxTopicLen is the longest topic name (Kafka's limit).
+	MaxTopicLen = 249
+	// MaxNameLen bounds producer ids, group and consumer names.
+	MaxNameLen = 256
+)
+
+// ValidTopic reports whether t is a topic name: 1..249 characters of
+// [a-zA-Z0-9._-].
+func ValidTopic(t string) bool {
+	if len(t) == 0 || len(t) > MaxTopicLen {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func invalidTopic(t string) error {
+	return apierr.New(logstorepb.ErrorCode_INVALID_TOPIC,
+		fmt.Sprintf("invalid topic %q: want 1..%d characters of [a-zA-Z0-9._-]", t, MaxTopicLen),
+		func(d *logstorepb.ErrorDetail) { d.Topic = t })
+}
+
+func invalidArg(format string, args ...any) error {
+	return apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, format, args...)
+}
+
+func validName(kind, s string) error {
+	if s == "" || len(s) > MaxNameLen {
+		return invalidArg("%s must be 1..%d bytes, got %d", kind, MaxNameLen, len(s))
+	}
+	return nil
+}
+
+// messageBytes is what a message counts against MaxMessageBytes.
+func messageBytes(m *logstorepb.Message) int {
+	n := len(m.Value) + len(m.Key)
+	for _, h := range m.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// validateAppend checks an AppendRequest against the documented rules and
+// returns its encoded size.
+func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (int, error) {
+	size := proto.Size(req)
+	if size > maxRequest {
+		return 0, apierr.New(logstorepb.ErrorCode_REQUEST_TOO_LARGE,
+			fmt.Sprintf("request is %d bytes, limit %d", size, maxRequest),
+			func(d *logstorepb.ErrorDetail) { d.Limit = uint64(maxRequest) })
+	}
+	if len(req.Slices) == 0 && len(req.OffsetCommits) == 0 {
+		return 0, apierr.Newf(logstorepb.ErrorCode_EMPTY_TRANSACTION, "transaction has no slices and no offset commits")
+	}
+	topics := make(map[string]bool, len(req.Slices))
+	for _, s := range req.Slices {
+		if !ValidTopic(s.Topic) {
+			return 0, invalidTopic(s.Topic)
+		}
+		if topics[s.Topic] {
+			return 0, apierr.New(logstorepb.ErrorCode_DUPLICATE_TOPIC, fmt.Sprintf("topic %q appears twice", s.Topic),
+				func(d *logstorepb.ErrorDetail) { d.Topic = s.Topic })
+		}
+		topics[s.Topic] = true
+		if len(s.Messages) == 0 {
+			return 0, apierr.New(logstorepb.ErrorCode_EMPTY_TRANSACTION, fmt.Sprintf("slice of topic %q has no messages", s.Topic),
+				func(d *logstorepb.ErrorDetail) { d.Topic = s.Topic })
+		}
+		for i, m := range s.Messages {
+			if m == nil {
+				return 0, invalidArg("topic %q message %d is null", s.Topic, i)
+			}
+			if n := messageBytes(m); n > maxMessage {
+				return 0, apierr.New(logstorepb.ErrorCode_MESSAGE_TOO_LARGE,
+					fmt.Sprintf("topic %q message %d is %d bytes, limit %d", s.Topic, i, n, maxMessage),
+					func(d *logstorepb.ErrorDetail) { d.Topic, d.Limit = s.Topic, uint64(maxMessage) })
+			}
+		}
+	}
+	if req.ProducerId != "" {
+		if err := validName("producer_id", req.ProducerId); err != nil {
+			return 0, err
+		}
+		if req.Sequence == 0 {
+			return 0, invalidArg("producer %q: sequence must be >= 1", req.ProducerId)
+		}
+	} else if req.Sequence != 0 {
+		return 0, invalidArg("sequence %d without producer_id", req.Sequence)
+	}
+	conds := map[string]bool{}
+	for _, c := range req.Conditions {
+		if !ValidTopic(c.Topic) {
+			return 0, invalidTopic(c.Topic)
+		}
+		if conds[c.Topic] {
+			return 0, apierr.New(logstorepb.ErrorCode_DUPLICATE_TOPIC, fmt.Sprintf("condition on topic %q appears twice", c.Topic),
+				func(d *logstorepb.ErrorDetail) { d.Topic = c.Topic })
+		}
+		conds[c.Topic] = true
+	}
+	commits := map[groupKey]bool{}
+	for _, oc := range req.OffsetCommits {
+		if err := validName("offset commit group", oc.Group); err != nil {
+			return 0, err
+		}
+		if !ValidTopic(oc.Topic) {
+			return 0, invalidTopic(oc.Topic)
+		}
+		k := groupKey{oc.Group, oc.Topic}
+		if commits[k] {
+			return 0, invalidArg("offset commit for group %q topic %q appears twice", oc.Group, oc.Topic)
+		}
+		commits[k] = true
+	}
+	return size, nil
+}
+
+func validateTopics(topics []string) error {
+	for _, t := range topics {
+		if !ValidTopic(t) {
+			return invalidTopic(t)
+		}
+	}
+	return nil
+}
