@@ -113,6 +113,7 @@ func (l *Log) seal() error {
 	s.pos = nil
 	s.idxSize, s.idxCRC = int64(len(data)), crc32.Checksum(data, crcTable)
 	l.mu.segs = append(l.mu.segs, ns)
+	l.w.active = ns
 	l.mu.Unlock()
 	l.log.Debug("sealed segment", "segment", segFileName(s.base), "lsn", s.lastLSN(), "bytes", s.size)
 	return nil

@@ -103,12 +103,14 @@ type Log struct {
 	log  *slog.Logger
 
 	// wmu serializes the writer's methods (Append, TruncateAfterRaftIndex,
-	// Install, Close). The writer reads mu's fields without mu: only it
-	// changes them.
+	// Install, Close). The writer reads mu.lastLSN, mu.lastRaft, mu.closed
+	// and the active segment's fields without mu: only it changes them
+	// (mu.segs it must not read without mu: DeleteBefore changes it).
 	wmu sync.Mutex
 	w   struct {
-		buf  []byte     // reused frame buffer
-		meta recordMeta // reused parse of the frame
+		active *segment   // == mu.segs[len(mu.segs)-1]
+		buf    []byte     // reused frame buffer
+		meta   recordMeta // reused parse of the frame
 	}
 
 	// fileMu serializes the operations that remove or replace files against
@@ -157,6 +159,7 @@ func (l *Log) setSegs(segs []*segment) {
 	l.mu.Lock()
 	old := l.mu.segs
 	l.mu.segs = segs
+	l.w.active = segs[len(segs)-1]
 	l.mu.lastLSN = segs[len(segs)-1].lastLSN()
 	l.mu.lastRaft = 0
 	for _, s := range slices.Backward(segs) {
@@ -494,8 +497,8 @@ func (l *Log) Close() error {
 
 func (l *Log) segPath(base uint64) string { return filepath.Join(l.opts.Dir, segFileName(base)) }
 
-// active returns the active segment. Writer only (or under mu).
-func (l *Log) active() *segment { return l.mu.segs[len(l.mu.segs)-1] }
+// active returns the active segment. Writer only.
+func (l *Log) active() *segment { return l.w.active }
 
 // appendCheck is what Append validates of a transaction before writing it.
 func (l *Log) appendCheck(txn *logstorepb.Transaction) {

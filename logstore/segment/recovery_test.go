@@ -24,8 +24,13 @@ func activeFile(l *Log) (string, []int64) {
 
 // genAfter returns a generator that continues after the first n transactions
 // newGen makes.
-func genAfter(n int) *gen {
+func genAfter(n int) *gen { return genAfterPer(n, newGen().perEntry) }
+
+// genAfterPer is genAfter for a generator with perEntry transactions per
+// Raft entry.
+func genAfterPer(n int, perEntry uint64) *gen {
 	g := newGen()
+	g.perEntry = perEntry
 	for range n {
 		g.txn()
 	}
