@@ -1,0 +1,387 @@
+package logstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+func rawConn(t testing.TB, addr string) logstorepb.LogStoreClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return logstorepb.NewLogStoreClient(cc)
+}
+
+func msg(n int) *logstorepb.Message { return &logstorepb.Message{Value: make([]byte, n)} }
+
+// TestBadInput: every bad request gets its typed error and writes nothing.
+func TestBadInput(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	ls := rawConn(t, c.nodes[0].APIAddr())
+	ok := func(topic string) *logstorepb.Slice {
+		return &logstorepb.Slice{Topic: topic, Messages: []*logstorepb.Message{msg(1)}}
+	}
+	for _, tc := range []struct {
+		name string
+		req  *logstorepb.AppendRequest
+		code codes.Code
+		ec   logstorepb.ErrorCode
+	}{
+		{"empty txn", &logstorepb.AppendRequest{}, codes.InvalidArgument, logstorepb.ErrorCode_EMPTY_TRANSACTION},
+		{"slice without messages", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: "a"}}}, codes.InvalidArgument, logstorepb.ErrorCode_EMPTY_TRANSACTION},
+		{"empty topic", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("")}}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_TOPIC},
+		{"bad char topic", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("a/b")}}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_TOPIC},
+		{"long topic", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok(strings.Repeat("x", 250))}}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_TOPIC},
+		{"duplicate topic", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("a"), ok("b"), ok("a")}}, codes.InvalidArgument, logstorepb.ErrorCode_DUPLICATE_TOPIC},
+		{"message too large", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: "a", Messages: []*logstorepb.Message{msg(1<<20 + 1)}}}}, codes.InvalidArgument, logstorepb.ErrorCode_MESSAGE_TOO_LARGE},
+		{"request too large", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: "a", Messages: []*logstorepb.Message{msg(1 << 20), msg(1 << 20), msg(1 << 20), msg(1 << 20)}}}}, codes.InvalidArgument, logstorepb.ErrorCode_REQUEST_TOO_LARGE},
+		{"producer without sequence", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("a")}, ProducerId: "p"}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_ARGUMENT},
+		{"sequence without producer", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("a")}, Sequence: 3}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_ARGUMENT},
+		{"condition bad topic", &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("a")}, Conditions: []*logstorepb.Condition{{Topic: "no way"}}}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_TOPIC},
+		{"offset commit without group", &logstorepb.AppendRequest{OffsetCommits: []*logstorepb.OffsetCommit{{Topic: "a"}}}, codes.InvalidArgument, logstorepb.ErrorCode_INVALID_ARGUMENT},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ls.Append(ctxT(t, 30*time.Second), tc.req)
+			if status.Code(err) != tc.code || apierr.CodeOf(err) != tc.ec {
+				t.Fatalf("got %v / %v, want %v / %v", status.Code(err), apierr.CodeOf(err), tc.code, tc.ec)
+			}
+		})
+	}
+	if h := c.nodes[0].HeadLSN(); h != 0 {
+		t.Fatalf("bad input wrote: head %d", h)
+	}
+	// A condition on a topic outside the txn is fine.
+	resp, err := ls.Append(ctxT(t, 30*time.Second), &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{ok("a")},
+		Conditions: []*logstorepb.Condition{{Topic: "other", ExpectedNextOffset: 0}}})
+	if err != nil || resp.Lsn != 1 {
+		t.Fatalf("condition on other topic: %v %v", resp, err)
+	}
+	// Bad reads.
+	for name, req := range map[string]*logstorepb.ReadRequest{
+		"from 0":     {FromLsn: 0},
+		"to < from":  {FromLsn: 5, ToLsn: 2},
+		"bad filter": {FromLsn: 1, Topics: []string{"a b"}},
+	} {
+		st, err := ls.Read(ctxT(t, 30*time.Second), req)
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("read %s: %v", name, err)
+		}
+	}
+}
+
+func TestIdempotentRetryAndSequenceGap(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	cl := newClient(t, c.addrs()...)
+	ctx := ctxT(t, 60*time.Second)
+	req := txnReq("p1", "a", "b")
+	req.ProducerId, req.Sequence = "producer-1", 1
+	first, err := cl.Append(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := cl.Append(ctx, req)
+	if err != nil || !again.Duplicate || again.Lsn != first.Lsn || again.Slices[1].FirstOffset != first.Slices[1].FirstOffset {
+		t.Fatalf("retry = %v, %v; want first result %v", again, err, first)
+	}
+	req.Sequence = 3
+	_, err = cl.Append(ctx, req)
+	if d := apierr.Detail(err); status.Code(err) != codes.FailedPrecondition || d.GetCode() != logstorepb.ErrorCode_SEQUENCE_MISMATCH || d.ExpectedSequence != 2 {
+		t.Fatalf("gap: %v (detail %v)", err, d)
+	}
+	if h := c.waitLeader().HeadLSN(); h != 1 {
+		t.Fatalf("head %d after one write and a retry, want 1", h)
+	}
+}
+
+func TestFollowerAnswersNotLeaderWithAddress(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	leader := c.waitLeader()
+	cl := newClient(t, c.addrs()...)
+	if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq("warm", "a")); err != nil {
+		t.Fatal(err) // also waits for member registration to commit
+	}
+	for _, n := range c.nodes {
+		if n == leader {
+			continue
+		}
+		var err error
+		waitFor(t, 30*time.Second, "follower knows the leader's address", func() bool {
+			_, err = rawConn(t, n.APIAddr()).Append(ctxT(t, 10*time.Second), txnReq("x", "a"))
+			return apierr.Detail(err).GetLeaderAddress() != ""
+		})
+		d := apierr.Detail(err)
+		if status.Code(err) != codes.Unavailable || d.Code != logstorepb.ErrorCode_NOT_LEADER || d.LeaderAddress != leader.APIAddr() || d.LeaderId != leader.ID() {
+			t.Fatalf("follower %s: %v detail %v", n.ID(), err, d)
+		}
+	}
+	// A client seeded with a follower only still writes through the leader.
+	for _, n := range c.nodes {
+		if n != leader {
+			if _, err := newClient(t, n.APIAddr()).Append(ctxT(t, 30*time.Second), txnReq("via", "a")); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
+}
+
+func TestConditionalAppendRace(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	cl := newClient(t, c.addrs()...)
+	const writers, rounds = 6, 15
+	var mu sync.Mutex
+	won := map[uint64]string{}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := ctxT(t, 120*time.Second)
+			expected := uint64(0)
+			for {
+				mu.Lock()
+				done := len(won) >= rounds
+				mu.Unlock()
+				if done {
+					return
+				}
+				req := txnReq(fmt.Sprintf("w%d@%d", w, expected), "es")
+				req.Conditions = []*logstorepb.Condition{{Topic: "es", ExpectedNextOffset: expected}}
+				resp, err := cl.Append(ctx, req)
+				if d := apierr.Detail(err); d.GetCode() == logstorepb.ErrorCode_CONDITION_FAILED {
+					expected = d.ActualNextOffset
+					continue
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if prev, ok := won[resp.Slices[0].FirstOffset]; ok {
+					t.Errorf("offset %d won twice: %s and w%d", resp.Slices[0].FirstOffset, prev, w)
+				}
+				won[resp.Slices[0].FirstOffset] = fmt.Sprintf("w%d", w)
+				mu.Unlock()
+				expected = resp.Slices[0].FirstOffset + 1
+			}
+		}()
+	}
+	wg.Wait()
+	for off := range uint64(len(won)) {
+		if _, ok := won[off]; !ok {
+			t.Fatalf("offset %d has no winner (gap); winners %v", off, won)
+		}
+	}
+}
+
+func TestOffsetsCommitAndFetch(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	cl := newClient(t, c.addrs()...)
+	ctx := ctxT(t, 60*time.Second)
+	req := txnReq("out", "b")
+	req.OffsetCommits = []*logstorepb.OffsetCommit{{Group: "g1", Topic: "a", Offset: 10}}
+	if _, err := cl.Append(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	only, err := cl.Append(ctx, &logstorepb.AppendRequest{OffsetCommits: []*logstorepb.OffsetCommit{{Group: "g1", Topic: "c", Offset: 3}}})
+	if err != nil || only.Lsn != 2 {
+		t.Fatalf("offsets-only txn: %v %v", only, err)
+	}
+	got, err := cl.FetchOffsets(ctx, "g1")
+	if err != nil || len(got) != 2 || got[0].Topic != "a" || got[0].Offset != 10 || got[1].Offset != 3 {
+		t.Fatalf("fetch = %v %v", got, err)
+	}
+	got, err = cl.FetchOffsets(ctx, "g1", "c")
+	if err != nil || len(got) != 1 || got[0].Topic != "c" {
+		t.Fatalf("fetch c = %v %v", got, err)
+	}
+	e1, err1 := cl.NextEpoch(ctx)
+	e2, err2 := cl.NextEpoch(ctx)
+	if errors.Join(err1, err2) != nil || e2 <= e1 || e1 == 0 {
+		t.Fatalf("epochs %d %d (%v %v)", e1, e2, err1, err2)
+	}
+}
+
+// TestAtomicVisibility: readers during writes never see part of a txn.
+func TestAtomicVisibility(t *testing.T) {
+	c := startCluster(t, 3, nil)
+	cl := newClient(t, c.addrs()...)
+	topics := []string{"x", "y", "z"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	readErr := make(chan error, 8)
+	check := func(txn *logstorepb.Transaction) error {
+		if len(txn.Slices) != len(topics) {
+			return fmt.Errorf("lsn %d has %d slices", txn.Lsn, len(txn.Slices))
+		}
+		for _, s := range txn.Slices {
+			if string(s.Messages[0].Value) != string(txn.Slices[0].Messages[0].Value) {
+				return fmt.Errorf("lsn %d mixes txn ids", txn.Lsn)
+			}
+		}
+		return nil
+	}
+	seen := make([]atomic.Uint64, len(c.nodes))
+	for i, n := range c.nodes {
+		wg.Add(2)
+		go func() { // LSN reader, filtered to two of three topics
+			defer wg.Done()
+			ls := rawConn(t, n.APIAddr())
+			st, err := ls.Read(ctx, &logstorepb.ReadRequest{FromLsn: 1})
+			if err != nil {
+				readErr <- err
+				return
+			}
+			for {
+				r, err := st.Recv()
+				if err != nil {
+					if status.Code(err) != codes.Canceled {
+						readErr <- err
+					}
+					return
+				}
+				for _, txn := range r.Transactions {
+					if err := check(txn); err != nil {
+						readErr <- err
+						return
+					}
+				}
+				seen[i].Store(r.ReadThroughLsn)
+			}
+		}()
+		go func() { // topic reader: every message's txn must be whole at once
+			defer wg.Done()
+			ls := rawConn(t, n.APIAddr())
+			st, err := ls.ReadTopic(ctx, &logstorepb.ReadTopicRequest{Topic: "y", Follow: true})
+			if err != nil {
+				readErr <- err
+				return
+			}
+			for {
+				r, err := st.Recv()
+				if err != nil {
+					if status.Code(err) != codes.Canceled {
+						readErr <- err
+					}
+					return
+				}
+				m := r.Messages[len(r.Messages)-1]
+				rs, err := ls.Read(ctx, &logstorepb.ReadRequest{FromLsn: m.Lsn, ToLsn: m.Lsn})
+				if err != nil {
+					readErr <- err
+					return
+				}
+				one, err := rs.Recv()
+				if err != nil {
+					readErr <- fmt.Errorf("read lsn %d after its topic message: %w", m.Lsn, err)
+					return
+				}
+				if err := check(one.Transactions[0]); err != nil {
+					readErr <- err
+					return
+				}
+			}
+		}()
+	}
+	var wwg sync.WaitGroup
+	for w := range 8 {
+		wwg.Add(1)
+		go func() {
+			defer wwg.Done()
+			for i := range 40 {
+				if _, err := cl.Append(ctx, txnReq(fmt.Sprintf("%d-%d", w, i), topics...)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wwg.Wait()
+	for i := range c.nodes {
+		waitFor(t, 60*time.Second, "readers reach the end", func() bool { return seen[i].Load() >= 320 })
+	}
+	cancel()
+	wg.Wait()
+	close(readErr)
+	for err := range readErr {
+		t.Error(err)
+	}
+}
+
+func TestReadBelowRetentionAndBeyondHead(t *testing.T) {
+	c := startCluster(t, 1, func(cfg *logstore.Config) {
+		cfg.SegmentBytes = 4 << 10
+		cfg.RetentionBytes, cfg.RetentionAge = 1, time.Hour
+		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 20, 10, 50*time.Millisecond
+	})
+	n := c.nodes[0]
+	cl := newClient(t, n.APIAddr())
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 200 {
+		if _, err := cl.Append(ctx, txnReq(fmt.Sprintf("%04d", i)+strings.Repeat("p", 100), "a", "b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 60*time.Second, "retention deletes the oldest segments", func() bool {
+		_, err := n.RunRetention()
+		return err == nil && n.SegmentLog().FirstLSN() > 1
+	})
+	first := n.SegmentLog().FirstLSN()
+	st, err := rawConn(t, n.APIAddr()).Read(ctx, &logstorepb.ReadRequest{FromLsn: 1})
+	if err == nil {
+		_, err = st.Recv()
+	}
+	if d := apierr.Detail(err); status.Code(err) != codes.OutOfRange || d.GetCode() != logstorepb.ErrorCode_BELOW_RETENTION || d.OldestLsn != first {
+		t.Fatalf("read below retention: %v detail %v (first %d)", err, d, first)
+	}
+	// Beyond the head a read waits, then gets the txn when it commits.
+	head := n.HeadLSN()
+	got := make(chan *logstorepb.ReadResponse, 1)
+	go func() {
+		st, err := rawConn(t, n.APIAddr()).Read(ctx, &logstorepb.ReadRequest{FromLsn: head + 1, ToLsn: head + 1})
+		if err != nil {
+			close(got)
+			return
+		}
+		r, err := st.Recv()
+		if err != nil {
+			close(got)
+			return
+		}
+		got <- r
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("read beyond head returned before a write: %v", r)
+	default:
+	}
+	if _, err := cl.Append(ctx, txnReq("late", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r == nil || r.ReadThroughLsn != head+1 || len(r.Transactions) != 1 {
+		t.Fatalf("waiting read got %v", r)
+	}
+}
