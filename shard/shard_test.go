@@ -33,7 +33,7 @@ type running struct {
 	stop func()
 }
 
-func start(t *testing.T, cfg shard.Config) *running {
+func start(t testing.TB, cfg shard.Config) *running {
 	t.Helper()
 	sh, err := shard.Open(cfg)
 	if err != nil {

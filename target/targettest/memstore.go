@@ -18,6 +18,9 @@ type MemStore struct {
 	// applied. Tests use it to block the applier or inject failures. Set it
 	// before the Server starts.
 	BeforeApply func(ds []*targetpb.Delivery, next target.State) error
+	// Forget, when set, keeps only the State, not the applied deliveries
+	// (benchmarks).
+	Forget bool
 
 	mu struct {
 		sync.Mutex
@@ -46,6 +49,9 @@ func (m *MemStore) Apply(ds []*targetpb.Delivery, next target.State) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, d := range ds {
+		if m.Forget {
+			break
+		}
 		m.mu.applied = append(m.mu.applied, proto.Clone(d).(*targetpb.Delivery))
 	}
 	m.mu.st = next.Clone()
