@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -54,6 +55,10 @@ type Config struct {
 	WaitAppliedMax time.Duration
 	// LockWait bounds the wait for the file lock. Default DefaultLockWait.
 	LockWait time.Duration
+	// WrapStore, when set, wraps the shard's bbolt target.Store before the
+	// target SDK uses it (the demo's apply recorder, fault injection in
+	// tests). The wrapper must keep the target.Store contract.
+	WrapStore func(target.Store) target.Store
 }
 
 func (c *Config) validate() error {

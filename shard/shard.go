@@ -30,9 +30,13 @@ func Open(cfg Config) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ts target.Store = st
+	if cfg.WrapStore != nil {
+		ts = cfg.WrapStore(st)
+	}
 	srv, err := target.NewServer(target.Config{
 		TargetID:      cfg.ID,
-		Store:         st,
+		Store:         ts,
 		Logger:        cfg.Logger,
 		Registerer:    cfg.Registerer,
 		IncarnationID: cfg.IncarnationID,
@@ -55,7 +59,7 @@ func (s *Shard) Register(gs grpc.ServiceRegistrar) {
 // Serve serves both services on lis until ctx is done, then ends the
 // delivery streams and stops gracefully. It does not Close the shard.
 func (s *Shard) Serve(ctx context.Context, lis net.Listener) error {
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(target.ServerOptions()...)
 	s.Register(gs)
 	return target.Serve(ctx, gs, lis, s.target)
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -311,4 +312,45 @@ func FuzzDecodeMutation(f *testing.F) {
 			t.Fatalf("re-encoding %v: %v %v", m, again, err)
 		}
 	})
+}
+
+// countingStore counts the Apply calls that reach the shard's store.
+type countingStore struct {
+	target.Store
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *countingStore) Apply(ds []*targetpb.Delivery, next target.State) error {
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	return c.Store.Apply(ds, next)
+}
+
+func TestWrapStoreAndLargeBatch(t *testing.T) {
+	cs := &countingStore{}
+	r := start(t, shard.Config{Dir: t.TempDir(), ID: "shard-1", WrapStore: func(s target.Store) target.Store {
+		cs.Store = s
+		return cs
+	}})
+	s, _ := r.open(t, "shard-1", 1)
+	// One batch of about 6 MiB: above gRPC's default 4 MiB receive limit.
+	log := targettest.NewLog()
+	big := bytes.Repeat([]byte("v"), 64<<10)
+	var ds []*targetpb.Delivery
+	for i := range 96 {
+		ds = append(ds, log.Txn(targettest.Part{Topic: "shard-1", Values: [][]byte{put(fmt.Sprint(i), string(big))}}))
+	}
+	if err := s.Send(ds...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitAck(ctxT(t), 96); err != nil {
+		t.Fatal(err)
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.calls != 2 { // the epoch record, then the batch
+		t.Fatalf("wrapper saw %d Apply calls, want 2", cs.calls)
+	}
 }

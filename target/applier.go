@@ -19,6 +19,11 @@ func (s *Server) runApplier() {
 	defer close(s.applierDone)
 	var pending *item // a barrier item taken from the queue while grouping
 	for {
+		select {
+		case <-s.quit: // Close: stop after the Apply that just ran
+			return
+		default:
+		}
 		it := pending
 		pending = nil
 		if it == nil {

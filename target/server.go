@@ -20,6 +20,17 @@ import (
 // as a shard's WaitApplied) after the streams were closed.
 const gracefulStopMax = 5 * time.Second
 
+// MaxBatchBytes is the largest encoded DeliverRequest a target built with
+// ServerOptions accepts (gRPC's default is 4 MiB). The LogPlayer must keep
+// each Batch below it; a larger one fails the stream with RESOURCE_EXHAUSTED.
+const MaxBatchBytes = 64 << 20
+
+// ServerOptions are the grpc.ServerOptions a server carrying the Target
+// service should use: the receive size limit MaxBatchBytes.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxBatchBytes)}
+}
+
 // Server runs the Target service for one Store. Create it with NewServer,
 // register it on a *grpc.Server with Register (or use Serve), and Close it.
 type Server struct {

@@ -24,7 +24,7 @@ func Serve(t testing.TB, cfg target.Config) (*target.Server, string) {
 		srv.Close()
 		t.Fatalf("targettest: listen: %v", err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(target.ServerOptions()...)
 	srv.Register(gs)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1) // written once by the serving goroutine
