@@ -1,0 +1,403 @@
+// Package bench measures LogStore commit latency and throughput against
+// bare hashicorp/raft on the same machine, in the same run (DESIGN.md §10).
+//
+// Run starts 3 in-process LogStore nodes (TCP on 127.0.0.1, raft-boltdb
+// with fsync on, the segment log) and drives each concurrency level with
+// that many client goroutines, each doing one Append at a time through the
+// gRPC client (a txn of Topics topics × one SliceBytes message). Then it
+// starts 3 bare rafts (raft-boltdb, TCP transport, no-op FSM) and does the
+// same with raft.Apply of a payload of the same size. Rows report tx/s and
+// p50/p99/p99.9 latency.
+//
+// Goroutines: one per simulated client during a row; the nodes' own.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Config configures Run. Zero fields get the defaults.
+type Config struct {
+	// Clients lists the concurrency levels (default 1, 10, 64, 256).
+	Clients []int
+	// Duration of each row's measurement (default 3s), after Warmup
+	// (default 300ms) of the same load.
+	Duration time.Duration
+	Warmup   time.Duration
+	// Topics per transaction (default 2) and bytes per slice (default 256).
+	Topics     int
+	SliceBytes int
+	// Dir is where the nodes' data goes (default: a new temp dir, removed
+	// after the run).
+	Dir string
+	// SkipBareRaft leaves out the reference rows.
+	SkipBareRaft bool
+	// Logger for the nodes (default: discard).
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if len(c.Clients) == 0 {
+		c.Clients = []int{1, 10, 64, 256}
+	}
+	for _, n := range c.Clients {
+		if n <= 0 {
+			return fmt.Errorf("bench: client count %d", n)
+		}
+	}
+	if c.Duration <= 0 {
+		c.Duration = 3 * time.Second
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = 300 * time.Millisecond
+	}
+	if c.Topics <= 0 {
+		c.Topics = 2
+	}
+	if c.SliceBytes <= 0 {
+		c.SliceBytes = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// Row is one measured system and concurrency.
+type Row struct {
+	System   string
+	Clients  int
+	Txns     int
+	Errors   int
+	TxPerSec float64
+	P50      time.Duration
+	P99      time.Duration
+	P999     time.Duration
+}
+
+// Table is Run's result.
+type Table struct {
+	Rows []Row
+}
+
+// String formats the table as Markdown.
+func (t Table) String() string {
+	var b strings.Builder
+	b.WriteString("| system | clients | tx/s | p50 | p99 | p99.9 | txns | errors |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range t.Rows {
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %d | %d |\n", r.System, r.Clients, r.TxPerSec,
+			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999), r.Txns, r.Errors)
+	}
+	return b.String()
+}
+
+func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+
+// Run measures LogStore then bare raft. ctx cancels between rows.
+func Run(ctx context.Context, cfg Config) (Table, error) {
+	if err := cfg.validate(); err != nil {
+		return Table{}, err
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "logstore-bench-")
+		if err != nil {
+			return Table{}, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var table Table
+	ls, err := StartCluster(filepath.Join(dir, "logstore"), cfg.Logger)
+	if err != nil {
+		return table, err
+	}
+	appendOnce, closeClient, err := appendOp(ls, cfg)
+	if err != nil {
+		ls.Close()
+		return table, err
+	}
+	for _, n := range cfg.Clients {
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		table.Rows = append(table.Rows, measure(ctx, "logstore", n, cfg, appendOnce))
+	}
+	closeClient()
+	ls.Close()
+	if cfg.SkipBareRaft || ctx.Err() != nil {
+		return table, ctx.Err()
+	}
+	br, err := startBareRaft(filepath.Join(dir, "raft"), cfg.Logger)
+	if err != nil {
+		return table, err
+	}
+	defer br.close()
+	payload := make([]byte, cfg.Topics*cfg.SliceBytes)
+	applyOnce := func(ctx context.Context) error {
+		return br.leader().Apply(payload, 10*time.Second).Error()
+	}
+	for _, n := range cfg.Clients {
+		if err := ctx.Err(); err != nil {
+			break
+		}
+		table.Rows = append(table.Rows, measure(ctx, "bare raft", n, cfg, applyOnce))
+	}
+	return table, ctx.Err()
+}
+
+// appendOp returns one Append of cfg's shape through a client of c.
+func appendOp(c *Cluster, cfg Config) (func(context.Context) error, func(), error) {
+	cl, err := client.New(client.Config{Addrs: c.APIAddrs(), Logger: cfg.Logger})
+	if err != nil {
+		return nil, nil, err
+	}
+	req := &logstorepb.AppendRequest{}
+	for i := range cfg.Topics {
+		req.Slices = append(req.Slices, &logstorepb.Slice{Topic: fmt.Sprintf("bench-%d", i),
+			Messages: []*logstorepb.Message{{Value: make([]byte, cfg.SliceBytes)}}})
+	}
+	op := func(ctx context.Context) error {
+		_, err := cl.Append(ctx, req)
+		return err
+	}
+	return op, func() { cl.Close() }, nil
+}
+
+// measure runs clients goroutines calling op back to back for warmup then
+// duration, and summarizes the measured calls.
+func measure(ctx context.Context, system string, clients int, cfg Config, op func(context.Context) error) Row {
+	var (
+		mu    sync.Mutex
+		lats  []time.Duration
+		errs  int
+		wg    sync.WaitGroup
+		start = time.Now()
+	)
+	measureFrom := start.Add(cfg.Warmup)
+	end := measureFrom.Add(cfg.Duration)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			var bad int
+			for {
+				t0 := time.Now()
+				if t0.After(end) || ctx.Err() != nil {
+					break
+				}
+				opCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				err := op(opCtx)
+				cancel()
+				if t0.Before(measureFrom) {
+					continue
+				}
+				if err != nil {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t0))
+			}
+			mu.Lock()
+			lats = append(lats, mine...)
+			errs += bad
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(measureFrom)
+	slices.Sort(lats)
+	q := func(p float64) time.Duration {
+		if len(lats) == 0 {
+			return 0
+		}
+		return lats[min(len(lats)-1, int(p*float64(len(lats))))]
+	}
+	return Row{System: system, Clients: clients, Txns: len(lats), Errors: errs,
+		TxPerSec: float64(len(lats)) / elapsed.Seconds(), P50: q(0.50), P99: q(0.99), P999: q(0.999)}
+}
+
+// Cluster is 3 in-process LogStore nodes on loopback.
+type Cluster struct {
+	Nodes []*logstore.Node
+}
+
+// StartCluster starts 3 bootstrapped nodes under dir with default settings
+// (fsync on) and waits for a leader.
+func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
+	var peers []logstore.Peer
+	var rls, als []net.Listener
+	closeAll := func() {
+		for _, l := range append(rls, als...) {
+			l.Close()
+		}
+	}
+	for i := range 3 {
+		rl, err1 := net.Listen("tcp", "127.0.0.1:0")
+		al, err2 := net.Listen("tcp", "127.0.0.1:0")
+		if err := errors.Join(err1, err2); err != nil {
+			closeAll()
+			return nil, err
+		}
+		rls, als = append(rls, rl), append(als, al)
+		peers = append(peers, logstore.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: rl.Addr().String(), APIAddr: al.Addr().String()})
+	}
+	c := &Cluster{}
+	for i, p := range peers {
+		n, err := logstore.NewNode(logstore.Config{
+			ID: p.ID, Dir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
+			RaftListener: rls[i], APIListener: als[i], Bootstrap: peers, Logger: logger,
+			Registry: nil,
+		})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	if err := waitUntil(60*time.Second, func() bool {
+		for _, n := range c.Nodes {
+			if n.IsLeader() {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("bench: no leader: %w", err)
+	}
+	return c, nil
+}
+
+// APIAddrs returns the nodes' gRPC addresses.
+func (c *Cluster) APIAddrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.APIAddr())
+	}
+	return out
+}
+
+// Close stops every node.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.Close()
+	}
+}
+
+func waitUntil(d time.Duration, cond func() bool) error {
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			return errors.New("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// bareRaft is 3 hashicorp/raft instances with raft-boltdb, TCP transport
+// and a no-op FSM: the reference.
+type bareRaft struct {
+	rafts  []*raft.Raft
+	stores []*raftboltdb.BoltStore
+	trans  []*raft.NetworkTransport
+}
+
+type nopFSM struct{}
+
+func (nopFSM) Apply(*raft.Log) any                 { return nil }
+func (nopFSM) Snapshot() (raft.FSMSnapshot, error) { return nopSnap{}, nil }
+func (nopFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+
+type nopSnap struct{}
+
+func (nopSnap) Persist(s raft.SnapshotSink) error { return s.Close() }
+func (nopSnap) Release()                          {}
+
+func startBareRaft(dir string, logger *slog.Logger) (*bareRaft, error) {
+	b := &bareRaft{}
+	hl := raftlog.New(logger, 0)
+	var servers []raft.Server
+	for i := range 3 {
+		t, err := raft.NewTCPTransportWithLogger("127.0.0.1:0", nil, 3, 10*time.Second, hl)
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.trans = append(b.trans, t)
+		servers = append(servers, raft.Server{ID: raft.ServerID(fmt.Sprintf("r%d", i)), Address: t.LocalAddr()})
+	}
+	for i := range 3 {
+		if err := os.MkdirAll(filepath.Join(dir, fmt.Sprint(i)), 0o755); err != nil {
+			b.close()
+			return nil, err
+		}
+		st, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, fmt.Sprint(i), "raft.db")})
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.stores = append(b.stores, st)
+		rc := raft.DefaultConfig()
+		rc.LocalID = servers[i].ID
+		rc.Logger = hl
+		r, err := raft.NewRaft(rc, nopFSM{}, st, st, raft.NewDiscardSnapshotStore(), b.trans[i])
+		if err != nil {
+			b.close()
+			return nil, err
+		}
+		b.rafts = append(b.rafts, r)
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			b.close()
+			return nil, err
+		}
+	}
+	if err := waitUntil(60*time.Second, func() bool { return b.leader().State() == raft.Leader }); err != nil {
+		b.close()
+		return nil, fmt.Errorf("bench: bare raft has no leader: %w", err)
+	}
+	return b, nil
+}
+
+func (b *bareRaft) leader() *raft.Raft {
+	for _, r := range b.rafts {
+		if r.State() == raft.Leader {
+			return r
+		}
+	}
+	return b.rafts[0] // Apply answers ErrNotLeader: counted as an error
+}
+
+func (b *bareRaft) close() {
+	for _, r := range b.rafts {
+		r.Shutdown().Error()
+	}
+	for _, t := range b.trans {
+		t.Close()
+	}
+	for _, s := range b.stores {
+		s.Close()
+	}
+}
