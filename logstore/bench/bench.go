@@ -111,7 +111,9 @@ func (t Table) String() string {
 	return b.String()
 }
 
-func fmtDur(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
 
 // Run measures LogStore then bare raft. ctx cancels between rows.
 func Run(ctx context.Context, cfg Config) (Table, error) {
