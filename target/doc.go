@@ -18,7 +18,8 @@
 //	                                  Ack{applied_lsn}   cumulative, after the local commit
 //
 // A Delivery with no slices is a progress marker: it only advances the
-// applied LSN. When the LogPlayer closes its send side, the target applies
+// applied LSN. A request must stay below MaxBatchBytes when the server uses
+// ServerOptions (gRPC's own default limit is 4 MiB). When the LogPlayer closes its send side, the target applies
 // everything it received, acks, and ends the stream with OK.
 //
 // # Checks and refusals
@@ -27,7 +28,9 @@
 // Epoch fencing: an epoch below the highest seen is refused; a higher epoch
 // is persisted through Store.Apply (with no deliveries) before the HelloAck,
 // and the stream it overtakes is ended, so after a restart an older LogPlayer
-// is still refused. Within one epoch a stream with a term below the highest
+// is still refused. The takeover happens in the applier: batches of the old
+// stream queued before the new Hello may still be applied (and are then in
+// the HelloAck's applied LSN); nothing of the old stream is applied after. Within one epoch a stream with a term below the highest
 // seen is refused and a newer stream replaces the older one (terms are kept
 // for the process life only; they restart with each LogPlayer epoch).
 //
