@@ -2,44 +2,43 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
+// LogReader reads committed transactions (client.Client.Read: it resumes
+// on another node after a failure, without gap or duplicate).
+type LogReader interface {
+	Read(ctx context.Context, req *logstorepb.ReadRequest, fn func(*logstorepb.ReadResponse) error) error
+}
+
 // ReadLog calls fn for every committed transaction with an LSN in
-// [from, through], in order, reading from one LogStore node (which waits
-// until it has applied through).
-func ReadLog(ctx context.Context, c logstorepb.LogStoreClient, from, through uint64, fn func(*logstorepb.Transaction) error) error {
+// [from, through], in order, and checks that the LSNs are dense.
+func ReadLog(ctx context.Context, r LogReader, from, through uint64, fn func(*logstorepb.Transaction) error) error {
 	if through < from {
 		return nil
 	}
-	stream, err := c.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: through})
-	if err != nil {
-		return fmt.Errorf("read log [%d, %d]: %w", from, through, err)
-	}
 	next := from
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read log at lsn %d: %w", next, err)
-		}
+	err := r.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: through}, func(resp *logstorepb.ReadResponse) error {
 		for _, t := range resp.Transactions {
+			if t.Lsn != next {
+				return fmt.Errorf("read log: lsn %d, want %d", t.Lsn, next)
+			}
 			if err := fn(t); err != nil {
 				return err
 			}
-			next = t.Lsn + 1
+			next++
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read log [%d, %d] at lsn %d: %w", from, through, next, err)
 	}
 	if next != through+1 {
-		return fmt.Errorf("read log [%d, %d]: stream ended at lsn %d", from, through, next-1)
+		return fmt.Errorf("read log [%d, %d]: ended at lsn %d", from, through, next-1)
 	}
 	return nil
 }
@@ -112,7 +111,7 @@ func WaitApplied(ctx context.Context, c shardpb.ShardClient, lsn uint64) (uint64
 			// A shard restarting or slow to answer: ask again shortly.
 			select {
 			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(watchRetry):
 			}
 		}
 	}
@@ -127,4 +126,28 @@ func (m *Model) LastLSNOf(topic string, through uint64) uint64 {
 		}
 	}
 	return 0
+}
+
+// watchRetry is the pause before asking a shard again after WaitApplied
+// failed (shard restarting or unreachable).
+const watchRetry = 50 * time.Millisecond
+
+// WatchApplied feeds rec with target's applied LSN each time it advances,
+// until ctx ends. Run it in its own goroutine for each shard.
+func WatchApplied(ctx context.Context, rec *Recorder, target string, c shardpb.ShardClient) {
+	next := uint64(1)
+	for ctx.Err() == nil {
+		resp, err := c.WaitApplied(ctx, &shardpb.WaitAppliedRequest{Lsn: next})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(watchRetry):
+			}
+			continue
+		}
+		if resp.AppliedLsn >= next {
+			rec.Advanced(target, resp.AppliedLsn)
+			next = resp.AppliedLsn + 1
+		}
+	}
 }

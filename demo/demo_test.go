@@ -328,3 +328,40 @@ func TestRecordingEventStore(t *testing.T) {
 		t.Fatalf("a refused apply was recorded: %+v", p)
 	}
 }
+
+func TestApplyLatencies(t *testing.T) {
+	f, _ := runFake(t, false)
+	m := buildModel(t, f.txns)
+	base := time.Unix(1000, 0)
+	clock := base
+	rec := NewRecorder(func() time.Time { return clock })
+	// Every append started at base + lsn µs; shard-0's applied LSN reaches
+	// the middle of the log at base+1s and the end at base+2s.
+	starts := map[uint64]time.Time{}
+	for lsn := uint64(1); lsn <= m.LastLSN(); lsn++ {
+		starts[lsn] = base.Add(time.Duration(lsn) * time.Microsecond)
+	}
+	mid := m.LastLSN() / 2
+	clock = base.Add(time.Second)
+	rec.Advanced("shard-0", mid)
+	clock = base.Add(2 * time.Second)
+	rec.Advanced("shard-0", m.LastLSN())
+	rec.Advanced("shard-0", mid) // going back is ignored
+	subs := map[string][]string{"shard-0": {"shard-0"}}
+	lat := rec.ApplyLatencies(m, subs, 0, m.LastLSN(), starts)
+	if want := m.Messages("shard-0", 0, m.LastLSN()); len(lat) == 0 || len(lat) > want {
+		t.Fatalf("%d latencies for %d shard-0 messages", len(lat), want)
+	}
+	for _, l := range lat {
+		if l <= 0 || l > 2*time.Second {
+			t.Fatalf("latency %v outside (0, 2s]", l)
+		}
+	}
+	if p := rec.Progress()["shard-0"]; p.LastLSN != m.LastLSN() {
+		t.Fatalf("progress %+v", p)
+	}
+	// A target that never advanced has no latencies.
+	if lat := rec.ApplyLatencies(m, map[string][]string{"shard-1": {"shard-1"}}, 0, m.LastLSN(), starts); len(lat) != 0 {
+		t.Fatalf("latencies without advances: %v", lat)
+	}
+}

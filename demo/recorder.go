@@ -8,10 +8,15 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 )
 
-// Recorder counts, per target, how many times each (topic, offset) was
-// durably applied and when each LSN was first applied. Feed it from the
-// target side, after the store's local transaction committed (see
-// RecordingStore). Safe for concurrent use.
+// Recorder learns what targets applied, in two ways:
+//   - Applied (from a RecordingStore wrapped around a target's store): every
+//     message applied, so it counts, per target, how many times each
+//     (topic, offset) was durably applied;
+//   - Advanced (from WatchApplied, for targets that cannot be wrapped, such
+//     as a shard in another process): when the target's applied LSN moved.
+//
+// Both record when each applied LSN was reached, for apply latencies. Safe
+// for concurrent use.
 type Recorder struct {
 	now func() time.Time
 	mu  struct {
@@ -25,9 +30,28 @@ type tally struct {
 	// counts[topic][offset] is how many times that message was applied
 	// (saturating at 255).
 	counts   map[string][]uint8
-	applied  map[uint64]time.Time // LSN with data -> first apply time
-	messages int                  // every applied message, repeats included
-	lastLSN  uint64               // highest LSN applied, progress markers included
+	messages int       // every applied message, repeats included
+	advances []advance // applied LSN over time, LSN increasing
+}
+
+// advance says the target's applied LSN reached lsn at time at.
+type advance struct {
+	lsn uint64
+	at  time.Time
+}
+
+func (t *tally) lastLSN() uint64 {
+	if len(t.advances) == 0 {
+		return 0
+	}
+	return t.advances[len(t.advances)-1].lsn
+}
+
+// advanceTo records that the applied LSN reached lsn at at.
+func (t *tally) advanceTo(lsn uint64, at time.Time) {
+	if lsn > t.lastLSN() {
+		t.advances = append(t.advances, advance{lsn: lsn, at: at})
+	}
 }
 
 // NewRecorder returns an empty recorder using now (time.Now when nil).
@@ -47,13 +71,7 @@ func (r *Recorder) Applied(target string, ds []*targetpb.Delivery) {
 	defer r.mu.Unlock()
 	t := r.tallyLocked(target)
 	for _, d := range ds {
-		t.lastLSN = max(t.lastLSN, d.Lsn)
-		if len(d.Slices) == 0 {
-			continue
-		}
-		if _, ok := t.applied[d.Lsn]; !ok {
-			t.applied[d.Lsn] = at
-		}
+		t.advanceTo(d.Lsn, at)
 		for _, s := range d.Slices {
 			c := t.counts[s.Topic]
 			for i := range s.Messages {
@@ -71,10 +89,18 @@ func (r *Recorder) Applied(target string, ds []*targetpb.Delivery) {
 	}
 }
 
+// Advanced records that target's durable applied LSN is now lsn.
+func (r *Recorder) Advanced(target string, lsn uint64) {
+	at := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tallyLocked(target).advanceTo(lsn, at)
+}
+
 func (r *Recorder) tallyLocked(target string) *tally {
 	t := r.mu.targets[target]
 	if t == nil {
-		t = &tally{counts: map[string][]uint8{}, applied: map[uint64]time.Time{}}
+		t = &tally{counts: map[string][]uint8{}}
 		r.mu.targets[target] = t
 	}
 	return t
@@ -82,7 +108,7 @@ func (r *Recorder) tallyLocked(target string) *tally {
 
 // TargetProgress is one target's applied position so far.
 type TargetProgress struct {
-	Messages int    // messages applied, repeats included
+	Messages int    // messages applied, repeats included (Applied only)
 	LastLSN  uint64 // highest LSN applied, progress markers included
 }
 
@@ -92,7 +118,7 @@ func (r *Recorder) Progress() map[string]TargetProgress {
 	defer r.mu.Unlock()
 	out := make(map[string]TargetProgress, len(r.mu.targets))
 	for id, t := range r.mu.targets {
-		out[id] = TargetProgress{Messages: t.messages, LastLSN: t.lastLSN}
+		out[id] = TargetProgress{Messages: t.messages, LastLSN: t.lastLSN()}
 	}
 	return out
 }
@@ -100,11 +126,21 @@ func (r *Recorder) Progress() map[string]TargetProgress {
 // TargetAudit is the delivery audit of one target over an LSN range.
 type TargetAudit struct {
 	Target     string `json:"target"`
+	Method     string `json:"method"`     // MethodPerApply or MethodPosition
 	Expected   int    `json:"expected"`   // messages of its topics in the range, per the log
 	Delivered  int    `json:"delivered"`  // of those, applied at least once
 	Duplicates int    `json:"duplicates"` // extra applications of those
 	Missing    int    `json:"missing"`    // of those, never applied
 }
+
+// How a TargetAudit was measured.
+const (
+	// MethodPerApply: every application of every message was counted.
+	MethodPerApply = "per-apply"
+	// MethodPosition: from the target's applied LSN (delivered or missing)
+	// and its final state against the model (duplicates).
+	MethodPosition = "position+state"
+)
 
 // Audit compares what each target applied with what the log holds for its
 // topics in LSNs (afterLSN, throughLSN]. subs maps target id to topics.
@@ -118,7 +154,7 @@ func (r *Recorder) Audit(m *Model, subs map[string][]string, afterLSN, throughLS
 	sort.Strings(ids)
 	out := make([]TargetAudit, 0, len(ids))
 	for _, id := range ids {
-		a := TargetAudit{Target: id}
+		a := TargetAudit{Target: id, Method: MethodPerApply}
 		t := r.tallyLocked(id)
 		for _, topic := range subs[id] {
 			counts := t.counts[topic]
@@ -144,16 +180,32 @@ func (r *Recorder) Audit(m *Model, subs map[string][]string, afterLSN, throughLS
 	return out
 }
 
-// ApplyLatencies returns, for every (target, LSN) applied whose Append
-// started at starts[LSN], the time from that start to the durable apply.
-func (r *Recorder) ApplyLatencies(starts map[uint64]time.Time) []time.Duration {
+// ApplyLatencies returns, for every target in subs and every LSN in
+// (after, through] with data for its topics whose Append started at
+// starts[LSN], the time from that start to when the target's applied LSN
+// first covered it. LSNs the target never reached are left out.
+func (r *Recorder) ApplyLatencies(m *Model, subs map[string][]string, after, through uint64, starts map[uint64]time.Time) []time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []time.Duration
-	for _, t := range r.mu.targets {
-		for lsn, at := range t.applied {
-			if s, ok := starts[lsn]; ok {
-				out = append(out, at.Sub(s))
+	for id, topics := range subs {
+		advs := r.tallyLocked(id).advances
+		lsns := map[uint64]bool{}
+		for _, topic := range topics {
+			for _, lsn := range m.messages[topic] {
+				if lsn > after && lsn <= through {
+					lsns[lsn] = true
+				}
+			}
+		}
+		for lsn := range lsns {
+			start, ok := starts[lsn]
+			if !ok {
+				continue
+			}
+			i := sort.Search(len(advs), func(i int) bool { return advs[i].lsn >= lsn })
+			if i < len(advs) {
+				out = append(out, advs[i].at.Sub(start))
 			}
 		}
 	}

@@ -10,26 +10,27 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
 // CheckConfig says what to check after a workload Run.
 type CheckConfig struct {
-	// Log reads the committed log (any node).
-	Log logstorepb.LogStoreClient
+	// Log reads the committed log.
+	Log LogReader
 	// After is the head LSN before the run; Through the head LSN after it
 	// (at least the highest acknowledged LSN). The delivery audit covers
 	// (After, Through]; the state check replays the log from LSN 1.
 	After, Through uint64
 	// Shards maps each shard target id to its client; shard target "shard-N"
-	// subscribes to topic "shard-N".
+	// subscribes to topic "shard-N". Shards are audited by position and
+	// state (MethodPosition).
 	Shards map[string]shardpb.ShardClient
-	// Recorder, when set, saw every apply of the targets in Subs (target id
-	// -> topics): the audit then counts duplicates and missing messages per
-	// apply. Without it they come from the shards' states and positions.
+	// Recorder saw the run: WatchApplied fed it every shard's applied LSN
+	// (for apply latencies), and RecordingStores every apply of the targets
+	// in Recorded (target id -> topics), which are audited per apply
+	// (MethodPerApply).
 	Recorder *Recorder
-	Subs     map[string][]string
+	Recorded map[string][]string
 	// CatchUp bounds the wait for every target to apply the run's last
 	// transaction for its topics.
 	CatchUp time.Duration
@@ -37,7 +38,6 @@ type CheckConfig struct {
 
 // Report is the outcome of a run and its check.
 type Report struct {
-	Run       string  `json:"run"`
 	Committed int     `json:"committed"` // acknowledged transactions
 	LogTxns   int     `json:"log_txns"`  // transactions in the log in the audit range
 	TxPerSec  float64 `json:"tx_per_sec"`
@@ -57,20 +57,17 @@ type Report struct {
 	CommitP99Ms   float64 `json:"commit_p99_ms"`
 	ApplyP50Ms    float64 `json:"apply_p50_ms"`
 	ApplyP99Ms    float64 `json:"apply_p99_ms"`
-	// PerApply is true when duplicates and missing were counted per apply
-	// (a Recorder), false when derived from shard states and positions.
-	PerApply bool          `json:"per_apply"`
-	OK       bool          `json:"ok"`
-	Targets  []TargetAudit `json:"-"`
-	Shards   []ShardCheck  `json:"-"`
-	Notes    []string      `json:"-"`
+	OK            bool    `json:"ok"`
+
+	Targets []TargetAudit `json:"-"`
+	Shards  []ShardCheck  `json:"-"`
+	Notes   []string      `json:"-"`
 }
 
 // ShardCheck is one shard's final state against the model.
 type ShardCheck struct {
 	Target     string
 	AppliedLSN uint64
-	WantLSN    uint64 // last LSN with data for its topic
 	Diff       StateDiff
 }
 
@@ -82,7 +79,7 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 	if err := ReadLog(ctx, cfg.Log, 1, cfg.Through, m.Apply); err != nil {
 		return nil, err
 	}
-	rep := &Report{Committed: res.Committed, Retries: res.Retries, LogDuplicates: m.LogDuplicates(), PerApply: cfg.Recorder != nil}
+	rep := &Report{Committed: res.Committed, Retries: res.Retries, LogDuplicates: m.LogDuplicates()}
 	rep.LogTxns = int(cfg.Through - cfg.After)
 	if res.Elapsed > 0 {
 		rep.TxPerSec = float64(res.Committed) / res.Elapsed.Seconds()
@@ -90,31 +87,33 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 
 	waitCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
 	defer cancel()
+	subs := map[string][]string{}
 	ids := make([]string, 0, len(cfg.Shards))
 	for id := range cfg.Shards {
 		ids = append(ids, id)
+		subs[id] = []string{id}
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
 		c := cfg.Shards[id]
-		sc := ShardCheck{Target: id, WantLSN: m.LastLSNOf(id, cfg.Through)}
-		if _, err := WaitApplied(waitCtx, c, sc.WantLSN); err != nil {
+		if _, err := WaitApplied(waitCtx, c, m.LastLSNOf(id, cfg.Through)); err != nil {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("%s did not catch up: %v", id, err))
 		}
 		kv, lsn, err := ScanAll(ctx, c)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
-		sc.AppliedLSN, sc.Diff = lsn, m.CompareShard(id, kv)
+		sc := ShardCheck{Target: id, AppliedLSN: lsn, Diff: m.CompareShard(id, kv)}
 		rep.StateMismatches += sc.Diff.Missing + sc.Diff.Wrong + sc.Diff.Unexpected
 		rep.Shards = append(rep.Shards, sc)
+		rep.Targets = append(rep.Targets, positionAudit(m, sc, cfg.After, cfg.Through))
 	}
-
-	if cfg.Recorder != nil {
-		waitRecorded(waitCtx, cfg.Recorder, m, cfg.Subs, cfg.Through)
-		rep.Targets = cfg.Recorder.Audit(m, cfg.Subs, cfg.After, cfg.Through)
-	} else {
-		rep.Targets = positionAudit(m, rep.Shards, cfg.After, cfg.Through)
+	if len(cfg.Recorded) > 0 {
+		waitRecorded(waitCtx, cfg.Recorder, m, cfg.Recorded, cfg.Through)
+		rep.Targets = append(rep.Targets, cfg.Recorder.Audit(m, cfg.Recorded, cfg.After, cfg.Through)...)
+		for id, topics := range cfg.Recorded {
+			subs[id] = topics
+		}
 	}
 	for _, a := range rep.Targets {
 		rep.Expected += a.Expected
@@ -125,7 +124,7 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 
 	rep.CommitP50Ms, rep.CommitP99Ms = ms(Quantile(res.Commit, 0.50)), ms(Quantile(res.Commit, 0.99))
 	if cfg.Recorder != nil {
-		apply := cfg.Recorder.ApplyLatencies(res.Starts)
+		apply := cfg.Recorder.ApplyLatencies(m, subs, cfg.After, cfg.Through, res.Starts)
 		rep.ApplyP50Ms, rep.ApplyP99Ms = ms(Quantile(apply, 0.50)), ms(Quantile(apply, 0.99))
 	}
 	rep.OK = rep.Committed > 0 && rep.Duplicates == 0 && rep.Missing == 0 && rep.StateMismatches == 0 && rep.LogDuplicates == 0
@@ -158,21 +157,17 @@ func waitRecorded(ctx context.Context, rec *Recorder, m *Model, subs map[string]
 	}
 }
 
-// positionAudit derives delivery from shard positions when no Recorder saw
-// the applies: a message is delivered when its shard's applied LSN covers
-// it, missing when not; a key the shard has and the model does not (a
-// deleted key come back) counts as a duplicate. Lost or repeated writes that
-// leave the position right show in StateMismatches.
-func positionAudit(m *Model, shards []ShardCheck, after, through uint64) []TargetAudit {
-	var out []TargetAudit
-	for _, sc := range shards {
-		a := TargetAudit{Target: sc.Target, Expected: m.Messages(sc.Target, after, through)}
-		a.Delivered = m.Messages(sc.Target, after, min(sc.AppliedLSN, through))
-		a.Missing = a.Expected - a.Delivered
-		a.Duplicates = sc.Diff.Unexpected
-		out = append(out, a)
-	}
-	return out
+// positionAudit audits a shard that no RecordingStore wraps: a message is
+// delivered when the shard's applied LSN covers it, missing when not; a key
+// the shard has and the model does not (a deleted key come back) counts as a
+// duplicate. Lost or repeated writes that leave the position right show in
+// StateMismatches (hot keys make a late repeat visible).
+func positionAudit(m *Model, sc ShardCheck, after, through uint64) TargetAudit {
+	a := TargetAudit{Target: sc.Target, Method: MethodPosition, Expected: m.Messages(sc.Target, after, through)}
+	a.Delivered = m.Messages(sc.Target, after, min(sc.AppliedLSN, through))
+	a.Missing = a.Expected - a.Delivered
+	a.Duplicates = sc.Diff.Unexpected
+	return a
 }
 
 func ms(d time.Duration) float64 {
@@ -182,11 +177,11 @@ func ms(d time.Duration) float64 {
 // Write prints the summary table and, as the last line, the JSON object.
 func (r *Report) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\texpected\tdelivered\tduplicates\tmissing\t")
+	fmt.Fprintln(tw, "target\texpected\tdelivered\tduplicates\tmissing\tmeasured\t")
 	for _, a := range r.Targets {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", a.Target, a.Expected, a.Delivered, a.Duplicates, a.Missing)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t\n", a.Target, a.Expected, a.Delivered, a.Duplicates, a.Missing, a.Method)
 	}
-	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t\n", r.Expected, r.Delivered, r.Duplicates, r.Missing)
+	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%d\t\t\n", r.Expected, r.Delivered, r.Duplicates, r.Missing)
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -199,13 +194,11 @@ func (r *Report) Write(w io.Writer) error {
 	lines := [][2]string{
 		{"committed", fmt.Sprintf("%d transactions (%.0f tx/s, %d retries)", r.Committed, r.TxPerSec, r.Retries)},
 		{"log", fmt.Sprintf("%d transactions in the run's LSN range, %d ids written twice", r.LogTxns, r.LogDuplicates)},
-		{"delivered", fmt.Sprintf("%d of %d messages; %d duplicates, %d missing (%s)", r.Delivered, r.Expected, r.Duplicates, r.Missing, r.how())},
+		{"delivered", fmt.Sprintf("%d of %d messages; %d duplicates, %d missing", r.Delivered, r.Expected, r.Duplicates, r.Missing)},
 		{"shard state", fmt.Sprintf("%d keys differ from the model built from the log", r.StateMismatches)},
 		{"commit latency", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms (Append call to acknowledgement)", r.CommitP50Ms, r.CommitP99Ms)},
 	}
-	if r.PerApply {
-		lines = append(lines, [2]string{"apply latency", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms (Append call to durable apply at a target)", r.ApplyP50Ms, r.ApplyP99Ms)})
-	}
+	lines = append(lines, [2]string{"apply latency", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms (Append call to durable apply at a target)", r.ApplyP50Ms, r.ApplyP99Ms)})
 	verdict := "OK: every committed message applied exactly once"
 	if !r.OK {
 		verdict = "FAILED"
@@ -225,27 +218,29 @@ func (r *Report) Write(w io.Writer) error {
 	return err
 }
 
-func (r *Report) how() string {
-	if r.PerApply {
-		return "counted per apply"
-	}
-	return "from shard positions and state"
-}
-
-// ProgressLine formats a live progress line.
-func ProgressLine(p Progress, head uint64, targets map[string]TargetProgress, lag map[string]uint64) string {
+// ProgressLine formats a live progress line: commits, then each target's
+// applied LSN (and messages, when counted per apply) and lag in LSNs. lag
+// may be nil: the lag is then the highest acknowledged LSN minus the
+// target's applied LSN.
+func ProgressLine(p Progress, targets map[string]TargetProgress, lag map[string]uint64) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%5.1fs committed %d (%.0f tx/s) head %d | delivered", p.Elapsed.Seconds(), p.Committed, p.Rate, head)
+	fmt.Fprintf(&b, "%5.1fs  committed %d (%.0f tx/s)  |", p.Elapsed.Seconds(), p.Committed, p.Rate)
 	ids := make([]string, 0, len(targets))
 	for id := range targets {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		fmt.Fprintf(&b, " %s %d", id, targets[id].Messages)
-		if l, ok := lag[id]; ok {
-			fmt.Fprintf(&b, " (lag %d)", l)
+		t := targets[id]
+		l, ok := lag[id]
+		if !ok && p.MaxLSN > t.LastLSN {
+			l = p.MaxLSN - t.LastLSN
 		}
+		fmt.Fprintf(&b, "  %s at %d", id, t.LastLSN)
+		if t.Messages > 0 {
+			fmt.Fprintf(&b, " (%d msgs)", t.Messages)
+		}
+		fmt.Fprintf(&b, " lag %d", l)
 	}
 	return b.String()
 }

@@ -42,9 +42,12 @@ type command struct {
 	about    string // what it does, a few lines
 	examples []string
 	// server roles also read --config; all commands read the environment.
-	server   bool
-	required []string // flags that must be set by some source
-	new      func() runner
+	server bool
+	// quietLogs makes warn the default log level (dev: its own output is
+	// the point, the components' info logs would drown it).
+	quietLogs bool
+	required  []string // flags that must be set by some source
+	new       func() runner
 }
 
 // usageError is a wrong command line: exit 2 with a hint.
@@ -202,7 +205,7 @@ func (c *command) parse(args []string, s *sys) (runner, error) {
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	var common commonFlags
-	common.register(fs, c.server)
+	common.register(fs, c.server, c.quietLogs)
 	r.flags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -247,7 +250,7 @@ func dashDash(msg string) string {
 func (c *command) writeHelp(w io.Writer, r runner) {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	var common commonFlags
-	common.register(fs, c.server)
+	common.register(fs, c.server, c.quietLogs)
 	r.flags(fs)
 	fmt.Fprintf(w, "Usage: logplayer %s %s\n\n%s\n", c.name, c.synopsis, strings.TrimSpace(c.about))
 	var names []string

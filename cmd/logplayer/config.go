@@ -59,8 +59,11 @@ type commonFlags struct {
 	config    string
 }
 
-func (c *commonFlags) register(fs *flag.FlagSet, server bool) {
+func (c *commonFlags) register(fs *flag.FlagSet, server, quiet bool) {
 	c.logLevel = levelValue{slog.LevelInfo}
+	if quiet {
+		c.logLevel.level = slog.LevelWarn
+	}
 	c.logFormat = choiceValue{value: "text", choices: []string{"text", "json"}}
 	fs.Var(&c.logLevel, "log-level", "log `level`: debug, info, warn or error")
 	fs.Var(&c.logFormat, "log-format", "log `format`: text or json (logs go to stderr)")

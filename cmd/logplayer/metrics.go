@@ -42,6 +42,11 @@ func startMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*metric
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: %w", err)
 	}
+	return serveMetricsOn(lis, g, log)
+}
+
+// serveMetricsOn serves g on /metrics on lis until stop.
+func serveMetricsOn(lis net.Listener, g prometheus.Gatherer, log *slog.Logger) (*metricsServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}))
 	m := &metricsServer{

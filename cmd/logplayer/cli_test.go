@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+// runCLI runs the CLI in-process with env as its whole environment.
+func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	s := &sys{
+		stdin:  strings.NewReader(""),
+		stdout: &out,
+		stderr: &errb,
+		getenv: func(k string) string { return env[k] },
+	}
+	code = run(context.Background(), args, s)
+	return code, out.String(), errb.String()
+}
+
+// wantUsage asserts exit code 2 with one error line naming want and a hint.
+func wantUsage(t *testing.T, code int, stderr, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if code != exitUsage || len(lines) != 2 || !strings.Contains(lines[0], want) || !strings.HasPrefix(lines[1], "Run 'logplayer") {
+		t.Fatalf("exit %d, stderr %q: want exit 2, one line containing %q and a hint", code, stderr, want)
+	}
+}
+
+func TestHelpOfEveryCommand(t *testing.T) {
+	for _, c := range commands {
+		code, out, errOut := runCLI(t, nil, append(strings.Fields(c.name), "--help")...)
+		if code != exitOK || errOut != "" {
+			t.Fatalf("%s --help: exit %d, stderr %q", c.name, code, errOut)
+		}
+		for _, want := range []string{"Usage: logplayer " + c.name, "Flags:", "--log-level", "Examples:\n  "} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("%s --help lacks %q:\n%s", c.name, want, out)
+			}
+		}
+	}
+	code, out, _ := runCLI(t, nil, "help")
+	if code != exitOK {
+		t.Fatalf("help: exit %d", code)
+	}
+	for _, c := range commands {
+		if !strings.Contains(out, c.name) {
+			t.Fatalf("help does not list %q:\n%s", c.name, out)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: nil, want: "missing command"},
+		{args: []string{"nosuch"}, want: `unknown command "nosuch"`},
+		{args: []string{"cluster"}, want: "missing subcommand"},
+		{args: []string{"cluster", "nosuch"}, want: `unknown command "cluster nosuch"`},
+		{args: []string{"cluster", "add", "--id", "n4", "--raft-addr", "127.0.0.1:1"}, want: "missing required flag --api-addr"},
+		{args: []string{"append", "--topic", "orders"}, want: "want TOPIC=VALUE"},
+		{args: []string{"append"}, want: "nothing to append"},
+		{args: []string{"append", "--topic", `orders={"id":`}, want: "malformed JSON"},
+		{args: []string{"append", "--topic", "o=1", "--sequence", "3"}, want: "--producer-id and --sequence go together"},
+		{args: []string{"tail", "--offset", "3"}, want: "--offset needs --topic"},
+		{args: []string{"tail", "--from", "0"}, want: "--from must be at least 1"},
+		{args: []string{"status", "--addr", "localhost"}, want: "want host:port"},
+		{args: []string{"demo", "--shard", "shard-1=127.0.0.1:1"}, want: "at least 2 shards"},
+		{args: []string{"version", "--bogus"}, want: "flag provided but not defined: --bogus"},
+		{args: []string{"version", "extra"}, want: `unexpected argument "extra"`},
+		{args: []string{"version", "--log-level", "loud"}, want: `invalid value "loud" for flag --log-level`},
+		{args: []string{"version"}, env: map[string]string{"LOGPLAYER_LOG_FORMAT": "xml"}, want: "LOGPLAYER_LOG_FORMAT"},
+		{args: []string{"store", "--data-dir", "d", "--raft-addr", "127.0.0.1:1", "--api-addr", "127.0.0.1:2"}, want: "missing required flag --id"},
+		{args: []string{"store", "--id", "n1", "--data-dir", "d", "--raft-addr", "nohostport", "--api-addr", "127.0.0.1:2"}, want: "want host:port"},
+		{args: []string{"store", "--peer", "n1"}, want: "want ID=RAFT_ADDR/API_ADDR"},
+		{args: []string{"store", "--max-batch-bytes", "lots"}, want: "want a byte size"},
+	} {
+		code, _, errOut := runCLI(t, tc.env, tc.args...)
+		wantUsage(t, code, errOut, tc.want)
+	}
+}
+
+// parseStore parses a store command line without running it.
+func parseStore(t *testing.T, env map[string]string, args ...string) (*storeCmd, error) {
+	t.Helper()
+	s := &sys{stderr: &bytes.Buffer{}, getenv: func(k string) string { return env[k] }}
+	r, err := lookup("store").parse(args, s)
+	return r.(*storeCmd), err
+}
+
+func writeFile(t *testing.T, name, data string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSettingsPrecedence(t *testing.T) {
+	file := writeFile(t, "n1.json", `{
+		"id": "from-file", "data-dir": "/file", "raft-addr": "127.0.0.1:7410",
+		"api-addr": "127.0.0.1:7400", "max-batch-txns": 7, "election-timeout": "3s",
+		"peer": ["n1=127.0.0.1:7410/127.0.0.1:7400", "n2=127.0.0.1:7411/127.0.0.1:7401"]
+	}`)
+	env := map[string]string{
+		"LOGPLAYER_CONFIG":   file,
+		"LOGPLAYER_DATA_DIR": "/env",
+		"LOGPLAYER_API_ADDR": "127.0.0.1:9000",
+		"LOGPLAYER_PEER":     "n9=127.0.0.1:1/127.0.0.1:2",
+	}
+	c, err := parseStore(t, env, "--api-addr", "127.0.0.1:8000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.id != "from-file" || c.dataDir != "/env" || c.apiAddr.addr != "127.0.0.1:8000" || c.maxBatchTxns != 7 ||
+		c.electionTimeout != 3*time.Second || c.heartbeatTimeout == 0 {
+		t.Fatalf("got id %q data-dir %q api-addr %q max-batch-txns %d election %v heartbeat %v",
+			c.id, c.dataDir, c.apiAddr.addr, c.maxBatchTxns, c.electionTimeout, c.heartbeatTimeout)
+	}
+	// A repeatable flag takes all its values from one source: env beats file.
+	if len(c.peers.peers) != 1 || c.peers.peers[0].id != "n9" {
+		t.Fatalf("peers %+v, want only n9 from the environment", c.peers.peers)
+	}
+	// The command line beats the environment for a repeatable flag too.
+	c, err = parseStore(t, env, "--peer", "a=127.0.0.1:1/127.0.0.1:2", "--peer", "b=127.0.0.1:3/127.0.0.1:4")
+	if err != nil || len(c.peers.peers) != 2 || c.peers.peers[1].id != "b" {
+		t.Fatalf("peers %+v, err %v", c.peers.peers, err)
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	for _, tc := range []struct{ data, want string }{
+		{`{"id": "n1", "typo-flag": 1}`, `unknown setting "typo-flag"`},
+		{`{"id": "n1",`, "malformed JSON"},
+		{`["id"]`, "not a JSON object"},
+		{`{"id": ["a", "b"]}`, `"id" takes one value`},
+		{`{"id": {"nested": 1}}`, "want a string, number, boolean"},
+		{`{"id": "a", "id": "b"}`, `"id" is set twice`},
+		{`{"election-timeout": "soon"}`, `invalid value "soon" for "election-timeout"`},
+		{`{"id": "a"} {}`, "unexpected data after"},
+	} {
+		path := writeFile(t, "c.json", tc.data)
+		code, _, errOut := runCLI(t, nil, "store", "--config", path)
+		wantUsage(t, code, errOut, tc.want)
+	}
+	code, _, errOut := runCLI(t, nil, "store", "--config", filepath.Join(t.TempDir(), "missing.json"))
+	wantUsage(t, code, errOut, "no such file")
+}
+
+func TestBuildSlices(t *testing.T) {
+	file := writeFile(t, "order.json", "{\n  \"id\": 7,\n  \"items\": [1, 2]\n}\n")
+	msgs := []messageArg{{"orders", "@" + file}, {"inventory", `{"sku": 1}`}, {"orders", "@-"}}
+	puts := []mutationArg{{"shard-0", &shardpb.Mutation{Op: shardpb.Mutation_PUT, Key: []byte("k"), Value: []byte("v")}}}
+	slices, err := buildSlices(msgs, puts, []byte("key1"), false, strings.NewReader(`"from stdin"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	var order []string
+	for _, s := range slices {
+		order = append(order, s.Topic)
+		for _, m := range s.Messages {
+			if string(m.Key) != "key1" {
+				t.Fatalf("key %q", m.Key)
+			}
+			got[s.Topic] = append(got[s.Topic], string(m.Value))
+		}
+	}
+	if strings.Join(order, ",") != "orders,inventory,shard-0" {
+		t.Fatalf("topic order %v", order)
+	}
+	if strings.Join(got["orders"], "|") != `{"id":7,"items":[1,2]}|"from stdin"` || got["inventory"][0] != `{"sku":1}` {
+		t.Fatalf("values %q", got)
+	}
+	var m shardpb.Mutation
+	if err := proto.Unmarshal([]byte(got["shard-0"][0]), &m); err != nil || string(m.Key) != "k" || string(m.Value) != "v" {
+		t.Fatalf("mutation %v, %v", &m, err)
+	}
+
+	_, err = buildSlices([]messageArg{{"orders", `{"id": 1`}}, nil, nil, false, nil)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "malformed JSON") {
+		t.Fatalf("malformed JSON: %v", err)
+	}
+	raw, err := buildSlices([]messageArg{{"logs", "not json"}}, nil, nil, true, nil)
+	if err != nil || string(raw[0].Messages[0].Value) != "not json" {
+		t.Fatalf("--raw: %v %v", raw, err)
+	}
+	if _, err := buildSlices([]messageArg{{"a", "@-"}, {"b", "@-"}}, nil, nil, true, strings.NewReader("x")); err == nil {
+		t.Fatal("stdin read twice")
+	}
+}
+
+func TestRenderMessage(t *testing.T) {
+	mut, _ := proto.Marshal(&shardpb.Mutation{Op: shardpb.Mutation_DELETE, Key: []byte("user/1")})
+	for _, tc := range []struct {
+		topic string
+		value []byte
+		want  string
+	}{
+		{"orders", []byte(`{"id":1}`), `{"key":"k","value":{"id":1}}`},
+		{"logs", []byte("plain text"), `{"key":"k","value_text":"plain text"}`},
+		{"blobs", []byte{0xff, 0x00}, `{"key":"k","value_base64":"/wA="}`},
+		{"shard-2", mut, `{"key":"k","mutation":{"op":"DELETE","key":"user/1"}}`},
+	} {
+		b, err := json.Marshal(renderMessage(tc.topic, &logstorepb.Message{Key: []byte("k"), Value: tc.value}))
+		if err != nil || string(b) != tc.want {
+			t.Fatalf("%s: %s (%v), want %s", tc.topic, b, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+func init() {
+	register(&command{
+		name:     "demo",
+		summary:  "drive the WAL-apply demo workload against a running cluster and check the shards",
+		synopsis: "--shard shard-0=HOST:PORT [--shard ...] [--duration D] [--addr LIST] [flags]",
+		about: `
+The workload of 'logplayer dev --demo', against a cluster running elsewhere
+(processes, containers): idempotent producers append transactions that write
+mutations to 2 or 3 of the shards shard-0..shard-N-1 (topics of the same
+names) plus an event to orders and inventory. Then it waits for the shards to
+catch up, reads the log back and compares every shard's state with the model
+built from it, prints the summary table and, last, one JSON line. Exit code 1
+if anything is missing, duplicated or different.
+
+Without access to the shards' stores, delivery is audited from each shard's
+applied LSN and its final state (the table says "position+state").`,
+		examples: []string{
+			"logplayer demo --addr 127.0.0.1:7400 --shard shard-0=127.0.0.1:7430 --shard shard-1=127.0.0.1:7431 --duration 10s",
+		},
+		required: []string{"shard"},
+		new:      func() runner { return &demoCmd{} },
+	})
+}
+
+type demoCmd struct {
+	conn     clientFlags
+	shards   shardAddrs
+	duration time.Duration
+	clients  int
+	seed     uint64
+	catchUp  time.Duration
+}
+
+func (c *demoCmd) flags(fs *flag.FlagSet) {
+	c.conn.register(fs)
+	fs.Var(&c.shards, "shard", "a shard target `shard-N=HOST:PORT`; repeat for shard-0 .. shard-N-1")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to append")
+	fs.IntVar(&c.clients, "clients", demo.DefaultClients, "concurrent producers")
+	fs.Uint64Var(&c.seed, "seed", 0, "`seed` of the randomness (default: from the clock)")
+	fs.DurationVar(&c.catchUp, "catch-up", 60*time.Second, "how long to wait for delivery to catch up before checking")
+}
+
+func (c *demoCmd) run(ctx context.Context, s *sys) error {
+	if c.duration <= 0 || c.clients < 1 || c.catchUp <= 0 {
+		return usagef("--duration, --clients and --catch-up must be positive")
+	}
+	if err := c.shards.check(); err != nil {
+		return usagef("%v", err)
+	}
+	cl, err := c.conn.dial(s)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	w := &workload{
+		cl: cl, shards: c.shards.addrs, rec: demo.NewRecorder(nil),
+		duration: c.duration, clients: c.clients, seed: c.seed, catchUp: c.catchUp, timeout: c.conn.timeout,
+	}
+	return w.run(ctx, s)
+}
+
+// shardAddrs is the repeatable --shard shard-N=HOST:PORT.
+type shardAddrs struct{ addrs map[string]string }
+
+func (v *shardAddrs) String() string { return "" }
+func (v *shardAddrs) Set(s string) error {
+	id, addr, ok := strings.Cut(s, "=")
+	if !ok || !strings.HasPrefix(id, "shard-") {
+		return fmt.Errorf("want shard-N=HOST:PORT")
+	}
+	if err := checkAddr(addr); err != nil {
+		return err
+	}
+	if v.addrs == nil {
+		v.addrs = map[string]string{}
+	}
+	v.addrs[id] = addr
+	return nil
+}
+func (*shardAddrs) repeatable() {}
+
+// check requires shard-0 .. shard-N-1 with N >= 2 (the workload's topics).
+func (v *shardAddrs) check() error {
+	if len(v.addrs) < 2 {
+		return errors.New("give at least 2 shards (--shard shard-0=... --shard shard-1=...)")
+	}
+	for i := range len(v.addrs) {
+		if _, ok := v.addrs[demo.ShardTopic(i)]; !ok {
+			return fmt.Errorf("shards must be named shard-0 .. shard-%d: %s is missing", len(v.addrs)-1, demo.ShardTopic(i))
+		}
+	}
+	return nil
+}
+
+// workload runs the demo and its check against a cluster.
+type workload struct {
+	cl     *client.Client
+	shards map[string]string // shard target id -> address
+	rec    *demo.Recorder
+	// recorded are the targets whose store rec wraps (target -> topics).
+	recorded map[string][]string
+	// lag, when set, returns the LogPlayer's lag in LSNs per target.
+	lag               func() map[string]uint64
+	duration, catchUp time.Duration
+	timeout           time.Duration // of one status call
+	clients           int
+	seed              uint64
+}
+
+func (w *workload) run(ctx context.Context, s *sys) error {
+	shardClients := map[string]shardpb.ShardClient{}
+	for id, addr := range w.shards {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", id, err)
+		}
+		defer cc.Close()
+		shardClients[id] = shardpb.NewShardClient(cc)
+	}
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	for id, c := range shardClients {
+		go demo.WatchApplied(wctx, w.rec, id, c)
+	}
+
+	after, err := w.head(ctx)
+	if err != nil {
+		return err
+	}
+	seed := w.seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	run := demo.NewRunID(seed)
+	fmt.Fprintf(s.stderr, "demo: run %s, %d producers for %v, seed %d, from LSN %d\n", run, w.clients, w.duration, seed, after+1)
+	res, err := demo.Run(ctx, demo.Config{
+		Appender: w.cl, Clients: w.clients, Shards: len(w.shards), Duration: w.duration,
+		Run: run, Seed: seed, Logger: s.log,
+		Progress: func(p demo.Progress) {
+			var lag map[string]uint64
+			if w.lag != nil {
+				lag = w.lag()
+			}
+			fmt.Fprintln(s.stderr, demo.ProgressLine(p, w.rec.Progress(), lag))
+		},
+	})
+	if ctx.Err() != nil {
+		return errors.New("demo interrupted")
+	}
+	if err != nil {
+		return fmt.Errorf("demo workload: %w", err)
+	}
+	through, err := w.head(ctx)
+	if err != nil {
+		return err
+	}
+	if through < res.MaxLSN {
+		return fmt.Errorf("the leader's head LSN %d is below the acknowledged LSN %d", through, res.MaxLSN)
+	}
+	fmt.Fprintf(s.stderr, "demo: %d transactions committed; waiting for delivery (at most %v), then checking\n", res.Committed, w.catchUp)
+	rep, err := demo.Check(ctx, demo.CheckConfig{
+		Log: w.cl, After: after, Through: through, Shards: shardClients,
+		Recorder: w.rec, Recorded: w.recorded, CatchUp: w.catchUp,
+	}, res)
+	if err != nil {
+		return fmt.Errorf("demo check: %w", err)
+	}
+	if err := rep.Write(s.stdout); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return errDemoFailed
+	}
+	return nil
+}
+
+// head is the leader's head LSN.
+func (w *workload) head(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	st, err := w.cl.LeaderStatus(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("LogStore status: %w", err)
+	}
+	return st.HeadLsn, nil
+}
+
+
+// errDemoFailed is returned when the demo's check found a problem (exit 1).
+var errDemoFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+func init() {
+	register(&command{
+		name:     "status",
+		summary:  "show the cluster: nodes, leader, LSNs, topics, members, consumers",
+		synopsis: "[--addr LIST] [--json] [flags]",
+		about: `
+Asks every node in --addr for its status and prints one row per node (role,
+Raft term, commit and applied index, head and first LSN), then, as the leader
+(or else any node) sees it: the topics with their offsets, the Raft members
+and the delivery consumers (LogPlayer targets) with their acked LSNs.
+
+Exits 1 only when no node answers; an unreachable node is shown as such.`,
+		examples: []string{
+			"logplayer status",
+			"logplayer status --addr 10.0.0.1:7400,10.0.0.2:7400,10.0.0.3:7400 --json",
+		},
+		new: func() runner { return &statusCmd{} },
+	})
+}
+
+type statusCmd struct {
+	conn   clientFlags
+	asJSON bool
+}
+
+func (c *statusCmd) flags(fs *flag.FlagSet) {
+	c.conn.register(fs)
+	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object instead of tables")
+}
+
+// statusReport is status's JSON output.
+type statusReport struct {
+	Nodes     []nodeStatus  `json:"nodes"`
+	Leader    string        `json:"leader"`
+	Epoch     uint64        `json:"epoch"`
+	Topics    []topicStatus `json:"topics"`
+	Servers   []serverInfo  `json:"servers"`
+	Consumers []consumer    `json:"consumers"`
+}
+
+type nodeStatus struct {
+	Addr         string `json:"addr"`
+	ID           string `json:"id,omitempty"`
+	Role         string `json:"role,omitempty"`
+	LeaderID     string `json:"leader_id,omitempty"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	HeadLSN      uint64 `json:"head_lsn"`
+	FirstLSN     uint64 `json:"first_lsn"`
+	SegmentBytes uint64 `json:"segment_bytes"`
+	Error        string `json:"error,omitempty"`
+}
+
+type topicStatus struct {
+	Topic       string `json:"topic"`
+	FirstOffset uint64 `json:"first_offset"`
+	NextOffset  uint64 `json:"next_offset"`
+}
+
+type serverInfo struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+	Voter    bool   `json:"voter"`
+}
+
+type consumer struct {
+	Consumer string `json:"consumer"`
+	AckedLSN uint64 `json:"acked_lsn"`
+}
+
+func (c *statusCmd) run(ctx context.Context, s *sys) error {
+	cl, err := c.conn.dial(s)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	rep, err := c.collect(ctx, cl)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		return writeJSONLine(s.stdout, rep)
+	}
+	rep.writeTables(s.stdout)
+	return nil
+}
+
+// collect asks every node; it fails only when none answers.
+func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusReport, error) {
+	rep := &statusReport{Nodes: []nodeStatus{}, Topics: []topicStatus{}, Servers: []serverInfo{}, Consumers: []consumer{}}
+	var view *logstorepb.StatusResponse
+	var lastErr error
+	for _, addr := range c.conn.addrs.addrs {
+		nctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+		st, err := cl.Status(nctx, addr)
+		if err != nil {
+			lastErr = err
+			rep.Nodes = append(rep.Nodes, nodeStatus{Addr: addr, Error: oneLine(err.Error())})
+			cancel()
+			continue
+		}
+		cancel()
+		rep.Nodes = append(rep.Nodes, nodeStatus{
+			Addr: addr, ID: st.NodeId, Role: st.Role, LeaderID: st.LeaderId, Term: st.RaftTerm,
+			CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, HeadLSN: st.HeadLsn,
+			FirstLSN: st.FirstLsn, SegmentBytes: st.SegmentBytes,
+		})
+		if view == nil || st.Role == "leader" {
+			view = st
+		}
+	}
+	if view == nil {
+		return nil, fmt.Errorf("no LogStore node answered at %s within %v (is the cluster running? set --addr): %v",
+			c.conn.addrs.String(), c.conn.timeout, lastErr)
+	}
+	rep.Leader, rep.Epoch = view.LeaderId, view.Epoch
+	for _, t := range view.Topics {
+		rep.Topics = append(rep.Topics, topicStatus{Topic: t.Topic, FirstOffset: t.FirstOffset, NextOffset: t.NextOffset})
+	}
+	for _, sv := range view.Servers {
+		rep.Servers = append(rep.Servers, serverInfo{ID: sv.Id, RaftAddr: sv.RaftAddress, APIAddr: sv.ApiAddress, Voter: sv.Voter})
+	}
+	for _, co := range view.Consumers {
+		rep.Consumers = append(rep.Consumers, consumer{Consumer: co.Consumer, AckedLSN: co.AckedLsn})
+	}
+	return rep, nil
+}
+
+func (r *statusReport) writeTables(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tADDRESS\tROLE\tTERM\tCOMMIT\tAPPLIED\tHEAD LSN\tFIRST LSN\tSEGMENTS")
+	for _, n := range r.Nodes {
+		if n.Error != "" {
+			fmt.Fprintf(tw, "-\t%s\tunreachable: %s\n", n.Addr, n.Error)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.ID, n.Addr, n.Role, n.Term, n.CommitIndex,
+			n.AppliedIndex, n.HeadLSN, n.FirstLSN, (&sizeValue{int64(n.SegmentBytes)}).String())
+	}
+	tw.Flush()
+	leader := r.Leader
+	if leader == "" {
+		leader = "none known"
+	}
+	fmt.Fprintf(w, "\nleader: %s   LogPlayer epoch: %d\n", leader, r.Epoch)
+	if len(r.Topics) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOPIC\tFIRST OFFSET\tNEXT OFFSET")
+		for _, t := range r.Topics {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, t.FirstOffset, t.NextOffset)
+		}
+		tw.Flush()
+	}
+	if len(r.Servers) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "MEMBER\tVOTER\tRAFT ADDRESS\tAPI ADDRESS")
+		for _, sv := range r.Servers {
+			fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", sv.ID, sv.Voter, sv.RaftAddr, sv.APIAddr)
+		}
+		tw.Flush()
+	}
+	if len(r.Consumers) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CONSUMER\tACKED LSN")
+		for _, co := range r.Consumers {
+			fmt.Fprintf(tw, "%s\t%d\n", co.Consumer, co.AckedLSN)
+		}
+		tw.Flush()
+	}
+}

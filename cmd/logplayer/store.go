@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/logplayer/logplayer/logstore"
+)
+
+func init() {
+	register(&command{
+		name:     "store",
+		summary:  "run a LogStore node (one Raft voter of the replicated log)",
+		synopsis: "--id ID --data-dir DIR --raft-addr HOST:PORT --api-addr HOST:PORT [--peer ID=RAFT/API ...] [flags]",
+		about: `
+Runs one LogStore node: Raft (hashicorp/raft, raft-boltdb), the segment log and
+the gRPC API (LogStore, Cluster, health, reflection) on --api-addr.
+
+A new cluster starts with every node given the same --peer list (each voter's
+id, Raft address and API address, this node included); a node whose
+--data-dir already holds Raft state ignores --peer. A node started without
+--peer waits to be added with 'logplayer cluster add'.
+
+Stops gracefully on SIGINT or SIGTERM.`,
+		examples: []string{
+			"# a 3-node cluster on one machine (run each in its own terminal)",
+			"logplayer store --id n1 --data-dir data/n1 --raft-addr 127.0.0.1:7410 --api-addr 127.0.0.1:7400 \\",
+			"    --peer n1=127.0.0.1:7410/127.0.0.1:7400 --peer n2=127.0.0.1:7411/127.0.0.1:7401 --peer n3=127.0.0.1:7412/127.0.0.1:7402",
+			"# the same from a config file, with the peers from the environment",
+			"LOGPLAYER_PEER='n1=127.0.0.1:7410/127.0.0.1:7400 n2=127.0.0.1:7411/127.0.0.1:7401 n3=127.0.0.1:7412/127.0.0.1:7402' \\",
+			"    logplayer store --config n1.json",
+		},
+		server:   true,
+		required: []string{"id", "data-dir", "raft-addr", "api-addr"},
+		new:      func() runner { return &storeCmd{} },
+	})
+}
+
+type storeCmd struct {
+	id, dataDir       string
+	raftAddr, apiAddr addrValue
+	metricsAddr       optAddrValue
+	peers             peerList
+
+	intakeQueue, maxBatchTxns         int
+	maxBatchBytes                     sizeValue
+	maxMessageBytes, maxRequestBytes  sizeValue
+	retentionBytes                    sizeValue
+	retentionAge, snapshotInterval    time.Duration
+	heartbeatTimeout, electionTimeout time.Duration
+}
+
+func (c *storeCmd) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.id, "id", "", "this node's Raft server `id`")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for raft.db, snapshots and segments")
+	fs.Var(&c.raftAddr, "raft-addr", "Raft TCP `address` to bind and advertise")
+	fs.Var(&c.apiAddr, "api-addr", "gRPC API `address` to serve")
+	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
+	fs.Var(&c.peers, "peer", "initial voter `ID=RAFT_ADDR/API_ADDR` (repeat for each; ignored once the node has Raft state)")
+	fs.IntVar(&c.intakeQueue, "intake-queue", logstore.DefaultIntakeQueue, "appends waiting for the aggregator; beyond it Append answers RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
+	c.maxBatchBytes.bytes = logstore.DefaultMaxBatchBytes
+	fs.Var(&c.maxBatchBytes, "max-batch-bytes", "request `bytes` in one Raft entry at most")
+	c.maxMessageBytes.bytes = logstore.DefaultMaxMessageBytes
+	fs.Var(&c.maxMessageBytes, "max-message-bytes", "largest message (value+key+headers) in `bytes`")
+	c.maxRequestBytes.bytes = logstore.DefaultMaxRequestBytes
+	fs.Var(&c.maxRequestBytes, "max-request-bytes", "largest Append request in `bytes`")
+	c.retentionBytes.bytes = logstore.DefaultRetentionBytes
+	fs.Var(&c.retentionBytes, "retention-bytes", "keep at most this many `bytes` of segments (unacked data of registered consumers is kept longer, up to a cap)")
+	fs.DurationVar(&c.retentionAge, "retention-age", logstore.DefaultRetentionAge, "keep segments at most this long")
+	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", logstore.DefaultSnapshotInterval, "how often Raft checks whether to snapshot")
+	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", logstore.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&c.electionTimeout, "election-timeout", logstore.DefaultElectionTimeout, "Raft election timeout")
+}
+
+func (c *storeCmd) config(s *sys) logstore.Config {
+	cfg := logstore.Config{
+		ID:                c.id,
+		Dir:               c.dataDir,
+		RaftAddr:          c.raftAddr.addr,
+		APIAddr:           c.apiAddr.addr,
+		MetricsAddr:       c.metricsAddr.addr,
+		Logger:            s.log,
+		Registry:          processRegistry(),
+		IntakeQueue:       c.intakeQueue,
+		MaxBatchTxns:      c.maxBatchTxns,
+		MaxBatchBytes:     int(c.maxBatchBytes.bytes),
+		MaxMessageBytes:   int(c.maxMessageBytes.bytes),
+		MaxRequestBytes:   int(c.maxRequestBytes.bytes),
+		RetentionBytes:    c.retentionBytes.bytes,
+		RetentionAge:      c.retentionAge,
+		SnapshotInterval:  c.snapshotInterval,
+		HeartbeatTimeout:  c.heartbeatTimeout,
+		ElectionTimeout:   c.electionTimeout,
+		RetentionCapBytes: max(c.retentionBytes.bytes, logstore.DefaultRetentionCapBytes),
+		RetentionCapAge:   max(c.retentionAge, logstore.DefaultRetentionCapAge),
+	}
+	if cfg.LeaderLeaseTimeout = logstore.DefaultLeaderLeaseTimeout; cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
+		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
+	}
+	for _, p := range c.peers.peers {
+		cfg.Bootstrap = append(cfg.Bootstrap, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
+	}
+	return cfg
+}
+
+func (c *storeCmd) run(ctx context.Context, s *sys) error {
+	node, err := logstore.NewNode(c.config(s))
+	if errors.Is(err, logstore.ErrConfig) {
+		return usagef("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	s.log.Info("shutting down", "node", c.id)
+	return node.Close()
+}

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"io"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+func init() {
+	register(&command{
+		name:     "tail",
+		summary:  "print committed transactions (or one topic's messages) as JSON lines",
+		synopsis: "[--from LSN | --topic TOPIC [--offset N]] [--follow] [flags]",
+		about: `
+Prints the log as JSON lines, one per transaction: its LSN, leader timestamp
+and slices (topic, first offset, messages). With --topic it prints one topic's
+messages by offset instead, one per line.
+
+Without --follow it stops at the head the cluster had when it started (or at
+--to); with --follow it waits for new transactions until interrupted.
+Message values are shown as JSON when they are JSON, decoded when they are
+shard mutations, as text when UTF-8, else in base64.`,
+		examples: []string{
+			"logplayer tail                         # the whole log, then exit",
+			"logplayer tail --from 1200 --follow    # from LSN 1200, then wait for more",
+			"logplayer tail --filter orders,inventory --new --follow",
+			"logplayer tail --topic orders --offset 10 --limit 5",
+		},
+		new: func() runner { return &tailCmd{} },
+	})
+}
+
+type tailCmd struct {
+	conn      clientFlags
+	from, to  uint64
+	newOnly   bool
+	filter    stringList
+	topic     string
+	offset    uint64
+	follow    bool
+	limit     uint64
+	offsetSet bool
+}
+
+func (c *tailCmd) flags(fs *flag.FlagSet) {
+	c.conn.register(fs)
+	fs.Uint64Var(&c.from, "from", 1, "first `LSN` to print")
+	fs.Uint64Var(&c.to, "to", 0, "last `LSN` to print (default: the head at start, or none with --follow)")
+	fs.BoolVar(&c.newOnly, "new", false, "start after the current head (only new transactions)")
+	fs.Var(&c.filter, "filter", "only these `topics` (comma-separated; transactions without them are skipped)")
+	fs.StringVar(&c.topic, "topic", "", "print this `topic`'s messages by offset instead of transactions")
+	fs.Func("offset", "first `offset` of --topic (default 0)", func(s string) error {
+		c.offsetSet = true
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return errors.New("want a non-negative integer")
+		}
+		c.offset = n
+		return nil
+	})
+	fs.BoolVar(&c.follow, "follow", false, "keep waiting for new data until interrupted")
+	fs.Uint64Var(&c.limit, "limit", 0, "stop after this many `lines` (0: no limit)")
+}
+
+func (c *tailCmd) run(ctx context.Context, s *sys) error {
+	if c.topic == "" && c.offsetSet {
+		return usagef("--offset needs --topic")
+	}
+	if c.topic != "" && (c.from != 1 || c.to != 0 || c.newOnly || len(c.filter.items) > 0) {
+		return usagef("--topic reads by offset: it does not combine with --from, --to, --new or --filter")
+	}
+	if c.from == 0 {
+		return usagef("--from must be at least 1 (LSNs start at 1)")
+	}
+	if c.follow && c.to != 0 {
+		return usagef("--follow and --to exclude each other")
+	}
+	err := c.tail(ctx, s)
+	if c.follow && ctx.Err() != nil {
+		return nil // interrupted: the normal end of a follow
+	}
+	return err
+}
+
+func (c *tailCmd) tail(ctx context.Context, s *sys) error {
+	cl, err := c.conn.dial(s)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if c.topic != "" {
+		return c.tailTopic(ctx, s)
+	}
+	from, to := c.from, c.to
+	if c.newOnly || (to == 0 && !c.follow) {
+		sctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+		st, err := cl.LeaderStatus(sctx)
+		if err != nil {
+			err = c.conn.describe(sctx, "status", err)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+		if c.newOnly {
+			from = st.HeadLsn + 1
+		}
+		if to == 0 && !c.follow {
+			to = st.HeadLsn
+		}
+	}
+	if !c.follow && to < from {
+		return nil
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var printed uint64
+	errLimit := errors.New("limit reached")
+	err = cl.Read(rctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: to, Topics: c.filter.items}, func(resp *logstorepb.ReadResponse) error {
+		for _, t := range resp.Transactions {
+			if err := writeJSONLine(s.stdout, renderTxn(t)); err != nil {
+				return err
+			}
+			printed++
+			if c.limit > 0 && printed >= c.limit {
+				return errLimit
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, errLimit) {
+		return nil
+	}
+	if err != nil && ctx.Err() == nil {
+		return c.conn.describe(ctx, "read", err)
+	}
+	return err
+}
+
+// tailTopic reads one topic by offset from the first node that answers.
+func (c *tailCmd) tailTopic(ctx context.Context, s *sys) error {
+	var last error
+	for _, addr := range c.conn.addrs.addrs {
+		done, err := c.tailTopicAt(ctx, s, addr)
+		if done || ctx.Err() != nil {
+			return err
+		}
+		last = err
+	}
+	return c.conn.describe(ctx, "read topic "+c.topic, last)
+}
+
+// tailTopicAt returns done when the node answered (whatever the outcome).
+func (c *tailCmd) tailTopicAt(ctx context.Context, s *sys, addr string) (bool, error) {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return false, err
+	}
+	defer cc.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if !c.follow {
+		var tcancel context.CancelFunc
+		sctx, tcancel = context.WithTimeout(sctx, c.conn.timeout)
+		defer tcancel()
+	}
+	stream, err := logstorepb.NewLogStoreClient(cc).ReadTopic(sctx, &logstorepb.ReadTopicRequest{
+		Topic: c.topic, FromOffset: c.offset, Follow: c.follow, MaxMessages: c.limit,
+	})
+	if err != nil {
+		return false, err
+	}
+	answered := false
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return true, nil
+		}
+		if err != nil {
+			if answered || ctx.Err() != nil {
+				return true, c.conn.describe(ctx, "read topic "+c.topic, err)
+			}
+			return isRefusal(err), c.conn.describe(sctx, "read topic "+c.topic, err)
+		}
+		answered = true
+		for _, m := range resp.Messages {
+			if err := writeJSONLine(s.stdout, renderTopicMessage(c.topic, m)); err != nil {
+				return true, err
+			}
+		}
+	}
+}
+
+// isRefusal reports whether err is an answer of the server (it carries an
+// ErrorDetail), not a failure to reach it.
+func isRefusal(err error) bool { return apierr.Detail(err) != nil }
