@@ -203,6 +203,5 @@ func (w *workload) head(ctx context.Context) (uint64, error) {
 	return st.HeadLsn, nil
 }
 
-
 // errDemoFailed is returned when the demo's check found a problem (exit 1).
 var errDemoFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")
