@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 )
 
 // Documented defaults. Config.validate fills a zero field with its default.
@@ -100,6 +101,10 @@ type Config struct {
 	APIListener net.Listener
 	// MetricsAddr, when set, serves Registry on http://MetricsAddr/metrics.
 	MetricsAddr string
+	// ServerOptions are added after the node's own gRPC server options
+	// (MaxRecvMsgSize): interceptors (auth, tracing, fault injection in
+	// tests), keepalive, TLS credentials.
+	ServerOptions []grpc.ServerOption
 
 	// Bootstrap lists the initial voters (including this node). A node with
 	// existing Raft state ignores it; an empty list means "join later via

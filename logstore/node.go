@@ -157,7 +157,7 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("logstore: api listen: %w", err)
 		}
 	}
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcRecvSlack))
+	n.grpc = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcRecvSlack)}, cfg.ServerOptions...)...)
 	srv := &server{n: n}
 	logstorepb.RegisterLogStoreServer(n.grpc, srv)
 	logstorepb.RegisterClusterServer(n.grpc, srv)
