@@ -178,6 +178,14 @@ func storedResult(p *logstorepb.ProducerState) (*logstorepb.AppendResponse, erro
 func (m *stateMachine) write(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
 	for _, c := range req.Conditions {
+		if c.Group != "" { // on the group's committed offset, checked before this txn's commits
+			if actual := st.groups[groupKey{c.Group, c.Topic}]; actual != c.ExpectedNextOffset {
+				return nil, apierr.New(logstorepb.ErrorCode_CONDITION_FAILED,
+					fmt.Sprintf("group %q topic %q: committed offset is %d, expected %d", c.Group, c.Topic, actual, c.ExpectedNextOffset),
+					func(d *logstorepb.ErrorDetail) { d.Group, d.Topic, d.ActualNextOffset = c.Group, c.Topic, actual })
+			}
+			continue
+		}
 		if actual := st.topics[c.Topic]; actual != c.ExpectedNextOffset {
 			return nil, apierr.New(logstorepb.ErrorCode_CONDITION_FAILED,
 				fmt.Sprintf("topic %q: next offset is %d, expected %d", c.Topic, actual, c.ExpectedNextOffset),

@@ -26,8 +26,9 @@
 //     sequence: the next one writes, the last one again returns the stored
 //     first result with duplicate=true, anything else is SEQUENCE_MISMATCH
 //     with the expected sequence; a new producer starts at 1), conditions
-//     (expected next offset per topic; a mismatch fails that txn alone with
-//     CONDITION_FAILED), then LSN and offsets, offset commits, one segment
+//     (expected next offset per topic, or a group's expected committed
+//     offset of a topic, checked before the txn's own offset commits; a
+//     mismatch fails that txn alone with CONDITION_FAILED), then LSN and offsets, offset commits, one segment
 //     record. A failed condition consumes the producer's sequence (its retry
 //     gets the same failure). The producer table holds at most MaxProducers
 //     (10000; the least recently seen is evicted) and drops producers idle

@@ -105,16 +105,20 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 	} else if req.Sequence != 0 {
 		return 0, invalidArg("sequence %d without producer_id", req.Sequence)
 	}
-	conds := map[string]bool{}
+	conds := map[groupKey]bool{} // group "" is the topic's own next offset
 	for _, c := range req.Conditions {
 		if !ValidTopic(c.Topic) {
 			return 0, invalidTopic(c.Topic)
 		}
-		if conds[c.Topic] {
-			return 0, apierr.New(logstorepb.ErrorCode_DUPLICATE_TOPIC, fmt.Sprintf("condition on topic %q appears twice", c.Topic),
+		if len(c.Group) > MaxNameLen {
+			return 0, invalidArg("condition group must be at most %d bytes, got %d", MaxNameLen, len(c.Group))
+		}
+		k := groupKey{c.Group, c.Topic}
+		if conds[k] {
+			return 0, apierr.New(logstorepb.ErrorCode_DUPLICATE_TOPIC, fmt.Sprintf("condition on topic %q (group %q) appears twice", c.Topic, c.Group),
 				func(d *logstorepb.ErrorDetail) { d.Topic = c.Topic })
 		}
-		conds[c.Topic] = true
+		conds[k] = true
 	}
 	commits := map[groupKey]bool{}
 	for _, oc := range req.OffsetCommits {

@@ -42,7 +42,7 @@ const (
 	ErrorCode_MESSAGE_TOO_LARGE      ErrorCode = 6  // INVALID_ARGUMENT; topic, limit
 	ErrorCode_REQUEST_TOO_LARGE      ErrorCode = 7  // INVALID_ARGUMENT; limit
 	ErrorCode_SEQUENCE_MISMATCH      ErrorCode = 8  // FAILED_PRECONDITION; expected_sequence
-	ErrorCode_CONDITION_FAILED       ErrorCode = 9  // FAILED_PRECONDITION; topic, actual_next_offset
+	ErrorCode_CONDITION_FAILED       ErrorCode = 9  // FAILED_PRECONDITION; topic, actual_next_offset (group for a group-offset condition)
 	ErrorCode_BELOW_RETENTION        ErrorCode = 10 // OUT_OF_RANGE; oldest_lsn / oldest_offset
 	ErrorCode_INVALID_ARGUMENT       ErrorCode = 11 // INVALID_ARGUMENT; anything else malformed
 	ErrorCode_SHUTTING_DOWN          ErrorCode = 12 // UNAVAILABLE
@@ -308,11 +308,15 @@ func (x *Slice) GetMessages() []*Message {
 }
 
 // Condition asks that topic's next offset be exactly expected_next_offset at
-// apply time (optimistic concurrency).
+// apply time (optimistic concurrency). When group is set, the condition is on
+// that consumer group's committed offset of topic instead (0 when never
+// committed): a read-process-write consumer states the offset it resumed
+// from, so a stale or zombie instance of it can never commit twice.
 type Condition struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Topic              string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	ExpectedNextOffset uint64                 `protobuf:"varint,2,opt,name=expected_next_offset,json=expectedNextOffset,proto3" json:"expected_next_offset,omitempty"`
+	Group              string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -359,6 +363,13 @@ func (x *Condition) GetExpectedNextOffset() uint64 {
 		return x.ExpectedNextOffset
 	}
 	return 0
+}
+
+func (x *Condition) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 // OffsetCommit is a consumer group's position in a topic: the next offset the
@@ -1981,7 +1992,10 @@ type ErrorDetail struct {
 	// The refusing target's durable applied LSN (CONTINUITY).
 	AppliedLsn uint64 `protobuf:"varint,11,opt,name=applied_lsn,json=appliedLsn,proto3" json:"applied_lsn,omitempty"`
 	// The highest LogPlayer epoch the refusing target has seen (STALE_EPOCH, SUPERSEDED).
-	Epoch         uint64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The consumer group of a failed group-offset condition (CONDITION_FAILED;
+	// actual_next_offset is then the group's committed offset).
+	Group         string `protobuf:"bytes,13,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2100,6 +2114,13 @@ func (x *ErrorDetail) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *ErrorDetail) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 var File_logstore_proto protoreflect.FileDescriptor
 
 const file_logstore_proto_rawDesc = "" +
@@ -2114,10 +2135,11 @@ const file_logstore_proto_rawDesc = "" +
 	"\aheaders\x18\x03 \x03(\v2\x1d.logplayer.logstore.v1.HeaderR\aheaders\"Y\n" +
 	"\x05Slice\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12:\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.MessageR\bmessages\"S\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.MessageR\bmessages\"i\n" +
 	"\tCondition\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x120\n" +
-	"\x14expected_next_offset\x18\x02 \x01(\x04R\x12expectedNextOffset\"R\n" +
+	"\x14expected_next_offset\x18\x02 \x01(\x04R\x12expectedNextOffset\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\"R\n" +
 	"\fOffsetCommit\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
@@ -2225,7 +2247,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\x9b\x03\n" +
+	"\x1aTransferLeadershipResponse\"\xb1\x03\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -2241,7 +2263,8 @@ const file_logstore_proto_rawDesc = "" +
 	" \x01(\x04R\x03lsn\x12\x1f\n" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
-	"\x05epoch\x18\f \x01(\x04R\x05epoch*\xce\x03\n" +
+	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05group\x18\r \x01(\tR\x05group*\xce\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
