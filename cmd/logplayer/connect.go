@@ -63,7 +63,7 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 	}
 	code := status.Code(err)
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || code == codes.Unavailable || code == codes.DeadlineExceeded {
-		return fmt.Errorf("%s failed: no LogStore leader answered at %s within %v (is the cluster running? set --addr): %v",
+		return fmt.Errorf("%s failed: cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
 			what, strings.Join(c.addrs.addrs, ","), c.timeout, err)
 	}
 	return fmt.Errorf("%s failed: %w", what, err)

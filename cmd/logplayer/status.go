@@ -125,7 +125,7 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 		}
 	}
 	if view == nil {
-		return nil, fmt.Errorf("no LogStore node answered at %s within %v (is the cluster running? set --addr): %v",
+		return nil, fmt.Errorf("cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
 			c.conn.addrs.String(), c.conn.timeout, lastErr)
 	}
 	rep.Leader, rep.Epoch = view.LeaderId, view.Epoch

@@ -104,7 +104,7 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 		sctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 		st, err := cl.LeaderStatus(sctx)
 		if err != nil {
-			err = c.conn.describe(sctx, "status", err)
+			err = c.conn.describe(sctx, "tail", err)
 		}
 		cancel()
 		if err != nil {
@@ -140,7 +140,7 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 		return nil
 	}
 	if err != nil && ctx.Err() == nil {
-		return c.conn.describe(ctx, "read", err)
+		return c.conn.describe(ctx, "tail", err)
 	}
 	return err
 }
