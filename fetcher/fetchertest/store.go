@@ -25,6 +25,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -194,7 +195,10 @@ func (s *Store) StartNode() (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{store: s, srv: grpc.NewServer(), lis: lis, addr: lis.Addr().String(), cancels: map[int]context.CancelFunc{}}
+	// Accept the LogPlayer's keepalive pings (a long idle follow stream
+	// must not be cut with GOAWAY too_many_pings).
+	srv := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}))
+	n := &Node{store: s, srv: srv, lis: lis, addr: lis.Addr().String(), cancels: map[int]context.CancelFunc{}}
 	logstorepb.RegisterLogStoreServer(n.srv, n)
 	go func() { _ = n.srv.Serve(lis) }()
 	s.nodes = append(s.nodes, n)

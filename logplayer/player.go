@@ -1,0 +1,514 @@
+package logplayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/logplayer/logplayer/dispatcher"
+	"github.com/logplayer/logplayer/fetcher"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/targetpb"
+)
+
+// Errors of the Player.
+var (
+	// ErrFenced: a target refused this LogPlayer's epoch: a newer LogPlayer
+	// owns it. Run returns it (wrapped); this instance must not deliver.
+	ErrFenced = errors.New("logplayer: fenced by a newer epoch")
+	// ErrNotRunning: the Player is not between the end of its start
+	// handshake and the end of Run.
+	ErrNotRunning = errors.New("logplayer: not running")
+	// ErrAlreadyRunning: Run was called twice.
+	ErrAlreadyRunning = errors.New("logplayer: Run called twice")
+	// ErrUnknownTarget: no target has this id.
+	ErrUnknownTarget = errors.New("logplayer: unknown target")
+	// ErrDuplicateTarget: a target with this id exists.
+	ErrDuplicateTarget = errors.New("logplayer: duplicate target")
+)
+
+// reportTimeout bounds one ReportConsumer call.
+const reportTimeout = 5 * time.Second
+
+// Player is one LogPlayer instance. See the package doc.
+type Player struct {
+	cfg   Config
+	log   *slog.Logger
+	fetch *fetcher.Fetcher
+	conns []*grpc.ClientConn // LogStore connections dialled by New
+	m     *metrics
+
+	epoch atomic.Uint64
+	d     atomic.Pointer[dispatcher.Dispatcher] // set once, before ready closes
+	ready chan struct{}                         // closed when d is set
+
+	// runners is copy-on-write: readers load it without a lock; writers
+	// hold admin.
+	runners atomic.Pointer[map[string]*runner]
+
+	admin struct {
+		sync.Mutex
+		started bool
+		ctx     context.Context // Run's context; nil before Run
+		stopped bool            // Run returned
+	}
+	fail func(error) // ends Run with an error (set by Run)
+
+	terms struct { // Hello terms per target id, never reset in one epoch
+		sync.Mutex
+		last map[string]uint64
+	}
+
+	mainLogTime atomic.Int64 // log time of the last transaction dispatched
+	busyNanos   atomic.Int64 // time spent in Dispatch (saturation)
+}
+
+// New validates cfg and dials the LogStore. It does not contact anything
+// yet: Run does.
+func New(cfg Config) (*Player, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	p := &Player{cfg: cfg, log: cfg.Logger.With("player", cfg.PlayerID), ready: make(chan struct{})}
+	p.terms.last = map[string]uint64{}
+	empty := map[string]*runner{}
+	p.runners.Store(&empty)
+	p.fail = func(error) {}
+	m, err := newMetrics(cfg.Registerer, p)
+	if err != nil {
+		return nil, fmt.Errorf("logplayer: metrics: %w", err)
+	}
+	p.m = m
+	p.fetch = cfg.Fetcher
+	if p.fetch == nil {
+		var clients []logstorepb.LogStoreClient
+		for _, addr := range cfg.LogStore {
+			cc, err := grpc.NewClient(addr, append(p.dialOptions(),
+				grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)))...)
+			if err != nil {
+				p.Close()
+				return nil, fmt.Errorf("logplayer: dial LogStore %s: %w", addr, err)
+			}
+			p.conns = append(p.conns, cc)
+			clients = append(clients, logstorepb.NewLogStoreClient(cc))
+		}
+		p.fetch, err = fetcher.New(fetcher.Config{
+			Nodes: clients, RetryInitial: cfg.RetryInitial, RetryMax: cfg.RetryMax,
+			Logger: p.log, Registerer: cfg.Registerer,
+		})
+		if err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// dialOptions are the options of every connection the Player dials:
+// plaintext, keepalive, and a reconnect backoff bounded like ours (gRPC's
+// default waits up to two minutes).
+func (p *Player) dialOptions() []grpc.DialOption {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay: p.cfg.RetryInitial, Multiplier: 1.6, Jitter: 0.2, MaxDelay: p.cfg.RetryMax,
+			},
+			MinConnectTimeout: p.cfg.HelloTimeout,
+		}),
+	}
+	if p.cfg.Keepalive.Time > 0 {
+		opts = append(opts, grpc.WithKeepaliveParams(p.cfg.Keepalive))
+	}
+	return append(opts, p.cfg.DialOptions...)
+}
+
+// Close releases the LogStore connections New dialled. Call it after Run
+// returned.
+func (p *Player) Close() {
+	for _, cc := range p.conns {
+		_ = cc.Close()
+	}
+	p.conns = nil
+}
+
+// Epoch returns this instance's epoch (0 before Run obtained it).
+func (p *Player) Epoch() uint64 { return p.epoch.Load() }
+
+func (p *Player) dispatcher() *dispatcher.Dispatcher { return p.d.Load() }
+
+func (p *Player) nextHelloTerm(id string) uint64 {
+	p.terms.Lock()
+	defer p.terms.Unlock()
+	p.terms.last[id]++
+	return p.terms.last[id]
+}
+
+// Run takes a new epoch from the LogStore, handshakes with every configured
+// target (waiting at most HandshakeTimeout), starts the main stream from the
+// lowest applied LSN of the targets that answered (the LogStore head if none
+// did) and delivers until ctx ends (then it returns nil) or a fatal error:
+// ErrFenced (a newer LogPlayer took over), or the main stream's LSN fell
+// below the LogStore's retention. Run may be called once.
+func (p *Player) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	p.admin.Lock()
+	if p.admin.started {
+		p.admin.Unlock()
+		return ErrAlreadyRunning
+	}
+	p.admin.started = true
+	p.admin.ctx = ctx
+	p.fail = func(err error) { cancel(err) }
+	p.admin.Unlock()
+
+	var bg sync.WaitGroup
+	defer func() {
+		p.admin.Lock()
+		p.admin.stopped = true
+		rs := *p.runners.Load()
+		p.admin.Unlock()
+		cancel(nil)
+		for _, r := range rs {
+			r.stop()
+		}
+		bg.Wait()
+	}()
+
+	epoch, err := p.fetch.NextEpoch(ctx)
+	if err != nil {
+		return p.ended(ctx, fmt.Errorf("logplayer: new epoch: %w", err))
+	}
+	p.epoch.Store(epoch)
+	p.m.epoch.Set(float64(epoch))
+	p.log.Info("LogPlayer starting", "epoch", epoch, "targets", len(p.cfg.Targets))
+
+	start, err := p.startHandshakes(ctx)
+	if err != nil {
+		return p.ended(ctx, err)
+	}
+	p.log.Info("main stream starting", "epoch", epoch, "lsn", start+1)
+
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		p.background(ctx)
+	}()
+	err = p.fetch.Follow(ctx, start+1, p.dispatch)
+	return p.ended(ctx, err)
+}
+
+// ended turns Run's last error into its result: nil when ctx was cancelled
+// from outside, the fatal cause when a goroutine failed the run.
+func (p *Player) ended(ctx context.Context, err error) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// startHandshakes starts a runner per configured target, waits for their
+// handshakes (at most HandshakeTimeout), creates the dispatcher at the
+// start LSN and releases the runners. It returns the start LSN.
+func (p *Player) startHandshakes(ctx context.Context) (uint64, error) {
+	hs := make(chan handshake, len(p.cfg.Targets)) // each runner sends at most one
+	p.admin.Lock()
+	for _, tc := range p.cfg.Targets {
+		if err := p.startRunnerLocked(ctx, tc, hs); err != nil {
+			p.admin.Unlock()
+			return 0, err
+		}
+	}
+	p.admin.Unlock()
+
+	applied := map[string]uint64{}
+	timer := time.NewTimer(p.cfg.HandshakeTimeout)
+	defer timer.Stop()
+wait:
+	for len(applied) < len(p.cfg.Targets) {
+		select {
+		case h := <-hs:
+			applied[h.id] = h.applied
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	st, err := p.fetch.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("logplayer: LogStore status: %w", err)
+	}
+	start := st.HeadLsn
+	if len(applied) > 0 {
+		start = slices.Min(slices.Collect(maps.Values(applied)))
+	}
+	if oldest := st.FirstLsn; oldest > 0 && start+1 < oldest {
+		// The main stream cannot start below retention; the targets that
+		// need older LSNs fail their recovery loudly instead.
+		p.log.Error("targets are behind the LogStore's retention: starting the main stream at the oldest retained LSN",
+			"lsn", start+1, "oldest", oldest)
+		start = oldest - 1
+	}
+	silent := []string{}
+	for _, tc := range p.cfg.Targets {
+		if _, ok := applied[tc.ID]; !ok {
+			silent = append(silent, tc.ID)
+		}
+	}
+	if len(silent) > 0 {
+		p.log.Warn("targets did not answer the start handshake: they recover when they answer", "targets", silent)
+	}
+
+	d := dispatcher.New(dispatcher.Config{Queue: p.cfg.Queue, Logger: p.log}, start)
+	p.admin.Lock()
+	for _, r := range *p.runners.Load() {
+		if err := d.AddTarget(r.cfg.ID, r.cfg.Topics); err != nil {
+			p.admin.Unlock()
+			return 0, err
+		}
+	}
+	p.d.Store(d)
+	close(p.ready)
+	p.admin.Unlock()
+	return start, nil
+}
+
+// startRunnerLocked dials a target and starts its runner. Caller holds admin.
+func (p *Player) startRunnerLocked(ctx context.Context, tc TargetConfig, hs chan<- handshake) error {
+	cc, err := grpc.NewClient(tc.Address, p.dialOptions()...)
+	if err != nil {
+		return fmt.Errorf("logplayer: dial target %s at %s: %w", tc.ID, tc.Address, err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	r := &runner{
+		p: p, cfg: tc, cc: cc, client: targetpb.NewTargetClient(cc),
+		m:    p.m.forTarget(tc.ID),
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		cancel: cancel, done: make(chan struct{}), startedAt: p.cfg.Now(),
+	}
+	rs := maps.Clone(*p.runners.Load())
+	rs[tc.ID] = r
+	p.runners.Store(&rs)
+	go func() {
+		r.run(rctx, hs)
+		_ = cc.Close()
+	}()
+	return nil
+}
+
+// dispatch is the main stream's handler (the dispatch loop): one
+// transaction to every subscribed target's queue, wake their senders, and
+// end the streams of targets found too slow.
+func (p *Player) dispatch(txn *logstorepb.Transaction) error {
+	start := p.cfg.Now()
+	wake, slow := p.d.Load().Dispatch(txn, start.UnixNano())
+	if len(wake)+len(slow) > 0 {
+		rs := *p.runners.Load()
+		for _, id := range wake {
+			if r := rs[id]; r != nil {
+				signal(r.wake)
+			}
+		}
+		for _, id := range slow {
+			if r := rs[id]; r != nil {
+				r.kickSlow()
+			}
+		}
+	}
+	p.mainLogTime.Store(txn.TimestampUnixNano)
+	p.busyNanos.Add(int64(p.cfg.Now().Sub(start)))
+	return nil
+}
+
+// background runs the progress ticker, the consumer reporter and the
+// saturation sampler until ctx ends.
+func (p *Player) background(ctx context.Context) {
+	var progress, report <-chan time.Time
+	if p.cfg.ProgressInterval > 0 {
+		t := time.NewTicker(p.cfg.ProgressInterval)
+		defer t.Stop()
+		progress = t.C
+	}
+	if p.cfg.ReportInterval > 0 {
+		t := time.NewTicker(p.cfg.ReportInterval)
+		defer t.Stop()
+		report = t.C
+	}
+	sample := time.NewTicker(saturationInterval)
+	defer sample.Stop()
+	reported := map[string]uint64{}
+	lastSample, lastBusy := time.Now(), int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-progress:
+			p.progress()
+		case <-report:
+			p.report(ctx, reported)
+		case now := <-sample.C:
+			busy := p.busyNanos.Load()
+			p.m.saturation.Set(min(1, float64(busy-lastBusy)/float64(now.Sub(lastSample))))
+			lastSample, lastBusy = now, busy
+		}
+	}
+}
+
+// saturationInterval is the window over which the dispatch loop's busy
+// fraction is measured.
+const saturationInterval = time.Second
+
+// progress pushes a progress marker to every idle target that is behind.
+func (p *Player) progress() {
+	d := p.d.Load()
+	now := p.cfg.Now().UnixNano()
+	for id, r := range *p.runners.Load() {
+		if d.Progress(id, now) {
+			signal(r.wake)
+		}
+	}
+}
+
+// report sends each handshaken target's acked LSN to the LogStore when it
+// changed since the last report (the retention floor).
+func (p *Player) report(ctx context.Context, reported map[string]uint64) {
+	d := p.d.Load()
+	rs := *p.runners.Load()
+	for id := range reported {
+		if rs[id] == nil {
+			delete(reported, id) // removed; RemoveTarget dropped its consumer
+		}
+	}
+	for id, r := range rs {
+		r.mu.Lock()
+		known := r.mu.handshaken
+		r.mu.Unlock()
+		st, ok := d.Stats(id)
+		if !known || !ok {
+			continue // a target never heard from keeps the floor an earlier LogPlayer reported
+		}
+		if last, ok := reported[id]; ok && last == st.LastAck {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), st.LastAck, false)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("reporting a target's acked LSN to the LogStore failed", "target", id, "lsn", st.LastAck, "err", err)
+			}
+			continue
+		}
+		reported[id] = st.LastAck
+		if (*p.runners.Load())[id] == nil {
+			// RemoveTarget dropped the consumer while this report was on
+			// its way and may have been overtaken by it: drop it again.
+			// (RemoveTarget unpublishes the runner before dropping, so one
+			// of the two drops comes after this report.)
+			rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+			_ = p.fetch.ReportConsumer(rctx, ConsumerName(id), 0, true)
+			cancel()
+		}
+	}
+}
+
+// waitReady waits until Run's start handshake ended. ErrNotRunning when Run
+// was not called or returned.
+func (p *Player) waitReady(ctx context.Context) error {
+	p.admin.Lock()
+	started, stopped := p.admin.started, p.admin.stopped
+	p.admin.Unlock()
+	if !started || stopped {
+		return ErrNotRunning
+	}
+	select {
+	case <-p.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("logplayer: waiting for the start handshake: %w", ctx.Err())
+	}
+}
+
+// ConsumerName is the LogStore delivery-consumer name of a target.
+func ConsumerName(id string) string { return "logplayer/" + id }
+
+// AddTarget adds a target at runtime. It starts from its own durable
+// applied LSN (its handshake), recovering what it lacks from the LogStore.
+// While Run's start handshake is in progress it waits for it (or ctx).
+// Errors: ErrInvalidConfig, ErrDuplicateTarget, ErrNotRunning.
+func (p *Player) AddTarget(ctx context.Context, tc TargetConfig) error {
+	if err := tc.Validate(); err != nil {
+		return err
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return err
+	}
+	p.admin.Lock()
+	defer p.admin.Unlock()
+	d := p.d.Load()
+	if p.admin.stopped {
+		return ErrNotRunning
+	}
+	if _, ok := (*p.runners.Load())[tc.ID]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateTarget, tc.ID)
+	}
+	if err := d.AddTarget(tc.ID, tc.Topics); err != nil {
+		return err
+	}
+	if err := p.startRunnerLocked(p.admin.ctx, tc, nil); err != nil {
+		d.RemoveTarget(tc.ID)
+		return err
+	}
+	p.log.Info("target added", "target", tc.ID, "address", tc.Address, "topics", tc.Topics)
+	return nil
+}
+
+// RemoveTarget stops delivering to a target, forgets it, and drops its
+// consumer from the LogStore's retention floor. Errors: ErrUnknownTarget,
+// ErrNotRunning.
+func (p *Player) RemoveTarget(ctx context.Context, id string) error {
+	if err := p.waitReady(ctx); err != nil {
+		return err
+	}
+	p.admin.Lock()
+	d := p.d.Load()
+	if p.admin.stopped {
+		p.admin.Unlock()
+		return ErrNotRunning
+	}
+	r := (*p.runners.Load())[id]
+	if r == nil {
+		p.admin.Unlock()
+		return fmt.Errorf("%w: %q", ErrUnknownTarget, id)
+	}
+	rs := maps.Clone(*p.runners.Load())
+	delete(rs, id)
+	p.runners.Store(&rs)
+	r.stop()
+	d.RemoveTarget(id)
+	p.m.removeTarget(id)
+	p.admin.Unlock()
+
+	p.log.Info("target removed", "target", id)
+	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	if err := p.fetch.ReportConsumer(rctx, ConsumerName(id), 0, true); err != nil {
+		return fmt.Errorf("logplayer: target %s removed, but dropping its retention consumer failed: %w", id, err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package logplayer
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/logplayer/logplayer/targetqueue"
+)
+
+// TargetStatus is one target's delivery state (admin ListTargets, metrics).
+type TargetStatus struct {
+	TargetConfig
+	// State is the target queue's state: N, RF, FC or S ("" before the
+	// start handshake ended).
+	State     string
+	Term      uint64
+	Connected bool
+	// Blocked: the last stream ended with a permanent refusal (or a recovery
+	// below retention); the LogPlayer retries only every PermanentRetry.
+	Blocked     bool
+	LastError   string
+	Incarnation string
+	// LastAck is the target's durable applied LSN as last acked.
+	LastAck    uint64
+	CurrentLSN uint64
+	LagEntries uint64
+	// LagSeconds is the log time between the newest dispatched transaction
+	// and the newest one the target acked; for a target that acked nothing
+	// since this LogPlayer started, the time since it started.
+	LagSeconds                float64
+	NormalDepth, CatchupDepth int
+	NormalBytes, CatchupBytes int64
+	InFlightBatches           int
+	InFlightBytes             int64
+	// Counters since the target was added to this LogPlayer.
+	Returns, Suspends, Overflows, StaleDrops, ProgressMarkers uint64
+}
+
+// Targets returns the status of every target, sorted by id.
+func (p *Player) Targets() []TargetStatus {
+	d := p.d.Load()
+	now := p.cfg.Now()
+	var out []TargetStatus
+	for _, r := range *p.runners.Load() {
+		s := TargetStatus{TargetConfig: r.cfg}
+		r.mu.Lock()
+		c := r.mu.conn
+		s.Connected = c != nil
+		s.Blocked = r.mu.blocked
+		s.LastError = r.mu.lastErr
+		s.Incarnation = r.mu.incarnation
+		r.mu.Unlock()
+		if c != nil {
+			s.InFlightBatches, s.InFlightBytes = c.window()
+		}
+		if d != nil {
+			if st, ok := d.Stats(r.cfg.ID); ok {
+				s.fill(st.State, st.Term, st.LastAck, st.CurrentLSN)
+				s.NormalDepth, s.CatchupDepth = st.NormalLen, st.CatchupLen
+				s.NormalBytes, s.CatchupBytes = st.NormalBytes, st.CatchupBytes
+				s.Returns, s.Suspends, s.Overflows = st.Recoveries, st.Suspends, st.Overflows
+				s.StaleDrops, s.ProgressMarkers = st.StaleDrops, st.ProgressMarkers
+			}
+		}
+		if s.LagEntries > 0 {
+			if at := r.ackLogTime.Load(); at != 0 {
+				s.LagSeconds = max(0, float64(p.mainLogTime.Load()-at)/1e9)
+			} else {
+				s.LagSeconds = now.Sub(r.startedAt).Seconds()
+			}
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b TargetStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+func (s *TargetStatus) fill(state targetqueue.State, term, lastAck, current uint64) {
+	s.State, s.Term, s.LastAck, s.CurrentLSN = state.String(), term, lastAck, current
+	if current > lastAck {
+		s.LagEntries = current - lastAck
+	}
+}
+
+// CurrentLSN returns the LSN of the last transaction the main stream
+// dispatched (0 before the start handshake ended).
+func (p *Player) CurrentLSN() uint64 {
+	if d := p.d.Load(); d != nil {
+		return d.CurrentLSN()
+	}
+	return 0
+}

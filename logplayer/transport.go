@@ -1,0 +1,403 @@
+package logplayer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/dispatcher"
+	"github.com/logplayer/logplayer/fetcher"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/targetqueue"
+)
+
+// Why a stream ended, when the LogPlayer ended it.
+var (
+	errSlow          = errors.New("target too slow: its queue overflowed, recovering from the LogStore")
+	errHelloTimeout  = errors.New("no HelloAck within the hello timeout")
+	errProtocol      = errors.New("target protocol violation")
+	errTargetEnded   = errors.New("target ended the stream")
+	errStaleConn     = errors.New("stream term is no longer the target's term")
+	errRecoveryStale = errors.New("recovery fetcher is stale")
+	errBlocked       = errors.New("target cannot be served until an operator acts")
+)
+
+// failure classifies why a session ended: it decides the next delay.
+type failure uint8
+
+const (
+	failTransient failure = iota // reconnect with backoff
+	failSlow                     // reconnect at once: the target is up, just behind
+	failPermanent                // reconnect after PermanentRetry: an operator must act
+	failFenced                   // a newer LogPlayer owns the target: this one must stop
+)
+
+// classify maps a session's error to a failure kind, reading the target's
+// refusal code (package target documents them).
+func classify(err error) failure {
+	switch {
+	case errors.Is(err, errSlow):
+		return failSlow
+	case errors.Is(err, errBlocked):
+		return failPermanent
+	}
+	switch errorCode(err) {
+	case logstorepb.ErrorCode_STALE_EPOCH:
+		return failFenced
+	case logstorepb.ErrorCode_APPLY_REJECTED, logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL:
+		return failPermanent
+	}
+	if status.Code(err) == codes.DataLoss {
+		return failPermanent
+	}
+	return failTransient
+}
+
+// errorCode returns the ErrorDetail code of a gRPC status error (UNSPECIFIED
+// when there is none).
+func errorCode(err error) logstorepb.ErrorCode {
+	st, ok := status.FromError(err)
+	if !ok {
+		return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
+	}
+	for _, d := range st.Details() {
+		if ed, ok := d.(*logstorepb.ErrorDetail); ok {
+			return ed.Code
+		}
+	}
+	return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
+}
+
+// handshake is a target's answer at LogPlayer start.
+type handshake struct {
+	id      string
+	applied uint64
+}
+
+// runner delivers to one target: it owns the target's client connection and
+// runs its sessions (one Deliver stream each) one after another.
+type runner struct {
+	p      *Player
+	cfg    TargetConfig
+	cc     *grpc.ClientConn
+	client targetpb.TargetClient
+	m      *targetMetrics
+
+	// wake (capacity 1, coalescing) tells the sender that the target's
+	// queue may have something: fed by Dispatch, Progress, the recovery
+	// fetcher and FetchingCompleted.
+	wake chan struct{}
+	// room (capacity 1, coalescing) tells a recovery fetcher waiting on a
+	// full catchup queue that the sender took a batch.
+	room chan struct{}
+
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+
+	ackLogTime atomic.Int64 // log time of the newest acked delivery (0: none yet)
+	startedAt  time.Time
+
+	mu struct {
+		sync.Mutex
+		conn        *conn  // the live stream, nil between sessions
+		handshaken  bool   // a handshake succeeded at least once
+		lastErr     string // why the last session ended
+		blocked     bool   // the last session ended permanently
+		incarnation string
+	}
+}
+
+// run is the runner goroutine: sessions with backoff until ctx ends or the
+// target fences this LogPlayer. hs, when not nil, receives the first
+// handshake (LogPlayer start).
+func (r *runner) run(ctx context.Context, hs chan<- handshake) {
+	defer close(r.done)
+	log := r.p.log.With("target", r.cfg.ID)
+	bo := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(r.p.cfg.RetryInitial),
+		backoff.WithMaxInterval(r.p.cfg.RetryMax),
+		backoff.WithMaxElapsedTime(0),
+	)
+	for {
+		acked, err := r.session(ctx, &hs)
+		if ctx.Err() != nil {
+			return
+		}
+		kind := classify(err)
+		r.mu.Lock()
+		r.mu.lastErr = err.Error()
+		r.mu.blocked = kind == failPermanent
+		r.mu.Unlock()
+		if code := errorCode(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			r.m.refusals.WithLabelValues(code.String()).Inc()
+		}
+		var wait time.Duration
+		switch kind {
+		case failFenced:
+			log.Error("fenced: a LogPlayer with a newer epoch owns this target; stopping", "epoch", r.p.Epoch(), "err", err)
+			r.p.fail(fmt.Errorf("%w: target %s: %v", ErrFenced, r.cfg.ID, err))
+			return
+		case failSlow:
+			bo.Reset()
+			wait = r.p.cfg.RetryInitial
+			log.Info("reconnecting slow target", "err", err)
+		case failPermanent:
+			wait = r.p.cfg.PermanentRetry
+			log.Error("target refused permanently: not delivering to it until an operator acts", "retry_in", wait, "err", err)
+		default:
+			if acked {
+				bo.Reset()
+			}
+			wait = bo.NextBackOff()
+			log.Warn("target stream ended, reconnecting", "retry_in", wait, "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// session runs one Deliver stream: Hello, HelloAck, Return, then the sender
+// in this goroutine, the receiver and (if the target is behind) the recovery
+// fetcher in their own, until one of them fails or ctx ends. acked says
+// whether the target acked anything (the stream did useful work).
+func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool, err error) {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stream, err := r.client.Deliver(sctx)
+	if err != nil {
+		return false, err
+	}
+	ack, err := r.hello(sctx, stream, cancel)
+	if err != nil {
+		return false, err
+	}
+	if *hs != nil {
+		*hs <- handshake{id: r.cfg.ID, applied: ack.AppliedLsn} // capacity: one per configured target
+		*hs = nil
+	}
+	select {
+	case <-r.p.ready:
+	case <-sctx.Done():
+		return false, context.Cause(sctx)
+	}
+	d := r.p.dispatcher()
+	rec, err := d.Return(r.cfg.ID, ack.AppliedLsn)
+	if err != nil {
+		return false, err
+	}
+	c := newConn(rec.Term, stream, cancel)
+	r.mu.Lock()
+	r.mu.conn = c
+	r.mu.handshaken = true
+	r.mu.incarnation = ack.IncarnationId
+	r.mu.Unlock()
+	if !rec.Empty {
+		r.m.recoveryStarts.Inc()
+	}
+
+	var wg sync.WaitGroup
+	var gotAck atomic.Bool
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.receive(c, d, &gotAck)
+	}()
+	if !rec.Empty {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.recover(sctx, c, d, rec)
+		}()
+	}
+	err = r.send(sctx, c, d)
+	cancel(err)
+	if st, ok := d.Stats(r.cfg.ID); ok && st.State != targetqueue.Suspended {
+		d.Suspend(r.cfg.ID) // (a slow target was suspended by Dispatch already)
+	}
+	wg.Wait()
+	r.mu.Lock()
+	r.mu.conn = nil
+	r.mu.Unlock()
+	return gotAck.Load(), context.Cause(sctx)
+}
+
+// hello sends the Hello and waits (at most HelloTimeout) for the HelloAck.
+func (r *runner) hello(ctx context.Context, stream targetpb.Target_DeliverClient, cancel context.CancelCauseFunc) (*targetpb.HelloAck, error) {
+	t := time.AfterFunc(r.p.cfg.HelloTimeout, func() { cancel(errHelloTimeout) })
+	defer t.Stop()
+	req := &targetpb.DeliverRequest{Kind: &targetpb.DeliverRequest_Hello{Hello: &targetpb.Hello{
+		PlayerId:        r.p.cfg.PlayerID,
+		Epoch:           r.p.Epoch(),
+		TargetId:        r.cfg.ID,
+		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
+		Term:            r.p.nextHelloTerm(r.cfg.ID),
+	}}}
+	err := stream.Send(req)
+	var resp *targetpb.DeliverResponse
+	if err == nil || err == io.EOF {
+		resp, err = stream.Recv() // after a failed Send, Recv returns the stream's status
+	}
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			return nil, cause
+		}
+		return nil, err
+	}
+	ack := resp.GetHelloAck()
+	if ack == nil {
+		return nil, fmt.Errorf("%w: first answer is not a HelloAck", errProtocol)
+	}
+	if ack.ProtocolVersion != targetpb.ProtocolVersion_PROTOCOL_VERSION_1 {
+		return nil, fmt.Errorf("%w: %w: target speaks protocol %v", errBlocked, errProtocol, ack.ProtocolVersion)
+	}
+	return ack, nil
+}
+
+// send is the sender: the only caller of stream.Send after the Hello. It
+// takes batches of this conn's term while the window has room and returns
+// the reason the stream ended.
+func (r *runner) send(ctx context.Context, c *conn, d *dispatcher.Dispatcher) error {
+	cfg := &r.p.cfg
+	for {
+		ok, budget := c.hasRoom(cfg.WindowBatches, cfg.WindowBytes)
+		if !ok {
+			select {
+			case <-c.released:
+				continue
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		msgs, ok := d.NextBatchForTerm(r.cfg.ID, c.term, cfg.MaxBatchCount, min(cfg.MaxBatchBytes, budget))
+		if !ok {
+			return errStaleConn
+		}
+		if len(msgs) == 0 {
+			select {
+			case <-r.wake:
+				continue
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		signal(r.room)
+		c.sent(msgs)
+		if err := c.stream.Send(batchOf(msgs)); err != nil {
+			if err != io.EOF {
+				c.cancel(err)
+			}
+			<-ctx.Done() // io.EOF: the receiver reads the stream's status and ends it
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// receive is the receiver goroutine: the only caller of stream.Recv after
+// the HelloAck. Acks are cumulative: each one releases the window and
+// advances the dispatcher's last ack for this conn's term.
+func (r *runner) receive(c *conn, d *dispatcher.Dispatcher, gotAck *atomic.Bool) {
+	for {
+		resp, err := c.stream.Recv()
+		if err != nil {
+			if err == io.EOF {
+				err = errTargetEnded
+			}
+			c.cancel(err)
+			return
+		}
+		a := resp.GetAck()
+		if a == nil {
+			c.cancel(fmt.Errorf("%w: message %T after the handshake", errProtocol, resp.GetKind()))
+			return
+		}
+		if err := d.AckTerm(r.cfg.ID, c.term, a.AppliedLsn); err != nil {
+			if errors.Is(err, dispatcher.ErrBogusAck) {
+				r.m.bogusAcks.Inc()
+				r.p.log.Error("target acked what it was never sent: resyncing", "target", r.cfg.ID, "lsn", a.AppliedLsn, "err", err)
+			}
+			c.cancel(err)
+			return
+		}
+		gotAck.Store(true)
+		now := r.p.cfg.Now().UnixNano()
+		for _, b := range c.ack(a.AppliedLsn) {
+			for _, at := range b.dispatched {
+				r.m.delivery.Observe(float64(now-at) / 1e9)
+			}
+			r.ackLogTime.Store(b.logTime)
+		}
+	}
+}
+
+// recover is a recovery fetcher: it reads the target's missed range from the
+// LogStore into the catchup queue, then calls FetchingCompleted. It stops
+// quietly when its term goes stale.
+func (r *runner) recover(ctx context.Context, c *conn, d *dispatcher.Dispatcher, rec dispatcher.Recovery) {
+	log := r.p.log.With("target", r.cfg.ID, "term", rec.Term)
+	start := time.Now()
+	err := r.p.fetch.ReadRange(ctx, rec.From, rec.To, r.cfg.Topics, func(txn *logstorepb.Transaction) error {
+		for {
+			switch res := d.PushCatchup(r.cfg.ID, rec.Term, txn, r.p.cfg.Now().UnixNano()); res {
+			case targetqueue.Pushed:
+				signal(r.wake)
+				return nil
+			case targetqueue.Overflow:
+				select {
+				case <-r.room:
+				case <-ctx.Done():
+					return context.Cause(ctx)
+				}
+			default:
+				return fmt.Errorf("%w: %s", errRecoveryStale, res)
+			}
+		}
+	})
+	switch {
+	case err == nil:
+		d.FetchingCompleted(r.cfg.ID, rec.Term)
+		signal(r.wake)
+		r.m.recoveries.Inc()
+		log.Info("recovery fetched", "from", rec.From, "to", rec.To, "took", time.Since(start))
+	case ctx.Err() != nil, errors.Is(err, errRecoveryStale):
+	case errors.Is(err, fetcher.ErrBelowRetention):
+		r.m.recoveryErrors.WithLabelValues("below_retention").Inc()
+		log.Error("target needs transactions the LogStore no longer holds: it cannot be recovered "+
+			"without an operator (restore the target from a newer copy)", "from", rec.From, "to", rec.To, "err", err)
+		c.cancel(fmt.Errorf("%w: %w", errBlocked, err))
+	default:
+		r.m.recoveryErrors.WithLabelValues("other").Inc()
+		c.cancel(fmt.Errorf("recovery (%d, %d]: %w", rec.From, rec.To, err))
+	}
+}
+
+// kickSlow ends the live stream of a target the dispatcher suspended as
+// slow; the runner reconnects at once and the target recovers.
+func (r *runner) kickSlow() {
+	r.mu.Lock()
+	c := r.mu.conn
+	r.mu.Unlock()
+	if c != nil {
+		c.cancel(errSlow)
+	}
+}
+
+// stop ends the runner and waits for it.
+func (r *runner) stop() {
+	r.cancel()
+	<-r.done
+}
