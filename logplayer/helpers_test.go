@@ -440,6 +440,7 @@ type playerRun struct {
 	done   chan error
 }
 
+// startPlayer starts a Player on store (nil: tweak sets Config.LogStore).
 func startPlayer(t testing.TB, store *fakeStore, targets []*testTarget, tweak func(*Config)) *playerRun {
 	t.Helper()
 	var tcs []TargetConfig
@@ -447,8 +448,12 @@ func startPlayer(t testing.TB, store *fakeStore, targets []*testTarget, tweak fu
 		tcs = append(tcs, tt.config())
 	}
 	reg := prometheus.NewRegistry()
+	var addrs []string
+	if store != nil {
+		addrs = store.addrs
+	}
 	cfg := Config{
-		LogStore:         store.addrs,
+		LogStore:         addrs,
 		Targets:          tcs,
 		HandshakeTimeout: 2 * time.Second,
 		RetryInitial:     5 * time.Millisecond,

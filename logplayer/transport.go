@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,10 @@ func errorCode(err error) logstorepb.ErrorCode {
 	return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
 }
 
+// quietFailures: while a target stays unreachable, one reconnect failure in
+// this many is logged at warn level (the others at debug).
+const quietFailures = 20
+
 // handshake is a target's answer at LogPlayer start.
 type handshake struct {
 	id      string
@@ -128,6 +133,7 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 		backoff.WithMaxInterval(r.p.cfg.RetryMax),
 		backoff.WithMaxElapsedTime(0),
 	)
+	failures := 0 // consecutive sessions that acked nothing
 	for {
 		acked, err := r.session(ctx, &hs)
 		if ctx.Err() != nil {
@@ -157,9 +163,16 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 		default:
 			if acked {
 				bo.Reset()
+				failures = 0
 			}
+			failures++
 			wait = bo.NextBackOff()
-			log.Warn("target stream ended, reconnecting", "retry_in", wait, "err", err)
+			// Loud when a working target fails, quiet while it stays down.
+			level := slog.LevelDebug
+			if failures == 1 || failures%quietFailures == 0 {
+				level = slog.LevelWarn
+			}
+			log.Log(ctx, level, "target stream ended, reconnecting", "retry_in", wait, "failures", failures, "err", err)
 		}
 		t := time.NewTimer(wait)
 		select {
