@@ -25,6 +25,11 @@ const (
 	// DefaultMaxInflightEntries is how many entries the aggregator pipelines
 	// into Raft before it waits for the oldest to apply.
 	DefaultMaxInflightEntries = 4
+	// DefaultPipelineMinTxns: with an entry in flight, a further entry goes
+	// out early only once its batch has this many commands (or a quarter of
+	// MaxBatchBytes); smaller batches wait for an entry to resolve (group
+	// commit: fewer, larger entries, fewer fsyncs per transaction).
+	DefaultPipelineMinTxns = 64
 
 	// DefaultMaxMessageBytes bounds one message's value+key+headers.
 	DefaultMaxMessageBytes = 1 << 20
@@ -120,6 +125,7 @@ type Config struct {
 	MaxBatchTxns       int
 	MaxBatchBytes      int
 	MaxInflightEntries int
+	PipelineMinTxns    int
 
 	MaxMessageBytes    int
 	MaxRequestBytes    int
@@ -207,6 +213,7 @@ func (c *Config) validate() error {
 	defaultInt(&c.MaxBatchTxns, DefaultMaxBatchTxns)
 	defaultInt(&c.MaxBatchBytes, DefaultMaxBatchBytes)
 	defaultInt(&c.MaxInflightEntries, DefaultMaxInflightEntries)
+	defaultInt(&c.PipelineMinTxns, DefaultPipelineMinTxns)
 	defaultInt(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	defaultInt(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	defaultInt(&c.ReadBatchTxns, DefaultReadBatchTxns)
@@ -235,7 +242,7 @@ func (c *Config) validate() error {
 		n    int64
 	}{
 		{"IntakeQueue", int64(c.IntakeQueue)}, {"MaxBatchTxns", int64(c.MaxBatchTxns)},
-		{"MaxBatchBytes", int64(c.MaxBatchBytes)}, {"MaxInflightEntries", int64(c.MaxInflightEntries)},
+		{"MaxBatchBytes", int64(c.MaxBatchBytes)}, {"MaxInflightEntries", int64(c.MaxInflightEntries)}, {"PipelineMinTxns", int64(c.PipelineMinTxns)},
 		{"MaxMessageBytes", int64(c.MaxMessageBytes)}, {"MaxRequestBytes", int64(c.MaxRequestBytes)},
 		{"ReadBatchTxns", int64(c.ReadBatchTxns)}, {"ReadBatchBytes", int64(c.ReadBatchBytes)},
 		{"MaxProducers", int64(c.MaxProducers)}, {"SegmentBytes", c.SegmentBytes},

@@ -15,9 +15,11 @@
 //   - Aggregation (aggregator.go): one goroutine drains the intake queue
 //     (Config.IntakeQueue, default 8192) into one logstorepb.Entry bounded by
 //     MaxBatchTxns (1024) and MaxBatchBytes (1 MiB, soft), with at most
-//     MaxInflightEntries (4) entries in flight. No linger: when idle a lone
-//     request goes out at once; under load the batch is whatever queued
-//     while earlier entries were in flight. A full intake answers
+//     MaxInflightEntries (4) entries in flight. No linger: when nothing is in
+//     flight a lone request goes out at once; while entries are in flight
+//     the batch grows and goes out when one resolves, or earlier once it
+//     holds PipelineMinTxns (64) commands (group commit: fewer, larger
+//     entries, fewer fsyncs per transaction). A full intake answers
 //     RESOURCE_EXHAUSTED/QUEUE_FULL at once. The entry carries the leader's
 //     timestamp, non-decreasing (apply clamps it to the previous one too).
 //   - Apply is deterministic: it reads only the entry (commands and
