@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -104,7 +103,7 @@ func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsReq
 
 func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.StatusResponse, error) {
 	n := s.n
-	addr, id := n.raft.LeaderWithID()
+	_, id := n.raft.LeaderWithID()
 	resp := &logstorepb.StatusResponse{
 		NodeId:       n.cfg.ID,
 		Role:         roleName(n.raft.State()),
@@ -131,8 +130,6 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 	})
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
-	} else if addr != "" && id == "" {
-		resp.LeaderAddress = ""
 	}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, srv := range f.Configuration().Servers {
@@ -408,5 +405,3 @@ func (s *server) TransferLeadership(_ context.Context, req *logstorepb.TransferL
 	}
 	return &logstorepb.TransferLeadershipResponse{}, nil
 }
-
-var _ = codes.OK
