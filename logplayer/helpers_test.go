@@ -76,6 +76,7 @@ type testTarget struct {
 	topics []string
 	addr   string
 	dir    string               // shard: bbolt directory
+	skip   []uint64             // shard: target.Config.SkipLSNs
 	mem    *targettest.MemStore // recording target: survives restarts
 
 	mu       sync.Mutex
@@ -117,7 +118,7 @@ func (tt *testTarget) start() {
 	tt.reg = prometheus.NewRegistry()
 	gs := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(ServerKeepalive))
 	if tt.dir != "" {
-		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: tt.id, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
+		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: tt.id, Topics: tt.topics, SkipLSNs: tt.skip, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tt.t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package logplayer
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,4 +222,100 @@ func TestAddRemoveTargets(t *testing.T) {
 	}
 	pr.stop(t)
 	checkTargets(t, storeLog(store), b)
+}
+
+// A target that refuses a delivery permanently (a malformed payload) is
+// blocked, loudly, without a fast retry loop; the other targets carry on;
+// after the operator fixes the target (here: skips the LSN) a remove and
+// re-add resumes it.
+func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
+	store := newFakeStore(t)
+	bad := newShardTarget(t, "shard-0", "shard-0")
+	good := newMemTarget(t, "rec", "shard-0")
+	pr := startPlayer(t, store, []*testTarget{bad, good}, func(c *Config) { c.PermanentRetry = time.Hour })
+	w := newWorkload(3, "shard-0")
+	for range 20 {
+		store.Append(w.next()...)
+	}
+	waitApplied(t, store, bad) // (a refused batch is refused whole)
+	badLSN := store.Append(&logstorepb.Slice{Topic: "shard-0", Messages: []*logstorepb.Message{{Value: []byte("not a mutation")}}})
+	for range 20 {
+		store.Append(w.next()...)
+	}
+	waitApplied(t, store, good)
+	waitFor(t, "the shard blocked", func() bool {
+		ts := pr.p.Targets()
+		return len(ts) == 2 && ts[1].ID == "shard-0" && ts[1].Blocked && !ts[1].Connected
+	})
+	if got := bad.applied(); got != badLSN-1 {
+		t.Errorf("shard applied %d, want %d (just below the refused LSN)", got, badLSN-1)
+	}
+	if got := metricValue(t, pr.reg, "logplayer_target_refusals_total", map[string]string{"target": "shard-0", "code": "APPLY_REJECTED"}); got != 1 {
+		t.Errorf("APPLY_REJECTED refusals = %v, want 1", got)
+	}
+	for range 50 { // traffic flows on; the blocked shard is not hammered
+		store.Append(w.next()...)
+	}
+	waitApplied(t, store, good)
+	if got := bad.allRefusals()["permanent"]; got != 1 {
+		t.Errorf("the shard refused %v times, want once (no retry loop)", got)
+	}
+
+	// The operator restarts the shard skipping the LSN and resumes it.
+	bad.stop()
+	bad.skip = []uint64{badLSN}
+	bad.start()
+	ctx := context.Background()
+	if err := pr.p.RemoveTarget(ctx, "shard-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pr.p.AddTarget(ctx, bad.config()); err != nil {
+		t.Fatal(err)
+	}
+	waitApplied(t, store, bad, good)
+	checkTargets(t, storeLog(store), good)
+}
+
+// A target that returns needing transactions the LogStore no longer holds
+// is reported (blocked, metric, log) and left alone; the player and the
+// other targets carry on.
+func TestRecoveryBelowRetention(t *testing.T) {
+	store := newFakeStore(t)
+	lost := newMemTarget(t, "lost", "a")
+	other := newMemTarget(t, "other", "a")
+	pr := startPlayer(t, store, []*testTarget{lost, other}, func(c *Config) { c.PermanentRetry = time.Hour })
+	msg := &logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte("x")}}}
+	for range 10 {
+		store.Append(msg)
+	}
+	waitApplied(t, store, lost)
+	lost.stop()
+	for range 50 {
+		store.Append(msg)
+	}
+	waitApplied(t, store, other)
+	store.Truncate(40) // retention forced past the lost target's position
+	lost.start()
+	waitFor(t, "the lost target blocked", func() bool {
+		ts := pr.p.Targets()
+		return ts[0].ID == "lost" && ts[0].Blocked && strings.Contains(ts[0].LastError, "retention")
+	})
+	if got := metricValue(t, pr.reg, "logplayer_target_recovery_errors_total", map[string]string{"target": "lost", "reason": "below_retention"}); got != 1 {
+		t.Errorf("below_retention recovery errors = %v", got)
+	}
+	if got := metricValue(t, pr.reg, "logplayer_target_blocked", map[string]string{"target": "lost"}); got != 1 {
+		t.Errorf("blocked gauge = %v", got)
+	}
+	for range 10 {
+		store.Append(msg)
+	}
+	waitApplied(t, store, other)
+	if got := lost.applied(); got != 10 {
+		t.Errorf("lost target applied %d, want 10 (nothing after the gap)", got)
+	}
+	select {
+	case err := <-pr.done:
+		t.Fatalf("Run ended: %v", err)
+	default:
+	}
 }

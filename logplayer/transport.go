@@ -140,13 +140,13 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 			return
 		}
 		kind := classify(err)
+		if code := errorCode(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			r.m.refusals.WithLabelValues(code.String()).Inc()
+		}
 		r.mu.Lock()
 		r.mu.lastErr = err.Error()
 		r.mu.blocked = kind == failPermanent
 		r.mu.Unlock()
-		if code := errorCode(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
-			r.m.refusals.WithLabelValues(code.String()).Inc()
-		}
 		var wait time.Duration
 		switch kind {
 		case failFenced:
