@@ -64,6 +64,10 @@ func (l *Log) Append(txn *logstorepb.Transaction) error {
 	l.mu.lastLSN = m.lsn
 	l.mu.lastRaft = m.raftIndex
 	l.mu.Unlock()
+	if n := s.size - l.w.writtenBack; n >= l.opts.WritebackBytes {
+		startWriteback(s.f, l.w.writtenBack, n)
+		l.w.writtenBack = s.size
+	}
 	return nil
 }
 
@@ -114,6 +118,7 @@ func (l *Log) seal() error {
 	s.idxSize, s.idxCRC = int64(len(data)), crc32.Checksum(data, crcTable)
 	l.mu.segs = append(l.mu.segs, ns)
 	l.w.active = ns
+	l.w.writtenBack = 0
 	l.mu.Unlock()
 	l.log.Debug("sealed segment", "segment", segFileName(s.base), "lsn", s.lastLSN(), "bytes", s.size)
 	return nil

@@ -270,6 +270,7 @@ func (l *Log) planCheckpoint(upTo uint64) ([]cpFile, Manifest, error) {
 func positionAfter(s *segment, lsn uint64) (int64, error) {
 	e := s.idx.seekLSN(lsn)
 	rr := newRecordReader(s.f, e.pos, s.size)
+	defer rr.close()
 	for l := e.lsn; l <= lsn; l++ {
 		if _, at, err := rr.next(); err != nil {
 			return 0, readErr(s, at, l, err)

@@ -33,6 +33,9 @@ const (
 	// because it is kept per topic (at most SegmentBytes/this entries per
 	// topic and segment).
 	DefaultTopicIndexIntervalBytes = 256 << 10
+	// DefaultWritebackBytes: start the kernel's writeback every 1 MiB, so a
+	// seal's fsync waits for about that much, not for a whole segment.
+	DefaultWritebackBytes = 1 << 20
 )
 
 // Options configure a Log. The zero value of every field but Dir picks the
@@ -49,6 +52,10 @@ type Options struct {
 	// indexes (see the defaults).
 	IndexIntervalBytes      int64
 	TopicIndexIntervalBytes int64
+	// WritebackBytes: after each this many bytes appended, the kernel is
+	// asked to start writing them to disk (no wait, no durability), so that
+	// sealing a segment does not stall the apply path flushing all of it.
+	WritebackBytes int64
 	// VerifyWrites reads every record back after writing it and panics when
 	// it does not decode to the same LSN with a good CRC. For tests.
 	VerifyWrites bool
@@ -59,9 +66,9 @@ func (o *Options) validate() error {
 	if o.Dir == "" {
 		return errors.New("segment: Options.Dir is required")
 	}
-	if o.SegmentBytes < 0 || o.IndexIntervalBytes < 0 || o.TopicIndexIntervalBytes < 0 {
-		return fmt.Errorf("segment: negative size in options (segment %d, index interval %d, topic index interval %d)",
-			o.SegmentBytes, o.IndexIntervalBytes, o.TopicIndexIntervalBytes)
+	if o.SegmentBytes < 0 || o.IndexIntervalBytes < 0 || o.TopicIndexIntervalBytes < 0 || o.WritebackBytes < 0 {
+		return fmt.Errorf("segment: negative size in options (segment %d, index interval %d, topic index interval %d, writeback %d)",
+			o.SegmentBytes, o.IndexIntervalBytes, o.TopicIndexIntervalBytes, o.WritebackBytes)
 	}
 	if o.SegmentBytes == 0 {
 		o.SegmentBytes = DefaultSegmentBytes
@@ -71,6 +78,9 @@ func (o *Options) validate() error {
 	}
 	if o.TopicIndexIntervalBytes == 0 {
 		o.TopicIndexIntervalBytes = DefaultTopicIndexIntervalBytes
+	}
+	if o.WritebackBytes == 0 {
+		o.WritebackBytes = DefaultWritebackBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -108,9 +118,12 @@ type Log struct {
 	// (mu.segs it must not read without mu: DeleteBefore changes it).
 	wmu sync.Mutex
 	w   struct {
-		active *segment   // == mu.segs[len(mu.segs)-1]
-		buf    []byte     // reused frame buffer
-		meta   recordMeta // reused parse of the frame
+		active *segment // == mu.segs[len(mu.segs)-1]
+		// writtenBack: writeback of the active segment was started up to
+		// here.
+		writtenBack int64
+		buf         []byte     // reused frame buffer
+		meta        recordMeta // reused parse of the frame
 	}
 
 	// fileMu serializes the operations that remove or replace files against
@@ -160,6 +173,7 @@ func (l *Log) setSegs(segs []*segment) {
 	old := l.mu.segs
 	l.mu.segs = segs
 	l.w.active = segs[len(segs)-1]
+	l.w.writtenBack = l.w.active.size
 	l.mu.lastLSN = segs[len(segs)-1].lastLSN()
 	l.mu.lastRaft = 0
 	for _, s := range slices.Backward(segs) {
@@ -344,6 +358,7 @@ func (l *Log) recoverActive(s *segment, prevRaft uint64) error {
 	}
 	fileSize := fi.Size()
 	rr := newRecordReader(s.f, 0, fileSize)
+	defer rr.close()
 	var m recordMeta
 	var bad error
 	for {

@@ -83,35 +83,45 @@ func (l *Log) Read(from, to uint64, fn func(*logstorepb.Transaction) (bool, erro
 	}
 	defer releaseSpans(spans)
 	for _, sp := range spans {
-		rr := newRecordReader(sp.s.f, sp.pos, sp.end)
-		for lsn := sp.lsn; lsn <= sp.last && lsn <= to; lsn++ {
-			frame, at, err := rr.next()
-			if err != nil {
-				return readErr(sp.s, at, lsn, err)
-			}
-			if lsn < from {
-				// Between a sparse index entry and from: only the LSN is
-				// needed (and checked).
-				var m recordMeta
-				if err := parseMeta(frame[headerBytes:], &m); err != nil || m.lsn != lsn {
-					return readErr(sp.s, at, lsn, lsnMismatch(m.lsn, err))
-				}
-				continue
-			}
-			txn, err := unmarshalPayload(frame[headerBytes:])
-			if err == nil && txn.Lsn != lsn {
-				err = lsnMismatch(txn.Lsn, nil)
-			}
-			if err != nil {
-				return readErr(sp.s, at, lsn, err)
-			}
-			ok, err := fn(txn)
-			if err != nil || !ok {
-				return err
-			}
+		if stop, err := readSpan(sp, from, to, fn); stop || err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// readSpan calls fn with the records of sp in [from, to]; stop reports that fn
+// asked to stop.
+func readSpan(sp span, from, to uint64, fn func(*logstorepb.Transaction) (bool, error)) (stop bool, err error) {
+	rr := newRecordReader(sp.s.f, sp.pos, sp.end)
+	defer rr.close()
+	var m recordMeta
+	for lsn := sp.lsn; lsn <= sp.last && lsn <= to; lsn++ {
+		frame, at, err := rr.next()
+		if err != nil {
+			return true, readErr(sp.s, at, lsn, err)
+		}
+		if lsn < from {
+			// Between a sparse index entry and from: only the LSN is
+			// needed (and checked).
+			if err := parseMeta(frame[headerBytes:], &m); err != nil || m.lsn != lsn {
+				return true, readErr(sp.s, at, lsn, lsnMismatch(m.lsn, err))
+			}
+			continue
+		}
+		txn, err := unmarshalPayload(frame[headerBytes:])
+		if err == nil && txn.Lsn != lsn {
+			err = lsnMismatch(txn.Lsn, nil)
+		}
+		if err != nil {
+			return true, readErr(sp.s, at, lsn, err)
+		}
+		ok, err := fn(txn)
+		if err != nil || !ok {
+			return true, err
+		}
+	}
+	return false, nil
 }
 
 // Get returns the record of lsn: ErrBelowRetention below FirstLSN,
@@ -144,6 +154,7 @@ func (l *Log) TopicOffsetLSN(topic string, offset uint64) (uint64, error) {
 	}
 	defer sp.s.release()
 	rr := newRecordReader(sp.s.f, e.pos, sp.end)
+	defer rr.close()
 	var m recordMeta
 	for lsn := e.lsn; lsn <= sp.last; lsn++ {
 		frame, at, err := rr.next()

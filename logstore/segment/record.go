@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -242,14 +243,33 @@ type recordReader struct {
 	// chunkAt+len(chunk)).
 	chunk   []byte
 	chunkAt int64
+	pooled  *[readAheadBytes]byte // buf's array when it came from readBufs
 }
 
 // readAheadBytes is how much a recordReader asks of the file at once: large
 // enough that a scan costs few syscalls, small enough to keep per reader.
 const readAheadBytes = 64 << 10
 
+// readBufs recycles read-ahead buffers: a stream of short reads (a Get, a
+// tailing reader) would otherwise allocate one per call.
+var readBufs = sync.Pool{New: func() any { return new([readAheadBytes]byte) }}
+
 func newRecordReader(r io.ReaderAt, pos, end int64) *recordReader {
-	return &recordReader{r: r, pos: pos, end: end}
+	rr := &recordReader{r: r, pos: pos, end: end}
+	if end-pos >= readAheadBytes/4 {
+		rr.pooled = readBufs.Get().(*[readAheadBytes]byte)
+		rr.buf = rr.pooled[:]
+	}
+	return rr
+}
+
+// close returns the reader's buffer to the pool; the reader and the frames it
+// returned must not be used afterwards.
+func (rr *recordReader) close() {
+	if rr.pooled != nil {
+		readBufs.Put(rr.pooled)
+		rr.pooled, rr.buf, rr.chunk = nil, nil, nil
+	}
 }
 
 // next returns the next record's frame (header and payload, valid until the

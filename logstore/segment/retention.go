@@ -133,6 +133,7 @@ func (l *Log) TruncateAfterRaftIndex(idx uint64) (int, error) {
 func findRaftCut(s *segment, idx uint64) (int64, uint64, error) {
 	e := s.idx.seekRaft(idx)
 	rr := newRecordReader(s.f, e.pos, s.size)
+	defer rr.close()
 	var m recordMeta
 	for lsn := e.lsn; ; lsn++ {
 		frame, at, err := rr.next()
