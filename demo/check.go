@@ -50,7 +50,7 @@ const scanAttempts = 5
 // ScanAll reads a shard's whole state through Scan. When the server
 // truncates, it splits the key space by the workload's key shape (KeyKinds,
 // then KeyAlphabet), so keys of another shape are only seen while the shard
-// is small enough for one Scan. It returns the applied LSN every scan saw,
+// is small enough for one Scan (Check then Gets the model's keys it lacks). It returns the applied LSN every scan saw,
 // and retries when the shard applied something in between.
 func ScanAll(ctx context.Context, c shardpb.ShardClient) (map[string][]byte, uint64, error) {
 	for range scanAttempts {
@@ -87,6 +87,25 @@ func scanPrefix(ctx context.Context, c shardpb.ShardClient, prefix string, kv ma
 	for _, b := range []byte(alphabet) {
 		if err := scanPrefix(ctx, c, prefix+string(b), kv, lsns); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// getMissing asks the shard with Get for every key of want that kv lacks
+// (ScanAll splits a large shard by the workload's key shape only, so keys of
+// another shape, written with `logplayer append --put`, say, need a Get).
+func getMissing(ctx context.Context, c shardpb.ShardClient, want, kv map[string][]byte) error {
+	for k := range want {
+		if _, ok := kv[k]; ok {
+			continue
+		}
+		resp, err := c.Get(ctx, &shardpb.GetRequest{Key: []byte(k)})
+		if err != nil {
+			return fmt.Errorf("get %q: %w", k, err)
+		}
+		if resp.Found {
+			kv[k] = resp.Value
 		}
 	}
 	return nil

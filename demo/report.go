@@ -104,6 +104,9 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
+		if err := getMissing(ctx, c, m.State(id), kv); err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
 		sc := ShardCheck{Target: id, AppliedLSN: lsn, Diff: m.CompareShard(id, kv)}
 		rep.StateMismatches += sc.Diff.Missing + sc.Diff.Wrong + sc.Diff.Unexpected
 		rep.Shards = append(rep.Shards, sc)
