@@ -36,7 +36,7 @@ func msg(n int) *logstorepb.Message { return &logstorepb.Message{Value: make([]b
 // TestBadInput: every bad request gets its typed error and writes nothing.
 func TestBadInput(t *testing.T) {
 	c := startCluster(t, 1, nil)
-	ls := rawConn(t, c.nodes[0].APIAddr())
+	ls := rawConn(t, c.Nodes[0].APIAddr())
 	ok := func(topic string) *logstorepb.Slice {
 		return &logstorepb.Slice{Topic: topic, Messages: []*logstorepb.Message{msg(1)}}
 	}
@@ -66,7 +66,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	if h := c.nodes[0].HeadLSN(); h != 0 {
+	if h := c.Nodes[0].HeadLSN(); h != 0 {
 		t.Fatalf("bad input wrote: head %d", h)
 	}
 	// A condition on a topic outside the txn is fine.
@@ -122,7 +122,7 @@ func TestFollowerAnswersNotLeaderWithAddress(t *testing.T) {
 	if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq("warm", "a")); err != nil {
 		t.Fatal(err) // also waits for member registration to commit
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		if n == leader {
 			continue
 		}
@@ -137,7 +137,7 @@ func TestFollowerAnswersNotLeaderWithAddress(t *testing.T) {
 		}
 	}
 	// A client seeded with a follower only still writes through the leader.
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		if n != leader {
 			if _, err := newClient(t, n.APIAddr()).Append(ctxT(t, 30*time.Second), txnReq("via", "a")); err != nil {
 				t.Fatal(err)
@@ -244,8 +244,8 @@ func TestAtomicVisibility(t *testing.T) {
 		}
 		return nil
 	}
-	seen := make([]atomic.Uint64, len(c.nodes))
-	for i, n := range c.nodes {
+	seen := make([]atomic.Uint64, len(c.Nodes))
+	for i, n := range c.Nodes {
 		wg.Add(2)
 		go func() { // LSN reader, filtered to two of three topics
 			defer wg.Done()
@@ -320,7 +320,7 @@ func TestAtomicVisibility(t *testing.T) {
 		}()
 	}
 	wwg.Wait()
-	for i := range c.nodes {
+	for i := range c.Nodes {
 		waitFor(t, 60*time.Second, "readers reach the end", func() bool { return seen[i].Load() >= 320 })
 	}
 	cancel()
@@ -337,7 +337,7 @@ func TestReadBelowRetentionAndBeyondHead(t *testing.T) {
 		cfg.RetentionBytes, cfg.RetentionAge = 1, time.Hour
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 20, 10, 50*time.Millisecond
 	})
-	n := c.nodes[0]
+	n := c.Nodes[0]
 	cl := newClient(t, n.APIAddr())
 	ctx := ctxT(t, 60*time.Second)
 	for i := range 200 {

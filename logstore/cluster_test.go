@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -16,127 +15,36 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// waitFor polls cond every few ms until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+var waitFor = logstoretest.WaitFor
 
-// testCluster is N in-process nodes on 127.0.0.1.
+// testCluster is N in-process nodes (logstoretest.Cluster with short
+// names); nodes and cfgs share the Cluster's slices.
 type testCluster struct {
-	t     testing.TB
-	cfgs  []logstore.Config
+	*logstoretest.Cluster
 	nodes []*logstore.Node
+	cfgs  []logstore.Config
 }
 
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+func quietLogger() *slog.Logger { return logstoretest.QuietLogger() }
 
-// testConfig returns generous timeouts for a loaded 2-core machine.
-func testConfig(id, dir string) logstore.Config {
-	return logstore.Config{
-		ID: id, Dir: dir, Logger: quietLogger(),
-		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
-		RetentionInterval: time.Hour,
-	}
-}
+func testConfig(id, dir string) logstore.Config { return logstoretest.Config(id, dir) }
 
-func listen(t testing.TB) net.Listener {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
+func listen(t testing.TB) net.Listener { return logstoretest.Listen(t) }
 
 func startCluster(t testing.TB, n int, tweak func(*logstore.Config)) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t}
-	var peers []logstore.Peer
-	var raftLis, apiLis []net.Listener
-	for i := range n {
-		rl, al := listen(t), listen(t)
-		raftLis, apiLis = append(raftLis, rl), append(apiLis, al)
-		peers = append(peers, logstore.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: rl.Addr().String(), APIAddr: al.Addr().String()})
-	}
-	base := t.TempDir()
-	for i := range n {
-		cfg := testConfig(peers[i].ID, filepath.Join(base, peers[i].ID))
-		cfg.Bootstrap = peers
-		cfg.RaftAddr, cfg.APIAddr = peers[i].RaftAddr, peers[i].APIAddr
-		if tweak != nil {
-			tweak(&cfg)
-		}
-		c.cfgs = append(c.cfgs, cfg)
-		cfg.RaftListener, cfg.APIListener = raftLis[i], apiLis[i]
-		node, err := logstore.NewNode(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.nodes = append(c.nodes, node)
-	}
-	t.Cleanup(c.close)
-	c.waitLeader()
-	return c
+	lc := logstoretest.Start(t, n, tweak)
+	return &testCluster{Cluster: lc, nodes: lc.Nodes, cfgs: lc.Configs}
 }
 
-func (c *testCluster) close() {
-	for _, n := range c.nodes {
-		if n != nil {
-			n.Close()
-		}
-	}
-}
-
-func (c *testCluster) waitLeader() *logstore.Node {
-	var leader *logstore.Node
-	waitFor(c.t, 60*time.Second, "a leader", func() bool {
-		for _, n := range c.nodes {
-			if n != nil && n.IsLeader() {
-				leader = n
-				return true
-			}
-		}
-		return false
-	})
-	return leader
-}
-
-// stop closes node i; restart opens it again on the same dir and addresses.
-func (c *testCluster) stop(i int) {
-	if err := c.nodes[i].Close(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.nodes[i] = nil
-}
-
-func (c *testCluster) restart(i int) {
-	c.t.Helper()
-	var err error
-	waitFor(c.t, 30*time.Second, "node restart", func() bool {
-		c.nodes[i], err = logstore.NewNode(c.cfgs[i])
-		return err == nil // the old listeners' ports may linger a moment
-	})
-}
-
-func (c *testCluster) addrs() []string {
-	var out []string
-	for _, cfg := range c.cfgs {
-		out = append(out, cfg.APIAddr)
-	}
-	return out
-}
+func (c *testCluster) waitLeader() *logstore.Node { return c.WaitLeader() }
+func (c *testCluster) stop(i int)                 { c.Stop(i) }
+func (c *testCluster) restart(i int)              { c.Restart(i) }
+func (c *testCluster) addrs() []string            { return c.Addrs() }
 
 func newClient(t testing.TB, addrs ...string) *client.Client {
 	t.Helper()
@@ -286,10 +194,10 @@ func TestClusterConcurrentAppendsIdenticalReplicas(t *testing.T) {
 	if top < uint64(len(acks)) {
 		t.Fatalf("max lsn %d below %d acks", top, len(acks))
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		waitFor(t, 60*time.Second, "replicas catch up", func() bool { return n.HeadLSN() >= top })
 	}
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		txns := readAll(t, n.APIAddr(), top)
 		if len(txns) != int(top) {
 			t.Fatalf("node %d: %d txns, want %d", i, len(txns), top)
@@ -298,11 +206,11 @@ func TestClusterConcurrentAppendsIdenticalReplicas(t *testing.T) {
 	}
 	// Byte-identical segment logs.
 	var files []map[string][]byte
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		if err := n.SegmentLog().Sync(); err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, segmentFiles(t, c.cfgs[i].Dir))
+		files = append(files, segmentFiles(t, c.Configs[i].Dir))
 	}
 	var names []string
 	for name := range files[0] {

@@ -2,94 +2,19 @@ package logstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// testNodeEnv makes the test binary run one LogStore node (config as JSON)
-// instead of the tests, so crash tests can SIGKILL real processes.
-const testNodeEnv = "LOGSTORE_TESTNODE"
-
-type nodeSpec struct {
-	ID, Dir, RaftAddr, APIAddr string
-	Peers                      []logstore.Peer
-}
-
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(testNodeEnv); spec != "" {
-		os.Exit(runTestNode(spec))
-	}
+	logstoretest.MaybeRunNode()
 	os.Exit(m.Run())
-}
-
-func runTestNode(spec string) int {
-	var s nodeSpec
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	logf, err := os.OpenFile(filepath.Join(filepath.Dir(s.Dir), s.ID+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	cfg := testConfig(s.ID, s.Dir)
-	cfg.Logger = slog.New(slog.NewTextHandler(logf, nil))
-	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
-	cfg.SegmentBytes = 32 << 10
-	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 200*time.Millisecond
-	n, err := logstore.NewNode(cfg)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
-	n.Close()
-	return 0
-}
-
-type procNode struct {
-	spec nodeSpec
-	cmd  *exec.Cmd
-}
-
-func freeAddr(t testing.TB) string {
-	l := listen(t)
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func (p *procNode) start(t testing.TB) {
-	t.Helper()
-	b, _ := json.Marshal(p.spec)
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), testNodeEnv+"="+string(b))
-	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p *procNode) kill() {
-	if p.cmd != nil && p.cmd.Process != nil {
-		p.cmd.Process.Kill()
-		p.cmd.Wait()
-		p.cmd = nil
-	}
 }
 
 // TestCrashLeaderProcess: 3 node processes under load, SIGKILL the leader,
@@ -97,31 +22,19 @@ func (p *procNode) kill() {
 // hold the same transactions in the same LSN order, offsets are dense, and
 // idempotent producers' sequences appear exactly once, in order.
 func TestCrashLeaderProcess(t *testing.T) {
-	base := t.TempDir()
-	var peers []logstore.Peer
-	for i := range 3 {
-		peers = append(peers, logstore.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: freeAddr(t), APIAddr: freeAddr(t)})
-	}
-	procs := make([]*procNode, 3)
+	procs := logstoretest.NewProcCluster(t, 3)
 	var addrs []string
-	for i, p := range peers {
-		procs[i] = &procNode{spec: nodeSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers}}
-		procs[i].start(t)
-		addrs = append(addrs, p.APIAddr)
+	for _, p := range procs {
+		addrs = append(addrs, p.Spec.APIAddr)
 	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.kill()
-		}
-	})
 	cl := newClient(t, addrs...)
 	leaderIndex := func() int {
 		st, err := cl.LeaderStatus(ctxT(t, 60*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, p := range peers {
-			if p.ID == st.NodeId {
+		for i, p := range procs {
+			if p.Spec.ID == st.NodeId {
 				return i
 			}
 		}
@@ -174,10 +87,10 @@ func TestCrashLeaderProcess(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "load before the crash", func() bool { return count() >= 150 })
 	li := leaderIndex()
-	procs[li].kill()
+	procs[li].Kill()
 	before := count()
 	waitFor(t, 60*time.Second, "load after the crash", func() bool { return count() >= before+150 })
-	procs[li].start(t)
+	procs[li].Start(t)
 	after := count()
 	waitFor(t, 60*time.Second, "load after the restart", func() bool { return count() >= after+100 })
 	close(stop)

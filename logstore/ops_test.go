@@ -29,7 +29,7 @@ func TestRetentionByteCap(t *testing.T) {
 		cfg.RetentionBytes, cfg.RetentionCapBytes = 1, 10<<10
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 10, 5, 50*time.Millisecond
 	})
-	n := c.nodes[0]
+	n := c.Nodes[0]
 	cl := newClient(t, n.APIAddr())
 	ctx := ctxT(t, 60*time.Second)
 	if err := cl.ReportConsumer(ctx, "logplayer/t1", 5, false); err != nil {
@@ -116,7 +116,7 @@ func TestLostResponse(t *testing.T) {
 	if _, err := cl.Append(ctx, txnReq("maybe", "a")); status.Code(err) != codes.Unavailable {
 		t.Fatalf("plain append after a lost response: %v, want the Unavailable error", err)
 	}
-	if h := c.nodes[0].HeadLSN(); h != 2 {
+	if h := c.Nodes[0].HeadLSN(); h != 2 {
 		t.Fatalf("head %d, want 2 (each txn once)", h)
 	}
 }
@@ -127,7 +127,7 @@ func TestMetricsExposed(t *testing.T) {
 	if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq("m", "a", "b")); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.nodes[0].MetricsHandler())
+	srv := httptest.NewServer(c.Nodes[0].MetricsHandler())
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

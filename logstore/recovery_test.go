@@ -66,17 +66,17 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 		last, lastResp = req, resp
 	}
 	top := lastResp.Lsn
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		waitFor(t, 60*time.Second, "caught up", func() bool { return n.HeadLSN() >= top })
-		waitFor(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.cfgs[i].Dir)) > 0 })
+		waitFor(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.Configs[i].Dir)) > 0 })
 	}
 	// Sealed segments in a snapshot are hard links of the log's files.
 	linked := false
-	for _, sd := range snapshotDirs(t, c.cfgs[0].Dir) {
+	for _, sd := range snapshotDirs(t, c.Configs[0].Dir) {
 		entries, _ := os.ReadDir(filepath.Join(sd, "data"))
 		for _, e := range entries {
 			a, err1 := os.Stat(filepath.Join(sd, "data", e.Name()))
-			b, err2 := os.Stat(filepath.Join(c.cfgs[0].Dir, "segments", e.Name()))
+			b, err2 := os.Stat(filepath.Join(c.Configs[0].Dir, "segments", e.Name()))
 			if err1 == nil && err2 == nil && os.SameFile(a, b) {
 				linked = true
 			}
@@ -85,13 +85,13 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	if !linked {
 		t.Fatal("no snapshot file is a hard link of a segment file")
 	}
-	want := readAll(t, c.nodes[0].APIAddr(), top)
+	want := readAll(t, c.Nodes[0].APIAddr(), top)
 
 	// Restart the whole cluster: every node recovers from its snapshot.
-	for i := range c.nodes {
+	for i := range c.Nodes {
 		c.stop(i)
 	}
-	for i := range c.nodes {
+	for i := range c.Nodes {
 		c.restart(i)
 	}
 	c.waitLeader()
@@ -104,7 +104,7 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	if err != nil || len(offs) != 1 || offs[0].Offset != 199 {
 		t.Fatalf("offsets after restart = %v, %v", offs, err)
 	}
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes {
 		waitFor(t, 60*time.Second, "restarted node head", func() bool { return n.HeadLSN() >= top })
 		sameTxns(t, want, readAll(t, n.APIAddr(), top))
 	}
@@ -119,7 +119,7 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.nodes, c.cfgs = append(c.nodes, n3), append(c.cfgs, cfg)
+	c.Nodes, c.Configs = append(c.Nodes, n3), append(c.Configs, cfg)
 	if err := cl2.AddVoter(ctx, "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}
@@ -150,9 +150,9 @@ func TestTornTailReapplied(t *testing.T) {
 	cl := newClient(t, c.addrs()...)
 	acks := appendLoad(t, cl, 4, 25, "torn")
 	top := maxLSN(acks)
-	want := readAll(t, c.nodes[0].APIAddr(), top)
+	want := readAll(t, c.Nodes[0].APIAddr(), top)
 	c.stop(0)
-	segDir := filepath.Join(c.cfgs[0].Dir, "segments")
+	segDir := filepath.Join(c.Configs[0].Dir, "segments")
 	entries, err := os.ReadDir(segDir)
 	if err != nil {
 		t.Fatal(err)
@@ -174,8 +174,8 @@ func TestTornTailReapplied(t *testing.T) {
 	}
 	c.restart(0)
 	c.waitLeader()
-	waitFor(t, 60*time.Second, "re-applied", func() bool { return c.nodes[0].HeadLSN() >= top })
-	got := readAll(t, c.nodes[0].APIAddr(), top)
+	waitFor(t, 60*time.Second, "re-applied", func() bool { return c.Nodes[0].HeadLSN() >= top })
+	got := readAll(t, c.Nodes[0].APIAddr(), top)
 	sameTxns(t, want, got)
 	checkLog(t, got, acks)
 }

@@ -1,0 +1,275 @@
+// Package logstoretest starts LogStore clusters for tests of other
+// packages: in-process nodes on 127.0.0.1:0 with generous Raft timeouts,
+// and real node processes (the test binary re-executing itself) for crash
+// tests.
+//
+// In-process:
+//
+//	c := logstoretest.Start(t, 3, nil)
+//	cl, _ := client.New(client.Config{Addrs: c.Addrs()})
+//
+// Processes: call logstoretest.MaybeRunNode() first thing in TestMain, then
+// NewProcCluster(t, 3) / (*Proc).Kill / (*Proc).Start.
+//
+// Goroutines: none of its own besides the nodes'.
+package logstoretest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logplayer/logplayer/logstore"
+)
+
+// WaitFor polls cond every few ms until it holds, failing t after d.
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// QuietLogger discards everything.
+func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// Config returns a node config with generous timeouts for a loaded 2-core
+// machine (heartbeat 500ms, election 1s, lease 500ms), a quiet logger and
+// retention effectively off.
+func Config(id, dir string) logstore.Config {
+	return logstore.Config{
+		ID: id, Dir: dir, Logger: QuietLogger(),
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
+		RetentionInterval: time.Hour,
+	}
+}
+
+// Listen binds 127.0.0.1:0.
+func Listen(t testing.TB) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Cluster is N in-process nodes.
+type Cluster struct {
+	T       testing.TB
+	Configs []logstore.Config
+	Nodes   []*logstore.Node // nil while stopped
+}
+
+// Start bootstraps n nodes (ids n0, n1, …) under t.TempDir(), applies
+// tweak to each config, waits for a leader and closes them at cleanup.
+func Start(t testing.TB, n int, tweak func(*logstore.Config)) *Cluster {
+	t.Helper()
+	c := &Cluster{T: t}
+	var peers []logstore.Peer
+	var raftLis, apiLis []net.Listener
+	for i := range n {
+		rl, al := Listen(t), Listen(t)
+		raftLis, apiLis = append(raftLis, rl), append(apiLis, al)
+		peers = append(peers, logstore.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: rl.Addr().String(), APIAddr: al.Addr().String()})
+	}
+	base := t.TempDir()
+	for i := range n {
+		cfg := Config(peers[i].ID, filepath.Join(base, peers[i].ID))
+		cfg.Bootstrap = peers
+		cfg.RaftAddr, cfg.APIAddr = peers[i].RaftAddr, peers[i].APIAddr
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		c.Configs = append(c.Configs, cfg)
+		cfg.RaftListener, cfg.APIListener = raftLis[i], apiLis[i]
+		node, err := logstore.NewNode(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Nodes = append(c.Nodes, node)
+	}
+	t.Cleanup(c.Close)
+	c.WaitLeader()
+	return c
+}
+
+// Close stops every running node.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		if n != nil {
+			n.Close()
+		}
+	}
+}
+
+// WaitLeader waits up to 60s for a leader and returns it.
+func (c *Cluster) WaitLeader() *logstore.Node {
+	var leader *logstore.Node
+	WaitFor(c.T, 60*time.Second, "a leader", func() bool {
+		for _, n := range c.Nodes {
+			if n != nil && n.IsLeader() {
+				leader = n
+				return true
+			}
+		}
+		return false
+	})
+	return leader
+}
+
+// Stop closes node i.
+func (c *Cluster) Stop(i int) {
+	if err := c.Nodes[i].Close(); err != nil {
+		c.T.Fatal(err)
+	}
+	c.Nodes[i] = nil
+}
+
+// Restart opens node i again on its dir and addresses.
+func (c *Cluster) Restart(i int) {
+	c.T.Helper()
+	var err error
+	WaitFor(c.T, 30*time.Second, "node restart", func() bool {
+		c.Nodes[i], err = logstore.NewNode(c.Configs[i])
+		return err == nil // the old listeners' ports may linger a moment
+	})
+}
+
+// Addrs returns the nodes' API addresses.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, cfg := range c.Configs {
+		out = append(out, cfg.APIAddr)
+	}
+	return out
+}
+
+// nodeEnv carries a ProcSpec to a re-executed test binary.
+const nodeEnv = "LOGSTORETEST_NODE"
+
+// ProcSpec describes one node process.
+type ProcSpec struct {
+	ID, Dir, RaftAddr, APIAddr string
+	Peers                      []logstore.Peer
+	// SegmentBytes, SnapshotThreshold, TrailingLogs: small values make
+	// crash tests exercise sealing and snapshots (0: 32 KiB, 64, 16).
+	SegmentBytes      int64
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+}
+
+// MaybeRunNode runs a node and exits when the process was started by
+// (*Proc).Start; otherwise it returns at once. Call it first in TestMain.
+func MaybeRunNode() {
+	spec := os.Getenv(nodeEnv)
+	if spec == "" {
+		return
+	}
+	os.Exit(runNode(spec))
+}
+
+func runNode(spec string) int {
+	var s ProcSpec
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	logf, err := os.OpenFile(filepath.Join(filepath.Dir(s.Dir), s.ID+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	cfg := Config(s.ID, s.Dir)
+	cfg.Logger = slog.New(slog.NewTextHandler(logf, nil))
+	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
+	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
+	if cfg.SegmentBytes == 0 {
+		cfg.SegmentBytes = 32 << 10
+	}
+	if cfg.SnapshotThreshold == 0 {
+		cfg.SnapshotThreshold, cfg.TrailingLogs = 64, 16
+	}
+	cfg.SnapshotInterval = 200 * time.Millisecond
+	n, err := logstore.NewNode(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	n.Close()
+	return 0
+}
+
+// Proc is one node process.
+type Proc struct {
+	Spec ProcSpec
+	cmd  *exec.Cmd
+}
+
+// FreeAddr returns a 127.0.0.1 address that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	l := Listen(t)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// NewProcCluster starts n node processes bootstrapped together and kills
+// them at cleanup.
+func NewProcCluster(t testing.TB, n int) []*Proc {
+	base := t.TempDir()
+	var peers []logstore.Peer
+	for i := range n {
+		peers = append(peers, logstore.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: FreeAddr(t), APIAddr: FreeAddr(t)})
+	}
+	procs := make([]*Proc, n)
+	for i, p := range peers {
+		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers}}
+		procs[i].Start(t)
+	}
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.Kill()
+		}
+	})
+	return procs
+}
+
+// Start runs the test binary as this node (TestMain must call MaybeRunNode).
+func (p *Proc) Start(t testing.TB) {
+	t.Helper()
+	b, err := json.Marshal(p.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), nodeEnv+"="+string(b))
+	p.cmd.Stderr = os.Stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Kill SIGKILLs the process and reaps it.
+func (p *Proc) Kill() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Kill()
+		p.cmd.Wait()
+		p.cmd = nil
+	}
+}
