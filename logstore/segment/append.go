@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -42,9 +43,12 @@ func (l *Log) Append(txn *logstorepb.Transaction) error {
 		panic(fmt.Sprintf("segment: lsn %d: our own encoding does not parse: %v", txn.GetLsn(), err))
 	}
 	if s := l.active(); s.count > 0 && s.size >= l.opts.SegmentBytes {
+		start := time.Now()
 		if err := l.seal(); err != nil {
 			return err
 		}
+		l.stats.seals.Add(1)
+		l.stats.sealNanos.Add(int64(time.Since(start)))
 	}
 	s := l.active()
 	if err := s.check(m, l.mu.lastRaft); err != nil {

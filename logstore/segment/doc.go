@@ -25,7 +25,10 @@
 //
 // # Crash safety
 //
-// Append does not fsync: the Raft log is the write-ahead log. A torn write
+// Append does not fsync: the Raft log is the write-ahead log. (Every
+// WritebackBytes it asks the kernel to start writing back, without waiting,
+// so that the fsync which seals a full segment finds little left to write.)
+// A torn write
 // can only cut the active segment's tail (a transaction is one record in one
 // file), and Open truncates the active segment after its last record that
 // has a good CRC, decodes, and continues the LSN, Raft index and topic
@@ -39,6 +42,14 @@
 // again. Open reads only the index files of sealed segments (and checks each
 // file's size), so a restart costs time in proportion to the active segment;
 // corruption inside a sealed segment is found when it is read (ErrCorrupt).
+//
+// The LogStore's recovery, in order: Open; TruncateAfterRaftIndex(the last
+// durable snapshot's Raft index) so that Raft's replay appends the same LSNs
+// again; then, if LastLSN() is below the snapshot's last LSN
+// (Manifest.LastLSN), records that Raft can no longer replay were lost
+// (damage beyond a torn tail) and the node must Install a checkpoint. A
+// snapshot is Checkpoint(dir, its last LSN); restoring one received from the
+// leader is Manifest.ReadFiles then Install.
 //
 // Bytes a reader may read never change: a file is only appended to past the
 // size readers know, Open truncates before any reader exists, and

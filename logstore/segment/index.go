@@ -81,11 +81,24 @@ func (x *segIndex) addSlice(topic []byte, first, messages, lsn uint64, pos, inte
 // checkSlices reports a record whose slices do not continue their topics'
 // offsets in this segment (offsets are dense) or name a topic twice.
 func (x *segIndex) checkSlices(m *recordMeta) error {
+	// Pairwise for the usual few slices; a set beyond (allocates).
+	const pairwiseSlices = 16
+	var seen map[string]bool
+	if len(m.slices) > pairwiseSlices {
+		seen = make(map[string]bool, len(m.slices))
+	}
 	for i, sl := range m.slices {
-		for _, prev := range m.slices[:i] {
-			if bytes.Equal(prev.topic, sl.topic) {
-				return fmt.Errorf("lsn %d names topic %q twice", m.lsn, sl.topic)
+		dup := false
+		if seen != nil {
+			dup = seen[string(sl.topic)]
+			seen[string(sl.topic)] = true
+		} else {
+			for _, prev := range m.slices[:i] {
+				dup = dup || bytes.Equal(prev.topic, sl.topic)
 			}
+		}
+		if dup {
+			return fmt.Errorf("lsn %d names topic %q twice", m.lsn, sl.topic)
 		}
 		if t := x.topics[string(sl.topic)]; t != nil && sl.messages > 0 && sl.firstOffset != t.end {
 			return fmt.Errorf("lsn %d topic %q starts at offset %d, want %d", m.lsn, sl.topic, sl.firstOffset, t.end)

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -131,6 +133,12 @@ type Log struct {
 	// Install, Checkpoint, Close. Append never takes it (sealing only adds
 	// files). Lock order: wmu, fileMu, mu.
 	fileMu sync.Mutex
+
+	stats struct {
+		seals          atomic.Uint64
+		sealNanos      atomic.Int64
+		truncatedBytes atomic.Int64
+	}
 
 	mu struct {
 		sync.RWMutex
@@ -388,6 +396,7 @@ func (l *Log) recoverActive(s *segment, prevRaft uint64) error {
 		// An I/O error, not a bad record: truncating would drop good data.
 		return fmt.Errorf("segment: scan %s: %w", segFileName(s.base), bad)
 	}
+	l.stats.truncatedBytes.Add(fileSize - s.size)
 	l.log.Warn("truncating torn or corrupt tail of the active segment",
 		"segment", segFileName(s.base), "bytes", fileSize-s.size, "at", s.size,
 		"lsn", s.lastLSN(), "reason", bad)
@@ -460,14 +469,35 @@ func (l *Log) Segments() []SegmentInfo {
 }
 
 // SizeBytes returns the bytes of all segment and index files.
-func (l *Log) SizeBytes() int64 {
+func (l *Log) SizeBytes() int64 { return l.Stats().Bytes }
+
+// Stats are the log's figures for metrics (the caller exports them).
+type Stats struct {
+	Segments          int
+	Bytes             int64 // segment and index files
+	FirstLSN, LastLSN uint64
+	// Seals counts segments sealed by Append since Open, and SealTime the
+	// time those Appends spent sealing (fsyncs: the apply path's only
+	// ones).
+	Seals    uint64
+	SealTime time.Duration
+	// TruncatedBytes counts bytes of torn or corrupt tail that recovery
+	// dropped from the active segment (Open, TruncateAfterRaftIndex).
+	TruncatedBytes int64
+}
+
+// Stats returns the log's current figures.
+func (l *Log) Stats() Stats {
 	l.mu.RLock()
-	defer l.mu.RUnlock()
-	var n int64
+	st := Stats{Segments: len(l.mu.segs), FirstLSN: l.mu.segs[0].base, LastLSN: l.mu.lastLSN}
 	for _, s := range l.mu.segs {
-		n += s.size + s.idxSize
+		st.Bytes += s.size + s.idxSize
 	}
-	return n
+	l.mu.RUnlock()
+	st.Seals = l.stats.seals.Load()
+	st.SealTime = time.Duration(l.stats.sealNanos.Load())
+	st.TruncatedBytes = l.stats.truncatedBytes.Load()
+	return st
 }
 
 // Sync makes everything appended so far durable: sealed segments and their

@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -51,8 +52,18 @@ func TestRoundTrip(t *testing.T) {
 	if _, err := l.Get(301); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Get(301): %v, want ErrNotFound", err)
 	}
-	if segs := l.Segments(); len(segs) < 3 {
+	segs := l.Segments()
+	if len(segs) < 3 {
 		t.Fatalf("300 records of ~%d bytes in 16 KiB segments made only %d segments", proto.Size(want[0]), len(segs))
+	}
+	var bytes int64
+	for _, s := range segs {
+		bytes += s.Bytes
+	}
+	st := l.Stats()
+	if st.Segments != len(segs) || st.Seals != uint64(len(segs)-1) || st.Bytes != bytes || l.SizeBytes() != bytes ||
+		st.FirstLSN != 1 || st.LastLSN != 300 || st.TruncatedBytes != 0 {
+		t.Fatalf("Stats %+v disagree with %d segments of %d bytes", st, len(segs), bytes)
 	}
 }
 
@@ -102,6 +113,13 @@ func TestAppendPanicsOnProgrammerErrors(t *testing.T) {
 	}}
 	if msg := mustPanic(t, func() { _ = l.Append(twice) }); !strings.Contains(msg, `"new" twice`) {
 		t.Fatalf("repeated topic panic %q", msg)
+	}
+	many := &logstorepb.Transaction{Lsn: 6, RaftIndex: 9}
+	for i := range 40 {
+		many.Slices = append(many.Slices, &logstorepb.TxnSlice{Topic: fmt.Sprint("t", i%39), FirstOffset: uint64(i / 39), Messages: []*logstorepb.Message{{}}})
+	}
+	if msg := mustPanic(t, func() { _ = l.Append(many) }); !strings.Contains(msg, `"t0" twice`) {
+		t.Fatalf("repeated topic among many panic %q", msg)
 	}
 	if l.LastLSN() != 5 {
 		t.Fatalf("after refused appends last lsn is %d, want 5", l.LastLSN())

@@ -126,6 +126,9 @@ func TestTornTail(t *testing.T) {
 			if logged != (dropped > 0) || (logged && !strings.Contains(logs.String(), fmt.Sprintf("bytes=%d ", dropped))) {
 				t.Fatalf("recovery dropped %d bytes and logged %q", dropped, logs.String())
 			}
+			if st := l.Stats(); st.TruncatedBytes != dropped {
+				t.Fatalf("Stats().TruncatedBytes = %d, dropped %d", st.TruncatedBytes, dropped)
+			}
 			if got := fileSize(t, path); got != goodEnd {
 				t.Fatalf("active segment has %d bytes after recovery, want %d", got, goodEnd)
 			}
