@@ -258,6 +258,9 @@ func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, rese
 	conflict := false
 	var resp *logstorepb.AppendResponse
 	err := p.c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		if err := ctx.Err(); err != nil {
+			return err // not sent
+		}
 		before := maybeCommitted
 		var err error
 		resp, err = logstorepb.NewLogStoreClient(cc).Append(ctx, req)
@@ -290,6 +293,9 @@ func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, rese
 		return nil, err
 	case !maybeCommitted:
 		p.pending = nil
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			return nil, fmt.Errorf("%w (nothing sent was written; last attempt: %v)", cerr, err)
+		}
 		return nil, err
 	default:
 		p.pending = req

@@ -201,12 +201,18 @@ func TestInDoubtThenResolve(t *testing.T) {
 	cl := newClient(t, c.addrs()...)
 	p := newProducer(t, cl, client.ProducerConfig{})
 	ctx := ctxT(t, 60*time.Second)
-	if _, err := p.Append(ctx, client.NewTxn().Add("t", []byte("first"))); err != nil {
-		t.Fatal(err)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := p.Append(done, client.NewTxn().Add("t", []byte("never")))
+	if !errors.Is(err, context.Canceled) || errors.Is(err, client.ErrInDoubt) {
+		t.Fatalf("append with a cancelled context: %v, want context.Canceled, not in doubt", err)
+	}
+	if res, err := p.Append(ctx, client.NewTxn().Add("t", []byte("first"))); err != nil || res.Sequence != 1 {
+		t.Fatalf("first append = %+v, %v; want sequence 1", res, err)
 	}
 	d.set(func(*logstorepb.AppendRequest, int) (bool, bool) { return true, false })
 	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	_, err := p.Append(short, client.NewTxn().Add("t", []byte("doubt")))
+	_, err = p.Append(short, client.NewTxn().Add("t", []byte("doubt")))
 	cancel()
 	var ide *client.InDoubtError
 	if !errors.As(err, &ide) || !errors.Is(err, client.ErrInDoubt) || ide.Sequence != 2 || ide.ProducerID != p.ID() {
