@@ -77,7 +77,8 @@ type testTarget struct {
 	addr   string
 	dir    string               // shard: bbolt directory
 	skip   []uint64             // shard: target.Config.SkipLSNs
-	mem    *targettest.MemStore // recording target: survives restarts
+	store  target.Store         // non-shard target: survives restarts
+	mem    *targettest.MemStore // recording target (also store)
 
 	mu       sync.Mutex
 	gs       *grpc.Server
@@ -98,7 +99,15 @@ func newShardTarget(t testing.TB, id string, topics ...string) *testTarget {
 // newMemTarget starts an in-memory target that records every delivery it
 // applies (the exact applied sequence).
 func newMemTarget(t testing.TB, id string, topics ...string) *testTarget {
-	tt := &testTarget{t: t, id: id, topics: topics, mem: &targettest.MemStore{}, addr: "127.0.0.1:0", refusals: map[string]float64{}}
+	mem := &targettest.MemStore{}
+	tt := newStoreTarget(t, id, mem, topics...)
+	tt.mem = mem
+	return tt
+}
+
+// newStoreTarget starts a target on store.
+func newStoreTarget(t testing.TB, id string, store target.Store, topics ...string) *testTarget {
+	tt := &testTarget{t: t, id: id, topics: topics, store: store, addr: "127.0.0.1:0", refusals: map[string]float64{}}
 	tt.start()
 	t.Cleanup(tt.stop)
 	return tt
@@ -125,7 +134,7 @@ func (tt *testTarget) start() {
 		sh.Register(gs)
 		tt.sh = sh
 	} else {
-		srv, err := target.NewServer(target.Config{TargetID: tt.id, Store: tt.mem, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
+		srv, err := target.NewServer(target.Config{TargetID: tt.id, Store: tt.store, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tt.t.Fatal(err)
 		}
@@ -186,8 +195,8 @@ func (tt *testTarget) applied() uint64 {
 	switch {
 	case tt.sh != nil:
 		return tt.sh.AppliedLSN()
-	case tt.mem != nil:
-		st, _ := tt.mem.State()
+	case tt.store != nil:
+		st, _ := tt.store.State()
 		return st.AppliedLSN
 	}
 	return 0

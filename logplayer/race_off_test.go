@@ -1,0 +1,5 @@
+//go:build !race
+
+package logplayer
+
+const raceEnabled = false
