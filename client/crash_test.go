@@ -2,11 +2,7 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,48 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/client"
-	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
-
-// procNode is a LogStore node in its own process: this test binary run
-// with nodeEnv set (see TestMain).
-type procNode struct {
-	spec nodeSpec
-	cmd  *exec.Cmd
-}
-
-func (p *procNode) start(t testing.TB) {
-	t.Helper()
-	b, err := json.Marshal(p.spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), nodeEnv+"="+string(b))
-	p.cmd.Stderr = os.Stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// kill sends SIGKILL and reaps the process.
-func (p *procNode) kill() {
-	if p.cmd != nil {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		p.cmd = nil
-	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := listen()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
 
 // TestProducersSurviveLeaderSIGKILL: several Producers stream idempotent
 // Appends into 3 node processes while the leader process is SIGKILLed and
@@ -69,23 +25,11 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	if *long {
 		rounds = 6
 	}
-	base := t.TempDir()
-	var peers []logstore.Peer
-	for i := range 3 {
-		peers = append(peers, logstore.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: freeAddr(t), APIAddr: freeAddr(t)})
-	}
-	procs := make([]*procNode, len(peers))
+	procs := logstoretest.NewProcCluster(t, 3)
 	var addrs []string
-	for i, p := range peers {
-		procs[i] = &procNode{spec: nodeSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers}}
-		procs[i].start(t)
-		addrs = append(addrs, p.APIAddr)
+	for _, p := range procs {
+		addrs = append(addrs, p.Spec.APIAddr)
 	}
-	t.Cleanup(func() {
-		for _, p := range procs {
-			p.kill()
-		}
-	})
 	cl := newClient(t, addrs...)
 
 	var (
@@ -135,7 +79,7 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	progress := func(n int, what string) {
 		t.Helper()
 		from := acked()
-		waitFor(t, 90*time.Second, what, func() bool { return acked() >= from+n })
+		logstoretest.WaitFor(t, 90*time.Second, what, func() bool { return acked() >= from+n })
 	}
 	progress(60, "appends before the crash")
 	for round := range rounds {
@@ -144,17 +88,17 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 		li := -1
-		for i, p := range peers {
-			if p.ID == st.NodeId {
+		for i, p := range procs {
+			if p.Spec.ID == st.NodeId {
 				li = i
 			}
 		}
 		if li < 0 {
 			t.Fatalf("unknown leader %q", st.NodeId)
 		}
-		procs[li].kill()
+		procs[li].Kill()
 		progress(60, fmt.Sprintf("round %d: appends after SIGKILL of leader %s", round, st.NodeId))
-		procs[li].start(t)
+		procs[li].Start(t)
 		progress(30, fmt.Sprintf("round %d: appends after %s restarted", round, st.NodeId))
 	}
 	close(stop)
@@ -180,7 +124,7 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	var logs [][]*client.Transaction
 	for _, a := range addrs {
 		ncl := newClient(t, a)
-		waitFor(t, 60*time.Second, "node "+a+" catches up", func() bool {
+		logstoretest.WaitFor(t, 60*time.Second, "node "+a+" catches up", func() bool {
 			s, err := ncl.Status(ctxT(t, 5*time.Second), a)
 			return err == nil && s.HeadLsn >= top
 		})

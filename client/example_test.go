@@ -5,25 +5,41 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
 // exampleCluster starts a fresh single-node cluster in this process and
-// returns its API addresses and a function that stops it.
+// returns its API addresses and a function that stops it. (Examples have
+// no testing.TB for logstoretest.Start.)
 func exampleCluster() (seeds []string, stop func()) {
 	dir, err := os.MkdirTemp("", "client-example-")
 	if err != nil {
 		panic(err)
 	}
-	c, err := startCluster(1, dir, nil)
+	rl, err1 := net.Listen("tcp", "127.0.0.1:0")
+	al, err2 := net.Listen("tcp", "127.0.0.1:0")
+	if err := errors.Join(err1, err2); err != nil {
+		panic(err)
+	}
+	cfg := logstoretest.Config("n0", filepath.Join(dir, "n0"))
+	cfg.RaftListener, cfg.APIListener = rl, al
+	cfg.Bootstrap = []logstore.Peer{{ID: "n0", RaftAddr: rl.Addr().String(), APIAddr: al.Addr().String()}}
+	n, err := logstore.NewNode(cfg)
 	if err != nil {
 		panic(err)
 	}
-	return c.addrs(), func() { c.close(); os.RemoveAll(dir) }
+	for !n.IsLeader() { // a single voter elects itself within its election timeout
+		time.Sleep(5 * time.Millisecond)
+	}
+	return []string{n.APIAddr()}, func() { n.Close(); os.RemoveAll(dir) }
 }
 
 // Publish to two topics atomically, then read the transaction back.

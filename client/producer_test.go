@@ -17,6 +17,7 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -66,8 +67,8 @@ func (d *dropper) intercept(ctx context.Context, req any, info *grpc.UnaryServer
 }
 
 // lossyCluster starts n nodes whose Append responses d may lose.
-func lossyCluster(t *testing.T, n int, d *dropper) *cluster {
-	return newCluster(t, n, func(cfg *logstore.Config) {
+func lossyCluster(t *testing.T, n int, d *dropper) *logstoretest.Cluster {
+	return logstoretest.Start(t, n, func(cfg *logstore.Config) {
 		cfg.ServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(d.intercept)}
 	})
 }
@@ -131,7 +132,7 @@ func valuesIn(txns []*client.Transaction, topic string) map[string][]uint64 {
 func TestLostResponseExactlyOnce(t *testing.T) {
 	d := newDropper()
 	c := lossyCluster(t, 3, d)
-	cl, err := client.New(client.Config{Addrs: c.addrs(), Logger: quietLogger(), AttemptTimeout: time.Second})
+	cl, err := client.New(client.Config{Addrs: c.Addrs(), Logger: logstoretest.QuietLogger(), AttemptTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestLostResponseExactlyOnce(t *testing.T) {
 func TestInDoubtThenResolve(t *testing.T) {
 	d := newDropper()
 	c := lossyCluster(t, 1, d)
-	cl := newClient(t, c.addrs()...)
+	cl := newClient(t, c.Addrs()...)
 	p := newProducer(t, cl, client.ProducerConfig{})
 	ctx := ctxT(t, 60*time.Second)
 	done, cancel := context.WithCancel(ctx)
@@ -250,8 +251,8 @@ func TestInDoubtThenResolve(t *testing.T) {
 // producers sharing an id are caught on the first send; an invalid
 // transaction does not use up a sequence.
 func TestSequenceMismatchReported(t *testing.T) {
-	c := newCluster(t, 1, func(cfg *logstore.Config) { cfg.MaxProducers = 2 })
-	cl := newClient(t, c.addrs()...)
+	c := logstoretest.Start(t, 1, func(cfg *logstore.Config) { cfg.MaxProducers = 2 })
+	cl := newClient(t, c.Addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	one := func(p *client.Producer, v string) (*client.Result, error) {
 		return p.Append(ctx, client.NewTxn().Add("t", []byte(v)))
@@ -299,8 +300,8 @@ func TestSequenceMismatchReported(t *testing.T) {
 // next offset it believes in; exactly one wins each offset, and the topic
 // holds the winners' messages densely, in offset order.
 func TestConditionalAppendRace(t *testing.T) {
-	c := newCluster(t, 3, nil)
-	cl := newClient(t, c.addrs()...)
+	c := logstoretest.Start(t, 3, nil)
+	cl := newClient(t, c.Addrs()...)
 	const writers, offsets = 6, 40
 	var mu sync.Mutex
 	won := map[uint64]string{}

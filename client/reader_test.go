@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
 // countingHandler counts log records whose message contains substr.
@@ -35,14 +36,14 @@ func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 // is stopped and restarted; both see every LSN / offset exactly once, in
 // order, and at least one of their streams failed over.
 func TestReadersResumeAcrossNodeFailures(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	c := logstoretest.Start(t, 3, nil)
 	var failovers atomic.Int64
-	rcl, err := client.New(client.Config{Addrs: c.addrs(), Logger: slog.New(countingHandler{"resuming on another node", &failovers})})
+	rcl, err := client.New(client.Config{Addrs: c.Addrs(), Logger: slog.New(countingHandler{"resuming on another node", &failovers})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rcl.Close() })
-	wcl := newClient(t, c.addrs()...)
+	wcl := newClient(t, c.Addrs()...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -118,7 +119,7 @@ func TestReadersResumeAcrossNodeFailures(t *testing.T) {
 	progress := func(what string) {
 		t.Helper()
 		from := lsnSeen.Load()
-		waitFor(t, 60*time.Second, what, func() bool {
+		logstoretest.WaitFor(t, 60*time.Second, what, func() bool {
 			select {
 			case err := <-readErr:
 				t.Fatal(err)
@@ -128,10 +129,10 @@ func TestReadersResumeAcrossNodeFailures(t *testing.T) {
 		})
 	}
 	progress("readers start")
-	for i := range c.nodes {
-		c.stop(t, i)
+	for i := range c.Nodes {
+		c.Stop(i)
 		progress(fmt.Sprintf("reading with node %d down", i))
-		c.restart(t, i)
+		c.Restart(i)
 		progress(fmt.Sprintf("reading after node %d restarted", i))
 	}
 	cancel()

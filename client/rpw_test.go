@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the randomized fault tests (0: from the clock)")
@@ -95,8 +96,8 @@ func rpwInstance(ctx context.Context, cl *client.Client, total uint64, rng *rand
 // group's committed offset is the input's length.
 func TestReadProcessWriteExactlyOnce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(testSeed(t), 1))
-	c := newCluster(t, 3, nil)
-	cl := newClient(t, c.addrs()...)
+	c := logstoretest.Start(t, 3, nil)
+	cl := newClient(t, c.Addrs()...)
 	ctx := ctxT(t, 120*time.Second)
 	total := uint64(120)
 	if *long {

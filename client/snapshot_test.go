@@ -11,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -23,10 +24,10 @@ import (
 // ExpectCommitted.
 func TestProducerStateSurvivesSnapshotRestart(t *testing.T) {
 	d := newDropper()
-	c := newCluster(t, 1, func(cfg *logstore.Config) {
+	c := logstoretest.Start(t, 1, func(cfg *logstore.Config) {
 		cfg.ServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(d.intercept)}
 	})
-	cl := newClient(t, c.addrs()...)
+	cl := newClient(t, c.Addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	p := newProducer(t, cl, client.ProducerConfig{})
 	for i := range 20 {
@@ -44,7 +45,7 @@ func TestProducerStateSurvivesSnapshotRestart(t *testing.T) {
 		t.Fatalf("append with lost responses: %v, want ErrInDoubt", err)
 	}
 	d.set(nil)
-	if err := c.nodes[0].Raft().Snapshot().Error(); err != nil {
+	if err := c.Nodes[0].Raft().Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	q := newProducer(t, cl, client.ProducerConfig{}) // after the snapshot: replayed at restart
@@ -52,8 +53,8 @@ func TestProducerStateSurvivesSnapshotRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c.stop(t, 0)
-	c.restart(t, 0)
+	c.Stop(0)
+	c.Restart(0)
 
 	res, err := p.Resolve(ctx)
 	if err != nil || !res.Duplicate || res.Sequence != 21 || res.LSN != 21 {
