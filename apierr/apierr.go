@@ -18,6 +18,13 @@
 //	BELOW_RETENTION                    OUT_OF_RANGE
 //	UNKNOWN_TOPIC                      NOT_FOUND
 //	INTERNAL                           INTERNAL
+//
+// Target refusals (the target SDK's Deliver stream) use the same mapping:
+//
+//	STALE_EPOCH                        FAILED_PRECONDITION (fenced: stop)
+//	SUPERSEDED, CONTINUITY             ABORTED (reconnect and resync)
+//	WRONG_TARGET, UNSUPPORTED_PROTOCOL INVALID_ARGUMENT (configuration error)
+//	APPLY_REJECTED                     DATA_LOSS (permanent: never retry)
 package apierr
 
 import (
@@ -63,6 +70,14 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		return codes.OutOfRange
 	case logstorepb.ErrorCode_UNKNOWN_TOPIC:
 		return codes.NotFound
+	case logstorepb.ErrorCode_STALE_EPOCH:
+		return codes.FailedPrecondition
+	case logstorepb.ErrorCode_SUPERSEDED, logstorepb.ErrorCode_CONTINUITY:
+		return codes.Aborted
+	case logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL:
+		return codes.InvalidArgument
+	case logstorepb.ErrorCode_APPLY_REJECTED:
+		return codes.DataLoss
 	default:
 		return codes.Internal
 	}
@@ -149,9 +164,20 @@ func Status(err error) error {
 // withCode is New with an explicit gRPC code, for the two context cases
 // whose code is dictated by gRPC conventions rather than by codeOf.
 func withCode(c codes.Code, ec logstorepb.ErrorCode, msg string) error {
-	st, err := status.New(c, msg).WithDetails(&logstorepb.ErrorDetail{Code: ec})
+	return WithDetail(c, msg, &logstorepb.ErrorDetail{Code: ec})
+}
+
+// FromDetail returns a status error whose gRPC code is codeOf(d.Code),
+// carrying d as it is.
+func FromDetail(msg string, d *logstorepb.ErrorDetail) error {
+	return WithDetail(codeOf(d.Code), msg, d)
+}
+
+// WithDetail returns a status error with code c carrying d.
+func WithDetail(c codes.Code, msg string, d *logstorepb.ErrorDetail) error {
+	st, err := status.New(c, msg).WithDetails(d)
 	if err != nil {
-		panic(fmt.Sprintf("apierr: attach detail %v: %v", ec, err))
+		panic(fmt.Sprintf("apierr: attach detail %v: %v", d.Code, err))
 	}
 	return st.Err()
 }

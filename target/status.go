@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -44,51 +45,19 @@ func refuse(reason string, code logstorepb.ErrorCode, detail *logstorepb.ErrorDe
 
 func (r *refusal) Error() string { return r.msg }
 
-// grpcCode is the fixed gRPC code of each ErrorCode a target returns.
-func grpcCode(c logstorepb.ErrorCode) codes.Code {
-	switch c {
-	case logstorepb.ErrorCode_STALE_EPOCH:
-		return codes.FailedPrecondition
-	case logstorepb.ErrorCode_SUPERSEDED, logstorepb.ErrorCode_CONTINUITY:
-		return codes.Aborted
-	case logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL,
-		logstorepb.ErrorCode_INVALID_ARGUMENT:
-		return codes.InvalidArgument
-	case logstorepb.ErrorCode_APPLY_REJECTED:
-		return codes.DataLoss
-	case logstorepb.ErrorCode_SHUTTING_DOWN:
-		return codes.Unavailable
-	case logstorepb.ErrorCode_TIMEOUT:
-		return codes.DeadlineExceeded
-	default:
-		return codes.Internal
-	}
-}
-
-// status returns r as a gRPC status error carrying its ErrorDetail.
+// status returns r as a gRPC status error carrying its ErrorDetail, with the
+// gRPC code apierr fixes for its ErrorCode (TIMEOUT, a peer that did not
+// answer in time, is DEADLINE_EXCEEDED).
 func (r *refusal) status() error {
-	st := status.New(grpcCode(r.code), "target: "+r.msg)
-	withDetail, err := st.WithDetails(r.detail)
-	if err != nil {
-		return st.Err()
+	if r.code == logstorepb.ErrorCode_TIMEOUT {
+		return apierr.WithDetail(codes.DeadlineExceeded, "target: "+r.msg, r.detail)
 	}
-	return withDetail.Err()
+	return apierr.FromDetail("target: "+r.msg, r.detail)
 }
 
 // Detail returns the ErrorDetail of a status error returned by a target's
 // Deliver stream, or nil when it has none.
-func Detail(err error) *logstorepb.ErrorDetail {
-	st, ok := status.FromError(err)
-	if !ok {
-		return nil
-	}
-	for _, d := range st.Details() {
-		if ed, ok := d.(*logstorepb.ErrorDetail); ok {
-			return ed
-		}
-	}
-	return nil
-}
+func Detail(err error) *logstorepb.ErrorDetail { return apierr.Detail(err) }
 
 // IsPermanent reports whether err, received on a Deliver stream, says the
 // target can never apply a committed delivery (APPLY_REJECTED, gRPC
