@@ -365,3 +365,19 @@ func TestContinuityViolationsPanic(t *testing.T) {
 		})
 	}
 }
+
+// The main stream reads from the node that says it is the Raft leader (it
+// sees commits first).
+func TestFollowPrefersLeader(t *testing.T) {
+	c := newCluster(t, 3)
+	c.nodes[0].SetRole("follower")
+	c.nodes[1].SetRole("follower")
+	c.store.Append(slice("a", "x"))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = c.f.Follow(ctx, 1, func(*logstorepb.Transaction) error { return nil }) }()
+	waitFor(t, 10*time.Second, "a stream on the leader", func() bool { return c.nodes[2].Reads() == 1 })
+	if c.nodes[0].Reads()+c.nodes[1].Reads() != 0 {
+		t.Fatal("a follower serves the main stream")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -48,8 +49,32 @@ func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error
 		return nil
 	}
 	return f.stream(ctx, "main", func() (*logstorepb.ReadRequest, bool) {
+		f.preferLeader(ctx)
 		return &logstorepb.ReadRequest{FromLsn: next, MaxBatch: f.cfg.MaxBatch}, true
 	}, onResp)
+}
+
+// leaderProbeTimeout bounds each Status call of preferLeader.
+const leaderProbeTimeout = time.Second
+
+// preferLeader points the cursor at the Raft leader when a node says it is
+// one: the leader applies a commit first, a follower only when the next
+// AppendEntries tells it (up to the commit timeout later), so a main stream
+// on the leader delivers sooner. Any node is correct; this is only latency.
+func (f *Fetcher) preferLeader(ctx context.Context) {
+	if len(f.cfg.Nodes) == 1 {
+		return
+	}
+	for i, n := range f.cfg.Nodes {
+		pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+		st, err := n.Status(pctx, &logstorepb.StatusRequest{})
+		cancel()
+		if err == nil && st.Role == "leader" {
+			cur := f.next.Load()
+			f.next.CompareAndSwap(cur, cur-cur%uint64(len(f.cfg.Nodes))+uint64(i))
+			return
+		}
+	}
 }
 
 // ReadRange is a recovery stream: it hands to handle, in LSN order, every

@@ -187,7 +187,11 @@ type Node struct {
 	cancels map[int]context.CancelFunc // live Read streams
 	nextID  int
 	stopped atomic.Bool
+	role    atomic.Pointer[string] // Status role; nil: "leader"
 }
+
+// SetRole sets the role the node reports in Status ("leader", "follower").
+func (n *Node) SetRole(role string) { n.role.Store(&role) }
 
 // StartNode serves the store on a new loopback port.
 func (s *Store) StartNode() (*Node, error) {
@@ -383,5 +387,9 @@ func (n *Node) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.S
 	s := n.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &logstorepb.StatusResponse{NodeId: n.addr, Role: "leader", HeadLsn: s.mu.head, FirstLsn: s.mu.oldest, Epoch: s.mu.epoch}, nil
+	role := "leader"
+	if r := n.role.Load(); r != nil {
+		role = *r
+	}
+	return &logstorepb.StatusResponse{NodeId: n.addr, Role: role, HeadLsn: s.mu.head, FirstLsn: s.mu.oldest, Epoch: s.mu.epoch}, nil
 }

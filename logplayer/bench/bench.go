@@ -1,0 +1,579 @@
+// Package bench measures the LogPlayer the way the LogPlayer paper's
+// Figures 9 and 10 do (DESIGN.md §10):
+//
+//   - LogPlayer delay: from dispatch (the dispatcher pushes the transaction
+//     into the target's queue) to the target receiving it (the target's
+//     gRPC server hands the Batch to the target SDK);
+//   - apply delay: from the producer's Append call to the target's durable
+//     apply (the shard's bbolt transaction, fsync included, has committed);
+//
+// average, p50 and p99, for a number of targets and a transaction size.
+//
+// Run starts a 3-node LogStore in this process (logstore/bench.StartCluster:
+// TCP loopback, fsync on) unless Config.LogStore names one, and for each row
+// a LogPlayer and Targets reference shards (bbolt, fsync on). Producers
+// append transactions in a closed loop: a transaction of TxnKB key-values of
+// 1 KB (the paper's "10 KB = 10 key-values of 1 KB"), each key-value to a
+// uniformly random shard (one slice per shard touched). Each message carries
+// its Append call time in a header; a gRPC interceptor on each shard reads
+// Batch.dispatched_unix_nano as the batch arrives, and a wrapper of the
+// shard's store notes the time its Apply returned. A batch carries the
+// dispatch time of its first delivery, so a later delivery of the same
+// batch is charged slightly more than its own delay (at the serial default
+// load a batch holds one transaction).
+//
+// Goroutines: Producers appenders during a row, plus those of the LogStore,
+// the LogPlayer and the shards. Everything is in one process, so one clock
+// times every event.
+package bench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/logplayer"
+	lsbench "github.com/logplayer/logplayer/logstore/bench"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/target"
+)
+
+// sentHeader is the message header holding the Append call time (8 bytes,
+// big-endian Unix nanoseconds).
+const sentHeader = "bench-sent"
+
+// kvBytes is the payload of one key-value (the paper's 1 KB).
+const kvBytes = 1024
+
+// readyTimeout bounds the wait for a row's targets to join the main stream.
+const readyTimeout = time.Minute
+
+// Config configures Run. Zero fields take the defaults.
+type Config struct {
+	// Targets lists the numbers of targets (default 2, 5, 10, 20).
+	Targets []int
+	// TxnKB lists the transaction sizes in KB, i.e. key-values of 1 KB per
+	// transaction (default 1, 10).
+	TxnKB []int
+	// Duration of each row's measurement (default 3s) after Warmup
+	// (default 500ms) of the same load.
+	Duration time.Duration
+	Warmup   time.Duration
+	// Transactions, when > 0, ends each row after that many measured
+	// transactions instead of after Duration (go test -bench uses b.N).
+	Transactions int
+	// Producers is the number of concurrent appenders (default 1: serial
+	// load, latency without queueing).
+	Producers int
+	// LogStore lists the API addresses of a running LogStore; empty starts
+	// 3 in-process nodes under Dir.
+	LogStore []string
+	// Dir holds the in-process LogStore and the shards (default: a new
+	// temporary directory, removed afterwards).
+	Dir string
+	// Logger for every component (default: discard).
+	Logger *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if len(c.Targets) == 0 {
+		c.Targets = []int{2, 5, 10, 20}
+	}
+	if len(c.TxnKB) == 0 {
+		c.TxnKB = []int{1, 10}
+	}
+	for _, n := range append(slices.Clone(c.Targets), c.TxnKB...) {
+		if n <= 0 {
+			return fmt.Errorf("bench: targets and sizes must be > 0, got %d", n)
+		}
+	}
+	if c.Duration <= 0 {
+		c.Duration = 3 * time.Second
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = 500 * time.Millisecond
+	}
+	if c.Transactions < 0 {
+		return fmt.Errorf("bench: negative transaction count %d", c.Transactions)
+	}
+	if c.Producers <= 0 {
+		c.Producers = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// Stats summarises one delay distribution.
+type Stats struct {
+	N             int
+	Avg, P50, P99 time.Duration
+}
+
+// Row is one measured configuration.
+type Row struct {
+	Targets int
+	TxnKB   int
+	// Txns is the number of measured transactions, TxPerSec their rate.
+	Txns     int
+	TxPerSec float64
+	// Append is the producer's Append latency (LogStore commit).
+	Append Stats
+	// Player is the LogPlayer delay (dispatch to target received), one
+	// sample per transaction and target.
+	Player Stats
+	// Apply is the apply delay (Append call to durable apply), one sample
+	// per transaction and target.
+	Apply Stats
+}
+
+// Table is Run's result.
+type Table struct {
+	Producers int
+	Rows      []Row
+}
+
+// String formats the table as Markdown.
+func (t Table) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "LogPlayer delay = dispatch -> target received; apply delay = Append call -> durable apply at the target (%d producer(s), fsync on)\n\n", t.Producers)
+	b.WriteString("| targets | txn | tx/s | append p50 | player avg | player p50 | player p99 | apply avg | apply p50 | apply p99 | samples |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range t.Rows {
+		fmt.Fprintf(&b, "| %d | %d KB | %.0f | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Targets, r.TxnKB, r.TxPerSec,
+			ms(r.Append.P50), ms(r.Player.Avg), ms(r.Player.P50), ms(r.Player.P99), ms(r.Apply.Avg), ms(r.Apply.P50), ms(r.Apply.P99), r.Player.N)
+	}
+	return b.String()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+// Run measures every (targets, size) row. ctx cancels between and within
+// rows.
+func Run(ctx context.Context, cfg Config) (Table, error) {
+	if err := cfg.validate(); err != nil {
+		return Table{}, err
+	}
+	env, err := newEnv(cfg)
+	if err != nil {
+		return Table{}, err
+	}
+	defer env.close()
+	table := Table{Producers: cfg.Producers}
+	for _, kb := range cfg.TxnKB {
+		for _, n := range cfg.Targets {
+			row, err := env.row(ctx, n, kb)
+			if err != nil {
+				return table, fmt.Errorf("bench: %d targets, %d KB: %w", n, kb, err)
+			}
+			table.Rows = append(table.Rows, row)
+		}
+	}
+	return table, nil
+}
+
+// Env is a LogStore and a client, shared by rows (exported for the go test
+// -bench wrapper, which runs one row per sub-benchmark).
+type Env struct {
+	cfg     Config
+	dir     string
+	rmDir   bool
+	cluster *lsbench.Cluster
+	addrs   []string
+	cl      *client.Client
+	rows    int
+}
+
+// NewEnv starts (or connects to) the LogStore of cfg.
+func NewEnv(cfg Config) (*Env, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return newEnv(cfg)
+}
+
+func newEnv(cfg Config) (*Env, error) {
+	e := &Env{cfg: cfg, dir: cfg.Dir, addrs: cfg.LogStore}
+	if e.dir == "" {
+		d, err := os.MkdirTemp("", "logplayer-bench-")
+		if err != nil {
+			return nil, err
+		}
+		e.dir, e.rmDir = d, true
+	}
+	if len(e.addrs) == 0 {
+		c, err := lsbench.StartCluster(filepath.Join(e.dir, "logstore"), cfg.Logger)
+		if err != nil {
+			e.close()
+			return nil, err
+		}
+		e.cluster, e.addrs = c, c.APIAddrs()
+	}
+	cl, err := client.New(client.Config{Addrs: e.addrs, Logger: cfg.Logger})
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	e.cl = cl
+	return e, nil
+}
+
+// Close stops what NewEnv started.
+func (e *Env) Close() { e.close() }
+
+func (e *Env) close() {
+	if e.cl != nil {
+		_ = e.cl.Close()
+	}
+	if e.cluster != nil {
+		e.cluster.Close()
+	}
+	if e.rmDir {
+		_ = os.RemoveAll(e.dir)
+	}
+}
+
+// Row measures one configuration with a fresh LogPlayer and fresh shards.
+func (e *Env) Row(ctx context.Context, targets, txnKB int) (Row, error) {
+	return e.row(ctx, targets, txnKB)
+}
+
+func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
+	e.rows++
+	rec := &recorder{}
+	var shards []*benchShard
+	defer func() {
+		for _, s := range shards {
+			s.close()
+		}
+	}()
+	var tcs []logplayer.TargetConfig
+	for i := range nTargets {
+		// Topics are new in each row, so a row's shards recover nothing of
+		// the earlier rows' transactions.
+		id := fmt.Sprintf("r%d-shard-%d", e.rows, i)
+		s, err := startShard(filepath.Join(e.dir, id), id, rec, e.cfg.Logger)
+		if err != nil {
+			return Row{}, err
+		}
+		shards = append(shards, s)
+		tcs = append(tcs, logplayer.TargetConfig{ID: id, Address: s.addr, Topics: []string{id}})
+	}
+	p, err := logplayer.New(logplayer.Config{
+		PlayerID: "bench", LogStore: e.addrs, Targets: tcs, Logger: e.cfg.Logger, Registerer: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		return Row{}, err
+	}
+	defer p.Close()
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	defer func() {
+		stop()
+		<-done
+	}()
+	if err := waitReady(ctx, p, nTargets, done); err != nil {
+		return Row{}, err
+	}
+
+	load := &producers{cl: e.cl, topics: topicsOf(tcs), kb: kb}
+	if err := load.run(ctx, e.cfg.Producers, e.cfg.Warmup, 0, nil); err != nil {
+		return Row{}, err
+	}
+	start := time.Now()
+	rec.measure(start, time.Time{})
+	appendLat := &samples{}
+	if err := load.run(ctx, e.cfg.Producers, e.cfg.Duration, e.cfg.Transactions, appendLat); err != nil {
+		return Row{}, err
+	}
+	end := time.Now()
+	elapsed := end.Sub(start)
+	rec.measure(start, end)
+	// Wait until every shard applied what was appended, so every sample is in.
+	head := load.lastLSN()
+	for _, s := range shards {
+		if _, err := s.sh.WaitApplied(ctx, head); err != nil {
+			return Row{}, err
+		}
+	}
+	n := appendLat.len()
+	return Row{
+		Targets: nTargets, TxnKB: kb, Txns: n, TxPerSec: float64(n) / elapsed.Seconds(),
+		Append: appendLat.stats(), Player: rec.player.stats(), Apply: rec.apply.stats(),
+	}, nil
+}
+
+func topicsOf(tcs []logplayer.TargetConfig) []string {
+	var out []string
+	for _, tc := range tcs {
+		out = append(out, tc.Topics...)
+	}
+	return out
+}
+
+// waitReady waits until every target is connected and in state N.
+func waitReady(ctx context.Context, p *logplayer.Player, n int, done <-chan error) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		ts := p.Targets()
+		ready := len(ts) == n
+		for _, s := range ts {
+			ready = ready && s.Connected && s.State == "N"
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case err := <-done:
+			return fmt.Errorf("LogPlayer stopped: %v", err)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return errors.New("targets not ready in time")
+		}
+	}
+}
+
+// producers append transactions of kb key-values of 1 KB.
+type producers struct {
+	cl     *client.Client
+	topics []string
+	kb     int
+	mu     sync.Mutex
+	last   uint64
+}
+
+func (p *producers) lastLSN() uint64 { p.mu.Lock(); defer p.mu.Unlock(); return p.last }
+
+// run appends with n concurrent producers for d, or until count
+// transactions were appended when count > 0; lat receives each Append's
+// latency.
+func (p *producers) run(ctx context.Context, n int, d time.Duration, count int, lat *samples) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	issued := 0
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
+			value := make([]byte, kvBytes)
+			for ctx.Err() == nil {
+				mu.Lock()
+				if count > 0 && issued >= count || count == 0 && time.Now().After(end) {
+					mu.Unlock()
+					return
+				}
+				issued++
+				mu.Unlock()
+				req, sent := p.txn(rng, value)
+				t0 := time.Now()
+				binary.BigEndian.PutUint64(sent, uint64(t0.UnixNano()))
+				resp, err := p.cl.Append(ctx, req)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				if lat != nil {
+					lat.add(time.Since(t0))
+				}
+				p.mu.Lock()
+				p.last = max(p.last, resp.Lsn)
+				p.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// txn builds one transaction: kb key-values of 1 KB on random shards. Every
+// message's sentHeader shares sent, which the caller fills just before the
+// Append.
+func (p *producers) txn(rng *rand.Rand, value []byte) (req *logstorepb.AppendRequest, sent []byte) {
+	bySlice := map[string]*logstorepb.Slice{}
+	req = &logstorepb.AppendRequest{}
+	sent = make([]byte, 8)
+	for range p.kb {
+		topic := p.topics[rng.IntN(len(p.topics))]
+		s := bySlice[topic]
+		if s == nil {
+			s = &logstorepb.Slice{Topic: topic}
+			bySlice[topic] = s
+			req.Slices = append(req.Slices, s)
+		}
+		key := fmt.Appendf(nil, "k%d", rng.IntN(1000))
+		s.Messages = append(s.Messages, &logstorepb.Message{
+			Value:   shard.EncodePut(key, value[:kvBytes-len(key)-8]),
+			Headers: []*logstorepb.Header{{Key: sentHeader, Value: sent}},
+		})
+	}
+	return req, sent
+}
+
+// benchShard is a reference shard served on loopback with the timing hooks.
+type benchShard struct {
+	sh   *shard.Shard
+	gs   *grpc.Server
+	addr string
+}
+
+func startShard(dir, id string, rec *recorder, logger *slog.Logger) (*benchShard, error) {
+	sh, err := shard.Open(shard.Config{
+		Dir: dir, ID: id, Logger: logger, Registerer: prometheus.NewRegistry(),
+		WrapStore: func(s target.Store) target.Store { return &timedStore{Store: s, rec: rec} },
+	})
+	if err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = sh.Close()
+		return nil, err
+	}
+	gs := grpc.NewServer(
+		grpc.KeepaliveEnforcementPolicy(logplayer.ServerKeepalive),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			return h(srv, &recvTimer{ServerStream: ss, rec: rec})
+		}),
+	)
+	sh.Register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	return &benchShard{sh: sh, gs: gs, addr: lis.Addr().String()}, nil
+}
+
+func (s *benchShard) close() {
+	s.gs.Stop()
+	_ = s.sh.Close()
+}
+
+// recvTimer notes, for each Batch the target receives, the LogPlayer delay
+// of its transactions (progress markers excluded).
+type recvTimer struct {
+	grpc.ServerStream
+	rec *recorder
+}
+
+func (r *recvTimer) RecvMsg(m any) error {
+	if err := r.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	if req, ok := m.(*targetpb.DeliverRequest); ok && req.GetBatch() != nil {
+		b := req.GetBatch()
+		for _, d := range b.Deliveries {
+			if _, ok := r.rec.sentAt(d); ok {
+				r.rec.player.add(time.Duration(now - b.DispatchedUnixNano))
+			}
+		}
+	}
+	return nil
+}
+
+// timedStore notes, when the shard's Apply returned (durable), the apply
+// delay of each transaction it applied.
+type timedStore struct {
+	target.Store
+	rec *recorder
+}
+
+func (s *timedStore) Apply(ds []*targetpb.Delivery, next target.State) error {
+	if err := s.Store.Apply(ds, next); err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	for _, d := range ds {
+		if sent, ok := s.rec.sentAt(d); ok {
+			s.rec.apply.add(time.Duration(now - sent))
+		}
+	}
+	return nil
+}
+
+// recorder collects a row's samples: only of transactions whose Append
+// call time lies in the measured window (not warmup's).
+type recorder struct {
+	from, to atomic.Int64 // Unix nanoseconds; to == 0: open
+	player   samples
+	apply    samples
+}
+
+// measure opens (to == 0) or closes the window.
+func (r *recorder) measure(from, to time.Time) {
+	r.from.Store(from.UnixNano())
+	if !to.IsZero() {
+		r.to.Store(to.UnixNano())
+	}
+}
+
+// sentAt returns the Append call time a delivery carries and whether it is
+// in the measured window (progress markers carry none).
+func (r *recorder) sentAt(d *targetpb.Delivery) (int64, bool) {
+	if len(d.Slices) == 0 || len(d.Slices[0].Messages) == 0 {
+		return 0, false
+	}
+	for _, h := range d.Slices[0].Messages[0].Headers {
+		if h.Key == sentHeader && len(h.Value) == 8 {
+			sent := int64(binary.BigEndian.Uint64(h.Value))
+			from, to := r.from.Load(), r.to.Load()
+			return sent, from != 0 && sent >= from && (to == 0 || sent < to)
+		}
+	}
+	return 0, false
+}
+
+// samples is a list of durations safe for concurrent add.
+type samples struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *samples) add(d time.Duration) { s.mu.Lock(); s.d = append(s.d, d); s.mu.Unlock() }
+func (s *samples) len() int            { s.mu.Lock(); defer s.mu.Unlock(); return len(s.d) }
+
+func (s *samples) stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.d) == 0 {
+		return Stats{}
+	}
+	d := slices.Clone(s.d)
+	slices.Sort(d)
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
+	return Stats{N: len(d), Avg: sum / time.Duration(len(d)), P50: q(0.50), P99: q(0.99)}
+}
