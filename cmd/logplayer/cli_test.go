@@ -226,3 +226,11 @@ func TestRenderMessage(t *testing.T) {
 		}
 	}
 }
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 609762: "595.5KiB", 3 << 30: "3.0GiB"} {
+		if got := humanBytes(n); got != want {
+			t.Fatalf("humanBytes(%d) = %s, want %s", n, got, want)
+		}
+	}
+}

@@ -48,6 +48,18 @@ func (c *clientFlags) dial(s *sys) (*client.Client, error) {
 	return client.New(client.Config{Addrs: c.addrs.addrs, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout)})
 }
 
+// leaderStatus asks the leader for its status within the timeout; what
+// names the command in the error.
+func (c *clientFlags) leaderStatus(ctx context.Context, cl *client.Client, what string) (*logstorepb.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	st, err := cl.LeaderStatus(ctx)
+	if err != nil {
+		return nil, c.describe(ctx, what, err)
+	}
+	return st, nil
+}
+
 // describe turns a client error into one line a person can act on; ctx is
 // the call's context (ended when the --timeout passed).
 func (c *clientFlags) describe(ctx context.Context, what string, err error) error {

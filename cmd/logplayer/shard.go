@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net"
 
 	"github.com/logplayer/logplayer/shard"
 )
@@ -48,21 +49,34 @@ func (c *shardCmd) flags(fs *flag.FlagSet) {
 
 func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	reg := processRegistry()
-	ms, err := startMetrics(c.metricsAddr.addr, reg, s.log)
-	if err != nil {
-		return err
-	}
-	defer ms.stop()
-	err = shard.Run(ctx, shard.Config{
+	sh, err := shard.Open(shard.Config{
 		Dir:        c.dataDir,
 		ID:         c.id,
 		Topics:     c.topics.items,
-		Addr:       c.addr.addr,
 		Logger:     s.log,
 		Registerer: reg,
 	})
 	if errors.Is(err, shard.ErrInvalidConfig) {
 		return usagef("%v", err)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", c.addr.addr)
+	if err != nil {
+		_ = sh.Close()
+		return err
+	}
+	ms, err := startMetrics(c.metricsAddr.addr, reg, s.log)
+	if err != nil {
+		_ = lis.Close()
+		_ = sh.Close()
+		return err
+	}
+	defer ms.stop()
+	srv := serveTarget(c.id, lis, sh.Register, sh.Close, s.log)
+	s.log.Info("shard serving", "target", c.id, "addr", srv.addr, "dir", c.dataDir, "lsn", sh.AppliedLSN())
+	<-ctx.Done()
+	s.log.Info("shutting down", "target", c.id)
+	return srv.stop()
 }

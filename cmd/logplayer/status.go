@@ -5,10 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/playerpb"
 )
 
 func init() {
@@ -20,11 +25,14 @@ func init() {
 Asks every node in --addr for its status and prints one row per node (role,
 Raft term, commit and applied index, head and first LSN), then, as the leader
 (or else any node) sees it: the topics with their offsets, the Raft members
-and the delivery consumers (LogPlayer targets) with their acked LSNs.
+and the delivery consumers (LogPlayer targets) with their acked LSNs. With
+--player, also the LogPlayer's view of each target (queue state, connected,
+last ack, lag in LSNs and seconds, last error), from its admin API.
 
 Exits 1 only when no node answers; an unreachable node is shown as such.`,
 		examples: []string{
 			"logplayer status",
+			"logplayer status --player 127.0.0.1:7420          # with the LogPlayer's targets: state, last ack, lag",
 			"logplayer status --addr 10.0.0.1:7400,10.0.0.2:7400,10.0.0.3:7400 --json",
 		},
 		new: func() runner { return &statusCmd{} },
@@ -33,11 +41,13 @@ Exits 1 only when no node answers; an unreachable node is shown as such.`,
 
 type statusCmd struct {
 	conn   clientFlags
+	player optAddrValue
 	asJSON bool
 }
 
 func (c *statusCmd) flags(fs *flag.FlagSet) {
 	c.conn.register(fs)
+	fs.Var(&c.player, "player", "also list the targets of the LogPlayer whose admin API is at this `address`")
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object instead of tables")
 }
 
@@ -49,6 +59,29 @@ type statusReport struct {
 	Topics    []topicStatus `json:"topics"`
 	Servers   []serverInfo  `json:"servers"`
 	Consumers []consumer    `json:"consumers"`
+	Player    *playerReport `json:"player,omitempty"`
+}
+
+// playerReport is a LogPlayer's ListTargets.
+type playerReport struct {
+	ID         string         `json:"id"`
+	Epoch      uint64         `json:"epoch"`
+	CurrentLSN uint64         `json:"current_lsn"`
+	Targets    []targetReport `json:"targets"`
+}
+
+type targetReport struct {
+	ID         string   `json:"id"`
+	Address    string   `json:"address"`
+	Topics     []string `json:"topics"`
+	State      string   `json:"state"`
+	Connected  bool     `json:"connected"`
+	Blocked    bool     `json:"blocked"`
+	LastAckLSN uint64   `json:"last_ack_lsn"`
+	LagEntries uint64   `json:"lag_entries"`
+	LagSeconds float64  `json:"lag_seconds"`
+	Returns    uint64   `json:"returns"`
+	LastError  string   `json:"last_error,omitempty"`
 }
 
 type nodeStatus struct {
@@ -92,6 +125,11 @@ func (c *statusCmd) run(ctx context.Context, s *sys) error {
 	rep, err := c.collect(ctx, cl)
 	if err != nil {
 		return err
+	}
+	if c.player.addr != "" {
+		if rep.Player, err = c.listTargets(ctx); err != nil {
+			return err
+		}
 	}
 	if c.asJSON {
 		return writeJSONLine(s.stdout, rep)
@@ -141,6 +179,31 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 	return rep, nil
 }
 
+// listTargets asks the LogPlayer's admin API for its targets.
+func (c *statusCmd) listTargets(ctx context.Context) (*playerReport, error) {
+	cc, err := grpc.NewClient(c.player.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+	defer cancel()
+	resp, err := playerpb.NewPlayerAdminClient(cc).ListTargets(ctx, &playerpb.ListTargetsRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, fmt.Errorf("cannot list the LogPlayer's targets at %s within %v (is it running? set --player): %v",
+			c.player.addr, c.conn.timeout, err)
+	}
+	pr := &playerReport{ID: resp.PlayerId, Epoch: resp.Epoch, CurrentLSN: resp.CurrentLsn, Targets: []targetReport{}}
+	for _, t := range resp.Targets {
+		pr.Targets = append(pr.Targets, targetReport{
+			ID: t.Config.GetId(), Address: t.Config.GetAddress(), Topics: t.Config.GetTopics(),
+			State: t.State, Connected: t.Connected, Blocked: t.Blocked, LastAckLSN: t.LastAckLsn,
+			LagEntries: t.LagEntries, LagSeconds: t.LagSeconds, Returns: t.Returns, LastError: t.LastError,
+		})
+	}
+	return pr, nil
+}
+
 func (r *statusReport) writeTables(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tADDRESS\tROLE\tTERM\tCOMMIT\tAPPLIED\tHEAD LSN\tFIRST LSN\tSEGMENTS")
@@ -150,7 +213,7 @@ func (r *statusReport) writeTables(w io.Writer) {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.ID, n.Addr, n.Role, n.Term, n.CommitIndex,
-			n.AppliedIndex, n.HeadLSN, n.FirstLSN, (&sizeValue{int64(n.SegmentBytes)}).String())
+			n.AppliedIndex, n.HeadLSN, n.FirstLSN, humanBytes(n.SegmentBytes))
 	}
 	tw.Flush()
 	leader := r.Leader
@@ -176,6 +239,20 @@ func (r *statusReport) writeTables(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	if p := r.Player; p != nil {
+		fmt.Fprintf(w, "\nLogPlayer %s, epoch %d, dispatched through LSN %d\n", p.ID, p.Epoch, p.CurrentLSN)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TARGET\tSTATE\tCONNECTED\tLAST ACK\tLAG\tLAG SECONDS\tRETURNS\tTOPICS\tERROR")
+		for _, t := range p.Targets {
+			state := t.State
+			if t.Blocked {
+				state += " (blocked)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.3f\t%d\t%s\t%s\n", t.ID, state, t.Connected, t.LastAckLSN,
+				t.LagEntries, t.LagSeconds, t.Returns, strings.Join(t.Topics, ","), t.LastError)
+		}
+		tw.Flush()
+	}
 	if len(r.Consumers) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -185,4 +262,18 @@ func (r *statusReport) writeTables(w io.Writer) {
 		}
 		tw.Flush()
 	}
+}
+
+// humanBytes formats n with a binary unit: 512B, 595.5KiB, 1.2GiB.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/logstore"
 )
 
@@ -82,6 +84,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		RaftAddr:          c.raftAddr.addr,
 		APIAddr:           c.apiAddr.addr,
 		MetricsAddr:       c.metricsAddr.addr,
+		ServerOptions:     []grpc.ServerOption{allowPlayerPings()},
 		Logger:            s.log,
 		Registry:          processRegistry(),
 		IntakeQueue:       c.intakeQueue,

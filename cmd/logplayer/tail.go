@@ -7,10 +7,7 @@ import (
 	"io"
 	"strconv"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -97,16 +94,11 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 	}
 	defer cl.Close()
 	if c.topic != "" {
-		return c.tailTopic(ctx, s)
+		return c.tailTopic(ctx, s, cl)
 	}
 	from, to := c.from, c.to
 	if c.newOnly || (to == 0 && !c.follow) {
-		sctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-		st, err := cl.LeaderStatus(sctx)
-		if err != nil {
-			err = c.conn.describe(sctx, "tail", err)
-		}
-		cancel()
+		st, err := c.conn.leaderStatus(ctx, cl, "tail")
 		if err != nil {
 			return err
 		}
@@ -145,60 +137,44 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 	return err
 }
 
-// tailTopic reads one topic by offset from the first node that answers.
-func (c *tailCmd) tailTopic(ctx context.Context, s *sys) error {
-	var last error
-	for _, addr := range c.conn.addrs.addrs {
-		done, err := c.tailTopicAt(ctx, s, addr)
-		if done || ctx.Err() != nil {
+// tailTopic reads one topic by offset (client.TopicReader: any node,
+// resuming elsewhere after a failure). Without --follow it stops at the
+// topic's end as the leader sees it at the start.
+func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) error {
+	limit := c.limit
+	if !c.follow {
+		st, err := c.conn.leaderStatus(ctx, cl, "tail")
+		if err != nil {
 			return err
 		}
-		last = err
+		end := uint64(0)
+		for _, t := range st.Topics {
+			if t.Topic == c.topic {
+				end = t.NextOffset
+			}
+		}
+		if end <= c.offset {
+			return nil
+		}
+		if limit == 0 || end-c.offset < limit {
+			limit = end - c.offset
+		}
 	}
-	return c.conn.describe(ctx, "read topic "+c.topic, last)
-}
-
-// tailTopicAt returns done when the node answered (whatever the outcome).
-func (c *tailCmd) tailTopicAt(ctx context.Context, s *sys, addr string) (bool, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: c.offset, Limit: limit})
 	if err != nil {
-		return false, err
+		return err
 	}
-	defer cc.Close()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if !c.follow {
-		var tcancel context.CancelFunc
-		sctx, tcancel = context.WithTimeout(sctx, c.conn.timeout)
-		defer tcancel()
-	}
-	stream, err := logstorepb.NewLogStoreClient(cc).ReadTopic(sctx, &logstorepb.ReadTopicRequest{
-		Topic: c.topic, FromOffset: c.offset, Follow: c.follow, MaxMessages: c.limit,
-	})
-	if err != nil {
-		return false, err
-	}
-	answered := false
+	defer r.Close()
 	for {
-		resp, err := stream.Recv()
+		m, err := r.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return true, nil
+			return nil
 		}
 		if err != nil {
-			if answered || ctx.Err() != nil {
-				return true, c.conn.describe(ctx, "read topic "+c.topic, err)
-			}
-			return isRefusal(err), c.conn.describe(sctx, "read topic "+c.topic, err)
+			return c.conn.describe(ctx, "tail", err)
 		}
-		answered = true
-		for _, m := range resp.Messages {
-			if err := writeJSONLine(s.stdout, renderTopicMessage(c.topic, m)); err != nil {
-				return true, err
-			}
+		if err := writeJSONLine(s.stdout, renderTopicMessage(c.topic, m)); err != nil {
+			return err
 		}
 	}
 }
-
-// isRefusal reports whether err is an answer of the server (it carries an
-// ErrorDetail), not a failure to reach it.
-func isRefusal(err error) bool { return apierr.Detail(err) != nil }

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+// startTestDev starts the dev cluster in-process on random ports.
+func startTestDev(t *testing.T) *devCluster {
+	t.Helper()
+	s := &sys{stderr: io.Discard, getenv: func(string) string { return "" },
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d, err := startDev(ctx, s, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("start dev cluster: %v", err)
+	}
+	t.Cleanup(d.stop)
+	return d
+}
+
+// waitFor polls cond every 10 ms until it holds, failing after timeout.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("condition not met within %v", timeout)
+		}
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	return addr
+}
+
+// wantRuntimeError asserts exit code 1 with exactly one stderr line
+// containing want.
+func wantRuntimeError(t *testing.T, code int, stderr, want string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if code != exitRuntime || len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Fatalf("exit %d, stderr %q: want exit 1 and one line containing %q", code, stderr, want)
+	}
+}
+
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if l == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q: %v", l, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+func TestAppendTailStatusAgainstCluster(t *testing.T) {
+	d := startTestDev(t)
+	addr := "--addr=" + strings.Join(d.storeAddrs, ",")
+
+	code, out, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id": 1}`, "--topic", `inventory={"sku":1}`,
+		"--put", "shard-0:user/1=alice", "--key", "k1")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("append: exit %d, stderr %q", code, errOut)
+	}
+	res := jsonLines(t, out)[0]
+	lsn := uint64(res["lsn"].(float64))
+	if offs := res["offsets"].(map[string]any); lsn == 0 || offs["orders"] != 0.0 || offs["shard-0"] != 0.0 {
+		t.Fatalf("append result %v", res)
+	}
+
+	// The shard target received the mutation through the LogPlayer.
+	cc, err := grpc.NewClient(d.targets[0].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sc := shardpb.NewShardClient(cc)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := sc.WaitApplied(ctx, &shardpb.WaitAppliedRequest{Lsn: lsn}); err != nil {
+		t.Fatalf("shard-0 did not apply lsn %d: %v", lsn, err)
+	}
+	got, err := sc.Get(ctx, &shardpb.GetRequest{Key: []byte("user/1")})
+	if err != nil || !got.Found || string(got.Value) != "alice" {
+		t.Fatalf("shard-0 user/1 = %v, %v", got, err)
+	}
+
+	// Idempotent producer: the retry answers the first result.
+	var first map[string]any
+	for i, wantDup := range []bool{false, true} {
+		code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":2}`, "--producer-id", "cli-test", "--sequence", "1")
+		if code != exitOK {
+			t.Fatalf("producer append %d: exit %d, %q", i, code, errOut)
+		}
+		r := jsonLines(t, out)[0]
+		if dup, _ := r["duplicate"].(bool); dup != wantDup {
+			t.Fatalf("producer append %d: %v, want duplicate=%v", i, r, wantDup)
+		}
+		if i == 0 {
+			first = r
+		} else if r["lsn"] != first["lsn"] {
+			t.Fatalf("retry lsn %v, first %v", r["lsn"], first["lsn"])
+		}
+	}
+
+	// A refused append: one line naming the reason, exit 1, nothing written.
+	code, _, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":3}`, "--expect", "orders=99")
+	wantRuntimeError(t, code, errOut, "CONDITION_FAILED")
+	code, _, errOut = runCLI(t, nil, "append", addr, "--topic", `bad topic!={"id":3}`)
+	wantRuntimeError(t, code, errOut, "INVALID_TOPIC")
+	// Bad input at the edge: malformed JSON, unknown flag.
+	code, _, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":`)
+	wantUsage(t, code, errOut, "malformed JSON")
+	code, _, errOut = runCLI(t, nil, "tail", addr, "--bogus")
+	wantUsage(t, code, errOut, "flag provided but not defined: --bogus")
+
+	// tail: the whole log, two transactions, values rendered.
+	code, out, errOut = runCLI(t, nil, "tail", addr)
+	if code != exitOK {
+		t.Fatalf("tail: exit %d, %q", code, errOut)
+	}
+	txns := jsonLines(t, out)
+	if len(txns) != 2 || uint64(txns[0]["lsn"].(float64)) != lsn {
+		t.Fatalf("tail printed %d transactions: %s", len(txns), out)
+	}
+	for _, want := range []string{`"value":{"id":1}`, `"mutation":{"op":"PUT","key":"user/1","value":"alice"}`, `"key":"k1"`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("tail output lacks %s:\n%s", want, out)
+		}
+	}
+	code, out, _ = runCLI(t, nil, "tail", addr, "--filter", "inventory")
+	if lines := jsonLines(t, out); code != exitOK || len(lines) != 1 {
+		t.Fatalf("tail --filter inventory: exit %d, %d lines", code, len(lines))
+	}
+	code, out, errOut = runCLI(t, nil, "tail", addr, "--topic", "orders", "--offset", "1")
+	if lines := jsonLines(t, out); code != exitOK || len(lines) != 1 || lines[0]["offset"] != 1.0 || lines[0]["topic"] != "orders" {
+		t.Fatalf("tail --topic orders --offset 1: exit %d, %q, %s", code, errOut, out)
+	}
+
+	// status: a table, and JSON with three nodes and the topics.
+	code, out, errOut = runCLI(t, nil, "status", addr)
+	if code != exitOK || !strings.Contains(out, "leader") || !strings.Contains(out, "orders") {
+		t.Fatalf("status: exit %d, %q\n%s", code, errOut, out)
+	}
+	code, out, _ = runCLI(t, nil, "status", addr, "--json")
+	var st statusReport
+	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
+		t.Fatalf("status --json: exit %d, %v: %s", code, err, out)
+	}
+	if len(st.Nodes) != 3 || st.Leader == "" || len(st.Servers) != 3 || len(st.Topics) < 3 {
+		t.Fatalf("status --json: %+v", st)
+	}
+	// With the LogPlayer's targets: all four, shard-0 acked the append.
+	waitFor(t, 30*time.Second, func() bool {
+		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.admin.addr, "--json")
+		var st statusReport
+		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
+			t.Fatalf("status --player: exit %d, %q, %v: %s", code, errOut, err, out)
+		}
+		return st.Player.Targets[1].ID == "shard-0" && st.Player.Targets[1].LastAckLSN >= lsn
+	})
+	code, out, _ = runCLI(t, nil, "status", addr, "--player", d.admin.addr)
+	if code != exitOK || !strings.Contains(out, "LAST ACK") || !strings.Contains(out, "shard-2") {
+		t.Fatalf("status --player table: exit %d\n%s", code, out)
+	}
+
+	// One node unreachable: still exit 0, the node shown as unreachable.
+	code, out, _ = runCLI(t, nil, "status", addr+","+closedAddr(t), "--timeout", "2s")
+	if code != exitOK || !strings.Contains(out, "unreachable") {
+		t.Fatalf("status with a dead node: exit %d\n%s", code, out)
+	}
+}
+
+func TestUnreachableCluster(t *testing.T) {
+	dead := "--addr=" + closedAddr(t)
+	for _, args := range [][]string{
+		{"append", dead, "--timeout", "1s", "--topic", `orders={"id":1}`},
+		{"status", dead, "--timeout", "1s"},
+		{"tail", dead, "--timeout", "1s"},
+		{"tail", dead, "--timeout", "1s", "--topic", "orders"},
+		{"cluster", "transfer", dead, "--timeout", "1s"},
+	} {
+		code, out, errOut := runCLI(t, nil, args...)
+		wantRuntimeError(t, code, errOut, "LogStore")
+		if out != "" {
+			t.Fatalf("%v printed %q on stdout", args, out)
+		}
+		if !bytes.Contains([]byte(errOut), []byte(dead[len("--addr="):])) {
+			t.Fatalf("%v: error does not name the address: %q", args, errOut)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/logplayer"
+)
+
+func init() {
+	register(&command{
+		name:     "player",
+		summary:  "run a LogPlayer: deliver the log to targets, exactly once and in order",
+		synopsis: "--store LIST [--target ID=ADDR/TOPIC,... ...] [--targets-file FILE] [flags]",
+		about: `
+Runs the LogPlayer: it takes a new epoch from the LogStore (so targets fence
+any older LogPlayer), handshakes with every target, reads the committed log
+and delivers each transaction's slices to the targets subscribed to their
+topics, over one gRPC stream per target. A target that fails or returns is
+caught up from the LogStore; idle targets get progress markers.
+
+Targets come from --target flags and/or --targets-file (JSON:
+{"targets": [{"id": "shard-0", "address": "127.0.0.1:7430", "topics": ["shard-0"]}]}).
+
+Stops gracefully on SIGINT or SIGTERM.`,
+		examples: []string{
+			"logplayer player --store 127.0.0.1:7400,127.0.0.1:7401,127.0.0.1:7402 \\",
+			"    --target shard-0=127.0.0.1:7430/shard-0 --target search=127.0.0.1:7500/orders,inventory",
+			"logplayer player --config player.json --metrics-addr 127.0.0.1:9420",
+		},
+		server:   true,
+		required: []string{"store"},
+		new:      func() runner { return &playerCmd{} },
+	})
+}
+
+type playerCmd struct {
+	id               string
+	store            addrList
+	targets          targetSpecs
+	targetsFile      string
+	adminAddr        optAddrValue
+	metricsAddr      optAddrValue
+	progressInterval time.Duration
+	reportInterval   time.Duration
+	handshakeTimeout time.Duration
+	maxBatchCount    int
+	windowBatches    int
+}
+
+func (c *playerCmd) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.id, "id", "", "this LogPlayer's `name` in Hellos and logs (default: host/pid)")
+	fs.Var(&c.store, "store", "LogStore API `addresses`, comma-separated")
+	fs.Var(&c.targets, "target", "a target `ID=ADDR/TOPIC[,TOPIC...]`; repeatable")
+	fs.StringVar(&c.targetsFile, "targets-file", "", "JSON `file` of targets (added to --target)")
+	c.adminAddr.addr = "127.0.0.1:7420"
+	fs.Var(&c.adminAddr, "admin-addr", "serve the PlayerAdmin gRPC API (add/remove/list targets) on this `address` (off when empty)")
+	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
+	fs.DurationVar(&c.progressInterval, "progress-interval", logplayer.DefaultProgressInterval, "how often an idle target gets a progress marker")
+	fs.DurationVar(&c.reportInterval, "report-interval", logplayer.DefaultReportInterval, "how often targets' acked LSNs go to the LogStore (retention floor)")
+	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", logplayer.DefaultHandshakeTimeout, "how long a start waits for the targets' handshakes")
+	fs.IntVar(&c.maxBatchCount, "max-batch", logplayer.DefaultMaxBatchCount, "deliveries in one batch sent to a target at most")
+	fs.IntVar(&c.windowBatches, "window", logplayer.DefaultWindowBatches, "batches in flight (sent, not acked) per target at most")
+}
+
+func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
+	cfg := logplayer.Config{
+		PlayerID:         c.id,
+		LogStore:         c.store.addrs,
+		Targets:          c.targets.targets,
+		ProgressInterval: c.progressInterval,
+		ReportInterval:   c.reportInterval,
+		HandshakeTimeout: c.handshakeTimeout,
+		MaxBatchCount:    c.maxBatchCount,
+		WindowBatches:    c.windowBatches,
+		Logger:           s.log,
+	}
+	if c.targetsFile != "" {
+		more, err := logplayer.LoadTargets(c.targetsFile)
+		if err != nil {
+			return cfg, usagef("%v", err)
+		}
+		cfg.Targets = append(cfg.Targets, more...)
+	}
+	return cfg, nil
+}
+
+func (c *playerCmd) run(ctx context.Context, s *sys) error {
+	cfg, err := c.config(s)
+	if err != nil {
+		return err
+	}
+	reg := processRegistry()
+	cfg.Registerer = reg
+	p, err := logplayer.New(cfg)
+	if errors.Is(err, logplayer.ErrInvalidConfig) {
+		return usagef("%v", err)
+	}
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	ms, err := startMetrics(c.metricsAddr.addr, reg, s.log)
+	if err != nil {
+		return err
+	}
+	defer ms.stop()
+	if c.adminAddr.addr != "" {
+		admin, err := serveAdmin(c.adminAddr.addr, p, s.log)
+		if err != nil {
+			return err
+		}
+		defer admin.stop()
+	}
+	s.log.Info("logplayer starting", "targets", len(cfg.Targets), "store", strings.Join(cfg.LogStore, ","))
+	return p.Run(ctx)
+}
+
+// adminServer serves the PlayerAdmin API of a Player.
+type adminServer struct {
+	gs     *grpc.Server
+	addr   string
+	served chan struct{} // closed when Serve returned
+}
+
+// adminStopMax bounds the admin server's graceful stop.
+const adminStopMax = 2 * time.Second
+
+// serveAdmin listens on addr and serves p's admin API until stop.
+func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger) (*adminServer, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin endpoint: %w", err)
+	}
+	return serveAdminOn(lis, p, log), nil
+}
+
+func serveAdminOn(lis net.Listener, p *logplayer.Player, log *slog.Logger) *adminServer {
+	a := &adminServer{gs: grpc.NewServer(), addr: lis.Addr().String(), served: make(chan struct{})}
+	logplayer.NewAdminServer(p).Register(a.gs)
+	go func() {
+		defer close(a.served)
+		if err := a.gs.Serve(lis); err != nil {
+			log.Error("admin endpoint stopped", "err", err)
+		}
+	}()
+	log.Info("admin endpoint", "addr", a.addr)
+	return a
+}
+
+// stop stops the server; nil-safe.
+func (a *adminServer) stop() {
+	if a == nil {
+		return
+	}
+	stopGracefully(a.gs, adminStopMax)
+	<-a.served
+}
+
+// targetSpecs is the repeatable --target ID=ADDR/TOPIC[,TOPIC...].
+type targetSpecs struct{ targets []logplayer.TargetConfig }
+
+func (v *targetSpecs) String() string {
+	var parts []string
+	for _, t := range v.targets {
+		parts = append(parts, t.ID+"="+t.Address+"/"+strings.Join(t.Topics, ","))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (v *targetSpecs) Set(s string) error {
+	id, rest, ok := strings.Cut(s, "=")
+	addr, topics, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 {
+		return fmt.Errorf("want ID=ADDR/TOPIC[,TOPIC...], e.g. shard-0=127.0.0.1:7430/shard-0")
+	}
+	tc := logplayer.TargetConfig{ID: id, Address: addr, Topics: strings.Split(topics, ",")}
+	if err := logplayer.ValidateTargets(append(v.targets, tc)); err != nil {
+		return err
+	}
+	v.targets = append(v.targets, tc)
+	return nil
+}
+func (*targetSpecs) repeatable() {}

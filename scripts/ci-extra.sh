@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Extra CI checks, run by .ci/run after the test suite:
+#   1. the dev demo for 20 s: `logplayer dev --demo 20s` must exit 0 and end
+#      with a JSON line showing committed > 0, no duplicates, nothing missing;
+#   2. the container check (scripts/docker-e2e.sh), when a Docker engine works.
+# The binary is built once, static, and used for both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bin="$work/logplayer"
+CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/logplayer
+
+echo "--- logplayer dev --demo 20s"
+# Random ports: CI may share the machine with another run.
+"$bin" dev --demo 20s --port-base 0 | tee "$work/demo.out"
+scripts/check-demo-json.sh "$(tail -n 1 "$work/demo.out")"
+
+if docker info >/dev/null 2>&1; then
+  echo "--- container check (docker engine found)"
+  scripts/docker-e2e.sh "$bin"
+else
+  echo "--- container check skipped: no working Docker engine (docker info failed)"
+fi
