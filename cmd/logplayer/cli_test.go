@@ -82,6 +82,8 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"tail", "--from", "0"}, want: "--from must be at least 1"},
 		{args: []string{"status", "--addr", "localhost"}, want: "want host:port"},
 		{args: []string{"demo", "--shard", "shard-1=127.0.0.1:1"}, want: "at least 2 shards"},
+		{args: []string{"bench", "store", "--clients", "1,0"}, want: "want positive integers"},
+		{args: []string{"bench"}, want: "missing subcommand"},
 		{args: []string{"version", "--bogus"}, want: "flag provided but not defined: --bogus"},
 		{args: []string{"version", "extra"}, want: `unexpected argument "extra"`},
 		{args: []string{"version", "--log-level", "loud"}, want: `invalid value "loud" for flag --log-level`},

@@ -193,3 +193,27 @@ func (v *peerList) Set(s string) error {
 	return nil
 }
 func (*peerList) repeatable() {}
+
+// intList is a comma-separated list of positive integers ("1,10,64").
+type intList struct{ ints []int }
+
+func (v *intList) String() string {
+	parts := make([]string, len(v.ints))
+	for i, n := range v.ints {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (v *intList) Set(s string) error {
+	var ints []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want positive integers separated by commas, e.g. 1,10,64")
+		}
+		ints = append(ints, n)
+	}
+	v.ints = ints
+	return nil
+}

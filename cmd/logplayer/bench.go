@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	lpbench "github.com/logplayer/logplayer/logplayer/bench"
+	lsbench "github.com/logplayer/logplayer/logstore/bench"
+)
+
+func init() {
+	register(&command{
+		name:     "bench store",
+		summary:  "benchmark LogStore Append against bare hashicorp/raft (Markdown table)",
+		synopsis: "[--clients 1,10,64,256] [--duration 3s] [flags]",
+		about: `
+Starts 3 LogStore nodes in this process (TCP on 127.0.0.1, fsync on) and, for
+each --clients level, that many clients each doing one Append at a time (a
+transaction of --topics topics x one --slice-bytes message) for --duration
+after --warmup. Then the same with bare hashicorp/raft Apply (raft-boltdb,
+TCP transport, no-op FSM) as the reference, in the same run. Prints one
+Markdown table: tx/s and p50/p99/p99.9 commit latency per row.
+
+scripts/bench.sh runs this and 'bench player' and writes docs/BENCHMARKS.md.`,
+		examples: []string{
+			"logplayer bench store",
+			"logplayer bench store --clients 1,10 --duration 5s --skip-raft",
+		},
+		new: func() runner { return &benchStoreCmd{} },
+	})
+	register(&command{
+		name:     "bench player",
+		summary:  "benchmark LogPlayer delay and end-to-end apply delay (Markdown table)",
+		synopsis: "[--targets 2,5,10,20] [--txn-kb 1,10] [--duration 3s] [flags]",
+		about: `
+The LogPlayer paper's Figures 9 and 10: for each number of targets (reference
+bbolt shards, fsync on) and transaction size (KB of 1 KB key-values spread
+over random shards), --producers appenders in a closed loop for --duration.
+Reports the LogPlayer delay (dispatch to the target receiving the batch) and
+the apply delay (Append call to durable apply at the target): average, p50,
+p99. Uses an in-process 3-node LogStore unless --store names a running one.`,
+		examples: []string{
+			"logplayer bench player",
+			"logplayer bench player --targets 20 --txn-kb 1 --duration 10s",
+		},
+		new: func() runner { return &benchPlayerCmd{} },
+	})
+}
+
+type benchStoreCmd struct {
+	clients          intList
+	duration, warmup time.Duration
+	topics           int
+	sliceBytes       int
+	skipRaft         bool
+	dataDir          string
+}
+
+func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
+	c.clients = intList{ints: []int{1, 10, 64, 256}}
+	fs.Var(&c.clients, "clients", "concurrency `levels`, comma-separated")
+	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
+	fs.DurationVar(&c.warmup, "warmup", 300*time.Millisecond, "load before each row's measurement")
+	fs.IntVar(&c.topics, "topics", 2, "topics per transaction")
+	fs.IntVar(&c.sliceBytes, "slice-bytes", 256, "bytes of each topic's one message")
+	fs.BoolVar(&c.skipRaft, "skip-raft", false, "leave out the bare hashicorp/raft reference rows")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
+}
+
+func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
+	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
+		return usagef("--duration, --topics and --slice-bytes must be positive")
+	}
+	t, err := lsbench.Run(ctx, lsbench.Config{
+		Clients: c.clients.ints, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
+		SliceBytes: c.sliceBytes, Dir: c.dataDir, SkipBareRaft: c.skipRaft,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(s.stdout, t.String())
+	return err
+}
+
+type benchPlayerCmd struct {
+	targets, txnKB   intList
+	duration, warmup time.Duration
+	producers        int
+	store            addrList
+	dataDir          string
+}
+
+func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
+	c.targets = intList{ints: []int{2, 5, 10, 20}}
+	c.txnKB = intList{ints: []int{1, 10}}
+	fs.Var(&c.targets, "targets", "numbers of `targets`, comma-separated")
+	fs.Var(&c.txnKB, "txn-kb", "transaction `sizes` in KB (1 KB key-values), comma-separated")
+	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
+	fs.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "load before each row's measurement")
+	fs.IntVar(&c.producers, "producers", 1, "concurrent appenders (1: serial load, latency without queueing)")
+	fs.Var(&c.store, "store", "LogStore API `addresses` of a running cluster (default: 3 nodes in this process)")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the data (default: a temporary one, removed after)")
+}
+
+func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
+	if c.duration <= 0 || c.warmup < 0 || c.producers < 1 {
+		return usagef("--duration and --producers must be positive")
+	}
+	t, err := lpbench.Run(ctx, lpbench.Config{
+		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
+		Producers: c.producers, LogStore: c.store.addrs, Dir: c.dataDir,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprint(s.stdout, t.String())
+	return err
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the benchmarks and writes their tables into docs/BENCHMARKS.md, with
+# the machine, Go version, commit and load they ran under. The numbers in
+# that file come only from here: never edit them by hand.
+#   scripts/bench.sh            full run (several minutes)
+#   scripts/bench.sh --quick    short rows, for trying the script
+# Extra flags: BENCH_STORE_ARGS / BENCH_PLAYER_ARGS (e.g. "--duration 10s").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+store_args=${BENCH_STORE_ARGS:-}
+player_args=${BENCH_PLAYER_ARGS:-}
+if [ "${1:-}" = "--quick" ]; then
+  store_args="--clients 1,10 --duration 1s $store_args"
+  player_args="--targets 2,20 --txn-kb 1 --duration 1s $player_args"
+fi
+
+# shellcheck disable=SC2086 # collapse the spaces
+store_args=$(echo $store_args)
+# shellcheck disable=SC2086
+player_args=$(echo $player_args)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+bin="$work/logplayer"
+go build -o "$bin" ./cmd/logplayer
+
+cpus=$(nproc 2>/dev/null || echo "?")
+model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -z "$(git status --porcelain 2>/dev/null)" ] || commit="$commit (with uncommitted changes)"
+load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
+
+echo "bench store $store_args" >&2
+load_store=$(load)
+# shellcheck disable=SC2086 # word splitting of the extra flags is intended
+"$bin" bench store $store_args > "$work/store.md"
+echo "bench player $player_args" >&2
+load_player=$(load)
+# shellcheck disable=SC2086
+"$bin" bench player $player_args > "$work/player.md"
+
+{
+  echo "# Benchmarks"
+  echo
+  echo "Written by \`scripts/bench.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'); do not edit by hand, run the script again."
+  echo
+  echo "Machine: $cpus CPU(s) ${model:+($model)}, $(go version | cut -d' ' -f3-4), commit $commit."
+  echo "Runs on a shared machine vary a lot from one run to the next (the disk's fsync time drifts): compare rows of one run with each other, not with another run."
+  echo
+  echo "## LogStore commit: Append vs bare hashicorp/raft"
+  echo
+  echo "\`logplayer bench store $store_args\` — 3 voters in one process, TCP on 127.0.0.1, fsync on; each client does one Append at a time (2 topics × 256 B by default); the bare-raft rows do raft.Apply of a payload of the same size with a no-op FSM, in the same run. Load average at start: $load_store."
+  echo
+  cat "$work/store.md"
+  echo
+  echo "## LogPlayer delay and apply delay (the paper's Figures 9 and 10)"
+  echo
+  echo "\`logplayer bench player $player_args\` — a 3-node LogStore and the reference bbolt shards (fsync on) in one process. Load average at start: $load_player."
+  echo
+  cat "$work/player.md"
+} > docs/BENCHMARKS.md
+echo "wrote docs/BENCHMARKS.md" >&2
