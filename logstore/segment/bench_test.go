@@ -206,11 +206,13 @@ func BenchmarkOpen(b *testing.B) {
 				}
 				bt := newBenchTxn()
 				lsn := uint64(0)
-				for l.SizeBytes() < int64(sealedMiB)<<20 {
+				for sealed := int64(0); sealed < int64(sealedMiB)<<20; {
 					lsn++
 					if err := l.Append(bt.next(lsn)); err != nil {
 						b.Fatal(err)
 					}
+					segs := l.Segments()
+					sealed = l.SizeBytes() - segs[len(segs)-1].Bytes
 				}
 				// Grow the active segment to activeMiB without sealing it.
 				if err := l.Close(); err != nil {

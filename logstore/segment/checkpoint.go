@@ -144,6 +144,16 @@ func (l *Log) Checkpoint(dir string, upTo uint64) (Manifest, error) {
 			}
 		}
 	}()
+	if last := &plan[len(plan)-1]; last.copyLen < 0 {
+		if last.copyLen, err = positionAfter(last.seg, upTo); err != nil {
+			return Manifest{}, err
+		}
+	}
+	for i := range plan {
+		if plan[i].src == "" {
+			plan[i].info.Bytes = plan[i].copyLen
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Manifest{}, fmt.Errorf("segment: %w", err)
 	}
@@ -205,7 +215,9 @@ func (l *Log) Checkpoint(dir string, upTo uint64) (Manifest, error) {
 }
 
 // planCheckpoint lists the files of a checkpoint up to upTo under mu and
-// takes a reference on each segment to copy from.
+// takes a reference on each segment to copy from. A copy whose length needs a
+// scan (upTo inside a sealed segment) has copyLen -1, and sizes are not set:
+// the caller does that I/O outside mu.
 func (l *Log) planCheckpoint(upTo uint64) ([]cpFile, Manifest, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -237,7 +249,7 @@ func (l *Log) planCheckpoint(upTo uint64) ([]cpFile, Manifest, error) {
 			if s.pos != nil {
 				n = s.pos[upTo+1-s.base]
 			} else {
-				n = -1 // found by a scan, outside the lock
+				n = -1
 			}
 		}
 		s.acquire()
@@ -248,19 +260,6 @@ func (l *Log) planCheckpoint(upTo uint64) ([]cpFile, Manifest, error) {
 		// upTo ends a sealed segment (or precedes every record): the
 		// checkpoint's active segment is a new empty file.
 		plan = append(plan, cpFile{info: FileInfo{Name: segFileName(upTo + 1), FirstLSN: upTo + 1, LastLSN: upTo}})
-	}
-	if last := &plan[len(plan)-1]; last.copyLen < 0 {
-		n, err := positionAfter(last.seg, upTo)
-		if err != nil {
-			last.seg.release()
-			return nil, Manifest{}, err
-		}
-		last.copyLen = n
-	}
-	for i := range plan {
-		if plan[i].src == "" {
-			plan[i].info.Bytes = plan[i].copyLen
-		}
 	}
 	return plan, m, nil
 }

@@ -42,6 +42,12 @@ func FuzzDecodeRecord(f *testing.F) {
 				t.Fatalf("decodeRecord accepted what parseMeta rejects: %v", err)
 			}
 			sameMeta(t, &m, txn)
+			// On what Append writes (canonical encoding), peekLSN agrees.
+			if canon, err := marshalOpts.Marshal(txn); err == nil && bytes.Equal(canon, data[headerBytes:n]) {
+				if lsn, ok := peekLSN(canon); !ok || lsn != txn.Lsn {
+					t.Fatalf("peekLSN %d %v, proto.Unmarshal %d", lsn, ok, txn.Lsn)
+				}
+			}
 		} else if !errors.Is(err, ErrCorrupt) && !errors.Is(err, errTruncated) {
 			t.Fatalf("error %v is neither ErrCorrupt nor truncation", err)
 		}
@@ -58,6 +64,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		got, n, err := decodeRecord(frame)
 		if err != nil || n != len(frame) || !proto.Equal(got, txn) {
 			t.Fatalf("good record: %v, %d of %d bytes, equal %v", err, n, len(frame), proto.Equal(got, txn))
+		}
+		if lsn, ok := peekLSN(frame[headerBytes:]); !ok || lsn != txn.Lsn {
+			t.Fatalf("peekLSN of a good record: %d %v, want %d", lsn, ok, txn.Lsn)
 		}
 		i := int(bit % uint32(len(frame)*8))
 		frame[i/8] ^= 1 << (i % 8)

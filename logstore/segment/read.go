@@ -104,6 +104,9 @@ func readSpan(sp span, from, to uint64, fn func(*logstorepb.Transaction) (bool, 
 		if lsn < from {
 			// Between a sparse index entry and from: only the LSN is
 			// needed (and checked).
+			if got, ok := peekLSN(frame[headerBytes:]); ok && got == lsn {
+				continue
+			}
 			if err := parseMeta(frame[headerBytes:], &m); err != nil || m.lsn != lsn {
 				return true, readErr(sp.s, at, lsn, lsnMismatch(m.lsn, err))
 			}

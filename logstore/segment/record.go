@@ -204,6 +204,17 @@ func parseMeta(payload []byte, m *recordMeta) error {
 	return nil
 }
 
+// peekLSN reads the LSN of a CRC-checked payload from its first field, where
+// deterministic encoding puts it (ok false otherwise: use parseMeta).
+func peekLSN(payload []byte) (lsn uint64, ok bool) {
+	num, typ, n := protowire.ConsumeTag(payload)
+	if n < 0 || num != txnFieldLSN || typ != protowire.VarintType {
+		return 0, false
+	}
+	lsn, n2 := protowire.ConsumeVarint(payload[n:])
+	return lsn, n2 > 0
+}
+
 func parseSliceMeta(b []byte) (sliceMeta, error) {
 	var s sliceMeta
 	for len(b) > 0 {
