@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
+
+	"github.com/logplayer/logplayer/client"
 )
 
 func init() {
@@ -75,6 +78,10 @@ func (c *clusterCmd) run(ctx context.Context, s *sys) error {
 	case "add":
 		err, done = cl.AddVoter(ctx, c.id, c.raftAddr.addr, c.apiAddr.addr), "added voter "+c.id
 	case "remove":
+		// Raft treats removing an unknown id as done; say it instead.
+		if err := c.checkMember(ctx, cl); err != nil {
+			return err
+		}
 		err, done = cl.RemoveServer(ctx, c.id), "removed "+c.id
 	case "transfer":
 		err, done = cl.TransferLeadership(ctx, c.id), "leadership transferred"
@@ -87,4 +94,20 @@ func (c *clusterCmd) run(ctx context.Context, s *sys) error {
 	}
 	fmt.Fprintln(s.stdout, done)
 	return nil
+}
+
+// checkMember fails when --id is not in the leader's Raft configuration.
+func (c *clusterCmd) checkMember(ctx context.Context, cl *client.Client) error {
+	st, err := c.conn.leaderStatus(ctx, cl, "cluster "+c.op)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for _, sv := range st.Servers {
+		if sv.Id == c.id {
+			return nil
+		}
+		ids = append(ids, sv.Id)
+	}
+	return fmt.Errorf("cluster %s refused: no server %q in the configuration (members: %s)", c.op, c.id, strings.Join(ids, ", "))
 }

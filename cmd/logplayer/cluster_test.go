@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
@@ -220,5 +221,71 @@ func TestUnreachableCluster(t *testing.T) {
 		if !bytes.Contains([]byte(errOut), []byte(dead[len("--addr="):])) {
 			t.Fatalf("%v: error does not name the address: %q", args, errOut)
 		}
+	}
+}
+
+func TestClusterMembership(t *testing.T) {
+	d := startTestDev(t)
+	addr := "--addr=" + strings.Join(d.storeAddrs, ",")
+	leader := func() string {
+		code, out, errOut := runCLI(t, nil, "status", addr, "--json")
+		var st statusReport
+		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
+			t.Fatalf("status: exit %d, %q, %v", code, errOut, err)
+		}
+		return st.Leader
+	}
+
+	// A fourth node, started without peers, joins with cluster add.
+	raftLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4, err := logstore.NewNode(logstore.Config{
+		ID: "n4", Dir: t.TempDir(), RaftListener: raftLis, APIListener: apiLis,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n4.Close()
+	code, out, errOut := runCLI(t, nil, "cluster", "add", addr, "--id", "n4", "--raft-addr", n4.RaftAddr(), "--api-addr", n4.APIAddr())
+	if code != exitOK || !strings.Contains(out, "added voter n4") {
+		t.Fatalf("cluster add: exit %d, %q, %q", code, out, errOut)
+	}
+	// n4 learns the configuration from the leader.
+	waitFor(t, 30*time.Second, func() bool {
+		code, out, _ := runCLI(t, nil, "status", "--addr="+n4.APIAddr(), "--json")
+		return code == exitOK && strings.Count(out, `"voter":true`) == 4
+	})
+
+	// Leadership moves to the node named.
+	target := "n3"
+	if leader() == "n3" {
+		target = "n2"
+	}
+	code, out, errOut = runCLI(t, nil, "cluster", "transfer", addr, "--id", target)
+	if code != exitOK || !strings.Contains(out, "transferred to "+target) {
+		t.Fatalf("cluster transfer: exit %d, %q, %q", code, out, errOut)
+	}
+	waitFor(t, 30*time.Second, func() bool { return leader() == target })
+
+	// Unknown ids: one line, exit 1, nothing changes.
+	code, _, errOut = runCLI(t, nil, "cluster", "remove", addr, "--id", "nosuch")
+	wantRuntimeError(t, code, errOut, `no server "nosuch"`)
+	code, _, errOut = runCLI(t, nil, "cluster", "transfer", addr, "--id", "nosuch")
+	wantRuntimeError(t, code, errOut, "MEMBERSHIP")
+
+	code, out, errOut = runCLI(t, nil, "cluster", "remove", addr, "--id", "n4")
+	if code != exitOK || !strings.Contains(out, "removed n4") {
+		t.Fatalf("cluster remove: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, nil, "status", addr, "--json")
+	if code != exitOK || strings.Count(out, `"voter":true`) != 3 || strings.Contains(out, `"n4"`) {
+		t.Fatalf("status after remove: exit %d: %s", code, out)
 	}
 }
