@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	grpcbackoff "google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+// Sizes of the system under test.
+const (
+	storeNodes = 3
+	shardCount = demo.DefaultShards
+)
+
+// Raft timeouts of the store processes: generous, the machine has 2 cores
+// shared with other test runs (a missed heartbeat must not look like a dead
+// leader).
+const (
+	raftHeartbeat = time.Second
+	raftElection  = 2 * time.Second
+)
+
+// playerProgress is the LogPlayer's progress-marker interval: short, so a
+// shard without messages in the log's tail still reaches the head quickly.
+const playerProgress = 200 * time.Millisecond
+
+// Deadlines of the condition waits (a loaded 2-core machine under -race).
+const (
+	leaderWait  = 60 * time.Second
+	progressMax = 60 * time.Second
+	rpcTimeout  = 5 * time.Second
+)
+
+// storeNode is one LogStore node process.
+type storeNode struct {
+	id, api, raft, metrics string
+	proc                   *proc
+}
+
+// shardNode is one reference shard process, subscribed to topic id.
+type shardNode struct {
+	id, addr, metrics, dir string
+	proc                   *proc
+	client                 shardpb.ShardClient
+}
+
+// cluster is the whole system as processes on 127.0.0.1.
+type cluster struct {
+	t      testing.TB
+	dir    string
+	stores []*storeNode
+	shards []*shardNode
+	player *proc
+	admin  string // the LogPlayer's admin API address
+	client *client.Client
+}
+
+// startCluster starts 3 store nodes, waits for a leader, starts the shards,
+// then the LogPlayer. Everything is killed at cleanup.
+func startCluster(t testing.TB) *cluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir()}
+	var peers []string
+	for i := range storeNodes {
+		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
+		peers = append(peers, "--peer", fmt.Sprintf("%s=%s/%s", n.id, n.raft, n.api))
+		c.stores = append(c.stores, n)
+	}
+	for _, n := range c.stores {
+		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
+			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+		n.proc = newProc(t, c.dir, n.id, append(args, peers...)...)
+		n.proc.start()
+	}
+	cl, err := client.New(client.Config{Addrs: c.storeAddrs(), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	c.client = cl
+	c.waitLeader("")
+
+	player := []string{"player", "--id", "e2e-player", "--store", strings.Join(c.storeAddrs(), ","),
+		"--progress-interval", playerProgress.String(), "--report-interval", "1s"}
+	for i := range shardCount {
+		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
+		s.dir = filepath.Join(c.dir, s.id)
+		s.proc = newProc(t, c.dir, s.id, "shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics)
+		s.proc.start()
+		s.client = shardpb.NewShardClient(dial(t, s.addr))
+		player = append(player, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
+		c.shards = append(c.shards, s)
+	}
+	c.admin = freeAddr(t)
+	player = append(player, "--admin-addr", c.admin, "--metrics-addr", freeAddr(t))
+	c.player = newProc(t, c.dir, "player", player...)
+	c.player.start()
+	return c
+}
+
+// dial returns a lazily connecting gRPC connection that reconnects quickly
+// after its server restarts (grpc-go's default backoff grows to 2 minutes).
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	bo := grpcbackoff.DefaultConfig
+	bo.MaxDelay = time.Second
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func (c *cluster) storeAddrs() []string {
+	var out []string
+	for _, n := range c.stores {
+		out = append(out, n.api)
+	}
+	return out
+}
+
+func (c *cluster) procs() []*proc {
+	out := []*proc{c.player}
+	for _, n := range c.stores {
+		out = append(out, n.proc)
+	}
+	for _, s := range c.shards {
+		out = append(out, s.proc)
+	}
+	return out
+}
+
+// alive returns an error naming a process that exited by itself (a crash:
+// the test only stops processes through proc.kill and proc.terminate).
+func (c *cluster) alive() error {
+	for _, p := range c.procs() {
+		if p != nil && p.exited() {
+			return fmt.Errorf("%s exited unexpectedly; its log ends:\n%s", p.name, tail(p.log, logTailLines))
+		}
+	}
+	return nil
+}
+
+// waitFor is the package waitFor that also fails fast when a process
+// crashed.
+func (c *cluster) waitFor(d time.Duration, what string, cond func() error) {
+	c.t.Helper()
+	waitFor(c.t, d, what, func() error {
+		if err := c.alive(); err != nil {
+			c.t.Fatal(err)
+		}
+		return cond()
+	})
+}
+
+// status asks one node for its status.
+func (c *cluster) status(n *storeNode) (*logstorepb.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	return c.client.Status(ctx, n.api)
+}
+
+// waitLeader waits until a node other than notID leads and returns it with
+// its status.
+func (c *cluster) waitLeader(notID string) (*storeNode, *logstorepb.StatusResponse) {
+	c.t.Helper()
+	var leader *storeNode
+	var st *logstorepb.StatusResponse
+	c.waitFor(leaderWait, "a LogStore leader", func() error {
+		for _, n := range c.stores {
+			if n.id == notID {
+				continue
+			}
+			s, err := c.status(n)
+			if err == nil && s.Role == "leader" {
+				leader, st = n, s
+				return nil
+			}
+		}
+		return fmt.Errorf("no leader among the nodes other than %q", notID)
+	})
+	return leader, st
+}
+
+// leaderStatus is the status of the current leader (following redirects).
+func (c *cluster) leaderStatus() *logstorepb.StatusResponse {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), leaderWait)
+	defer cancel()
+	st, err := c.client.LeaderStatus(ctx)
+	if err != nil {
+		c.t.Fatalf("leader status: %v", err)
+	}
+	return st
+}
+
+// store returns the node with id.
+func (c *cluster) store(id string) *storeNode {
+	for _, n := range c.stores {
+		if n.id == id {
+			return n
+		}
+	}
+	c.t.Fatalf("no store node %q", id)
+	return nil
+}
+
+// applied returns the shard's applied LSN once it is at least lsn, or an
+// error (shard down, or still below).
+func (s *shardNode) applied(lsn uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	resp, err := s.client.WaitApplied(ctx, &shardpb.WaitAppliedRequest{Lsn: lsn})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", s.id, err)
+	}
+	if resp.AppliedLsn < lsn {
+		return resp.AppliedLsn, fmt.Errorf("%s applied lsn %d, want %d", s.id, resp.AppliedLsn, lsn)
+	}
+	return resp.AppliedLsn, nil
+}
+
+// waitShardsApplied waits until every shard applied lsn (its own topic's
+// messages up to it, and progress markers past its last message).
+func (c *cluster) waitShardsApplied(lsn uint64) {
+	c.t.Helper()
+	c.waitFor(progressMax, fmt.Sprintf("every shard to apply lsn %d", lsn), func() error {
+		for _, s := range c.shards {
+			if _, err := s.applied(lsn); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,227 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// build is the logplayer binary, built once per test binary run.
+var build struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
+// buildTimeout bounds `go build` of the binary: a cold build cache on a
+// shared 2-core machine takes minutes.
+const buildTimeout = 5 * time.Minute
+
+// binary builds ./cmd/logplayer once, static (CGO_ENABLED=0, so the docker
+// test can put it in a FROM-scratch image) and without -race: it is the
+// product under test, not the test.
+func binary(t testing.TB) string {
+	t.Helper()
+	build.once.Do(func() {
+		if build.dir, build.err = os.MkdirTemp("", "logplayer-e2e-"); build.err != nil {
+			return
+		}
+		build.path = filepath.Join(build.dir, "logplayer")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", build.path, "../cmd/logplayer")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			build.err = err
+			return
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				build.err = fmt.Errorf("go build: %v\n%s", err, out.String())
+			}
+		case <-time.After(buildTimeout):
+			_ = cmd.Process.Kill()
+			<-done
+			build.err = fmt.Errorf("go build did not finish within %v", buildTimeout)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+// freeAddr returns a 127.0.0.1 address with a port nobody listened on a
+// moment ago (listen on :0, close). A process restarted later gets the same
+// address again: Raft peers and the LogPlayer's target list keep it.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is one child process of a role (a store node, the player, a shard),
+// started again with the same arguments after a kill. Its stdout and stderr
+// go to one log file (appended across restarts, each start marked), whose
+// tail is printed when the test fails.
+type proc struct {
+	t    testing.TB
+	name string
+	args []string
+	log  string
+
+	mu struct {
+		sync.Mutex
+		cmd    *exec.Cmd
+		done   chan struct{} // closed when cmd has been reaped
+		starts int
+	}
+}
+
+// procStopMax bounds the wait for a killed or terminated process to exit.
+const procStopMax = 30 * time.Second
+
+// logTailLines is how much of each process's log a failing test prints.
+const logTailLines = 60
+
+func newProc(t testing.TB, dir, name string, args ...string) *proc {
+	p := &proc{t: t, name: name, args: args, log: filepath.Join(dir, name+".log")}
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("--- last %d lines of %s (%s):\n%s", logTailLines, name, p.log, tail(p.log, logTailLines))
+		}
+	})
+	return p
+}
+
+// start runs the process (it must not be running).
+func (p *proc) start() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.cmd != nil {
+		p.t.Fatalf("%s: start while running", p.name)
+	}
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.mu.starts++
+	fmt.Fprintf(f, "=== e2e: start %d of %s at %s: %s\n", p.mu.starts, p.name, time.Now().Format(time.TimeOnly+".000"), strings.Join(p.args, " "))
+	cmd := exec.Command(binary(p.t), p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		p.t.Fatalf("%s: %v", p.name, err)
+	}
+	done := make(chan struct{})
+	p.mu.cmd, p.mu.done = cmd, done
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(f, "=== e2e: %s exited: %v\n", p.name, err)
+		f.Close()
+		close(done)
+	}()
+}
+
+// kill sends SIGKILL (no-op when not running) and waits for the exit.
+func (p *proc) kill() { p.stop(syscall.SIGKILL) }
+
+// terminate sends SIGTERM (graceful shutdown) and waits for the exit.
+func (p *proc) terminate() { p.stop(syscall.SIGTERM) }
+
+func (p *proc) stop(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd, done := p.mu.cmd, p.mu.done
+	p.mu.cmd, p.mu.done = nil, nil
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		p.t.Errorf("%s: signal %v: %v", p.name, sig, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(procStopMax):
+		_ = cmd.Process.Kill()
+		<-done
+		p.t.Errorf("%s did not exit within %v of %v", p.name, procStopMax, sig)
+	}
+}
+
+// exited reports whether the process was started and has exited by itself.
+func (p *proc) exited() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.done == nil {
+		return false
+	}
+	select {
+	case <-p.mu.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// tail returns the last n lines of the file at path.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitFor polls cond every few milliseconds until it holds, failing the
+// test after d. cond may return an error describing why it does not hold
+// yet; the last one is reported on timeout.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// pollInterval is waitFor's pause between two checks.
+const pollInterval = 20 * time.Millisecond
