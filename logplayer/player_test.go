@@ -43,6 +43,26 @@ func TestDeliversToSubscribers(t *testing.T) {
 	if got := metricValue(t, pr.reg, "logplayer_delivery_duration_seconds", map[string]string{"target": "rec"}); got == 0 {
 		t.Error("no delivery durations observed for rec")
 	}
+	head := float64(store.Head())
+	for name, want := range map[string]float64{
+		"logplayer_target_state":          0, // N
+		"logplayer_target_term":           2, // one return
+		"logplayer_target_connected":      1,
+		"logplayer_target_last_ack_lsn":   head,
+		"logplayer_target_lag_entries":    0,
+		"logplayer_target_lag_seconds":    0,
+		"logplayer_target_suspends_total": 0,
+	} {
+		if got := metricValue(t, pr.reg, name, map[string]string{"target": "shard-1"}); got != want {
+			t.Errorf("%s{target=shard-1} = %v, want %v", name, got, want)
+		}
+	}
+	if got := metricValue(t, pr.reg, "logplayer_current_lsn", nil); got != head {
+		t.Errorf("current lsn %v, want %v", got, head)
+	}
+	if got := metricValue(t, pr.reg, "logplayer_epoch", nil); got != 1 {
+		t.Errorf("epoch gauge %v", got)
+	}
 	pr.stop(t)
 	checkTargets(t, storeLog(store), targets...)
 }
