@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -59,10 +60,28 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// commands is the command table, in the order help lists it.
+// commands is the command table, in helpOrder.
 var commands []*command
 
-func register(c *command) { commands = append(commands, c) }
+// helpOrder is the order help lists the commands in: the servers, the
+// operator commands, the rest.
+var helpOrder = []string{
+	"dev", "store", "player", "shard",
+	"append", "tail", "status", "cluster add", "cluster remove", "cluster transfer",
+	"demo", "bench store", "bench player", "version",
+}
+
+// register adds c to the table (from each command file's init).
+func register(c *command) {
+	commands = append(commands, c)
+	rank := func(name string) int {
+		if i := slices.Index(helpOrder, name); i >= 0 {
+			return i
+		}
+		return len(helpOrder)
+	}
+	slices.SortStableFunc(commands, func(a, b *command) int { return rank(a.name) - rank(b.name) })
+}
 
 func lookup(name string) *command {
 	for _, c := range commands {

@@ -56,6 +56,14 @@ func TestHelpOfEveryCommand(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("help: exit %d", code)
 	}
+	if len(commands) != len(helpOrder) {
+		t.Fatalf("%d commands, helpOrder lists %d", len(commands), len(helpOrder))
+	}
+	for i, c := range commands {
+		if c.name != helpOrder[i] {
+			t.Fatalf("command %d is %q, helpOrder says %q", i, c.name, helpOrder[i])
+		}
+	}
 	for _, c := range commands {
 		if !strings.Contains(out, c.name) {
 			t.Fatalf("help does not list %q:\n%s", c.name, out)

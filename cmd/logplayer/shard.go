@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net"
+	"strconv"
+	"strings"
 
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
@@ -21,10 +25,16 @@ in the same bbolt transaction. It serves the Target service (the LogPlayer
 delivers to it) and the Shard read service (Get, Scan, WaitApplied) on --addr.
 
 By default shard "shard-3" owns topic "shard-3". Stops gracefully on SIGINT or
-SIGTERM.`,
+SIGTERM.
+
+A message that is not a valid mutation is refused permanently: the LogPlayer
+stops delivering to this shard and shows the LSN (status --player). Fix the
+producer, then either deploy a shard that understands it or restart this one
+with --skip-lsn LSN to drop that transaction's data for this shard.`,
 		examples: []string{
 			"logplayer shard --id shard-0 --addr 127.0.0.1:7430 --data-dir data/shard-0",
 			"logplayer shard --id users --topics users-a,users-b --addr 127.0.0.1:7431 --data-dir data/users --metrics-addr 127.0.0.1:9431",
+			"logplayer shard --id shard-0 --addr 127.0.0.1:7430 --data-dir data/shard-0 --skip-lsn 4711   # after a refusal at LSN 4711",
 		},
 		server:   true,
 		required: []string{"id", "addr", "data-dir"},
@@ -37,6 +47,7 @@ type shardCmd struct {
 	addr        addrValue
 	metricsAddr optAddrValue
 	topics      stringList
+	skipLSNs    lsnList
 }
 
 func (c *shardCmd) flags(fs *flag.FlagSet) {
@@ -45,6 +56,7 @@ func (c *shardCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` of the shard's bbolt file")
 	fs.Var(&c.topics, "topics", "`topics` this shard owns, comma-separated (default: its id)")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
+	fs.Var(&c.skipLSNs, "skip-lsn", "operator escape hatch after a permanent refusal: drop the data of these `LSNs` (comma-separated; see README)")
 }
 
 func (c *shardCmd) run(ctx context.Context, s *sys) error {
@@ -53,6 +65,7 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 		Dir:        c.dataDir,
 		ID:         c.id,
 		Topics:     c.topics.items,
+		SkipLSNs:   c.skipLSNs.lsns,
 		Logger:     s.log,
 		Registerer: reg,
 	})
@@ -80,3 +93,26 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	s.log.Info("shutting down", "target", c.id)
 	return srv.stop()
 }
+
+// lsnList is a comma-separated list of LSNs (>= 1); repeated flags add up.
+type lsnList struct{ lsns []types.LSN }
+
+func (v *lsnList) String() string {
+	parts := make([]string, len(v.lsns))
+	for i, l := range v.lsns {
+		parts[i] = strconv.FormatUint(uint64(l), 10)
+	}
+	return strings.Join(parts, ",")
+}
+
+func (v *lsnList) Set(s string) error {
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+		if err != nil || n == 0 {
+			return fmt.Errorf("want LSNs (>= 1) separated by commas")
+		}
+		v.lsns = append(v.lsns, types.LSN(n))
+	}
+	return nil
+}
+func (*lsnList) repeatable() {}
