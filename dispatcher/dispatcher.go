@@ -139,6 +139,10 @@ type Dispatcher struct {
 type mutations struct {
 	ignoreTerm    bool // use the current term instead of the caller's
 	ignoreLastAck bool // push even when lastAck >= LSN
+	// recoveryEndBehind makes Return end the recovery range one LSN early,
+	// the outcome of reading currentLSN and bumping the term in two lock
+	// sections while a Dispatch runs in between with the old term.
+	recoveryEndBehind bool
 }
 
 // target is one target's dispatcher-side state; guarded by Dispatcher.mu.
@@ -273,6 +277,9 @@ func (d *Dispatcher) Return(id string, applied uint64) (Recovery, error) {
 	t.lastAck = applied
 	term := t.q.Return()
 	r := Recovery{Target: id, Term: term, From: applied, To: d.mu.currentLSN}
+	if d.mutate.recoveryEndBehind && r.To > applied {
+		r.To--
+	}
 	if applied >= d.mu.currentLSN {
 		r.Empty = true
 		if !t.q.FetchingCompleted(term) {
@@ -443,13 +450,7 @@ func (d *Dispatcher) Progress(id string, nowUnixNano int64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t, ok := d.mu.targets[id]
-	if !ok || t.q.State() != targetqueue.Normal || t.lastAck >= d.mu.currentLSN {
-		return false
-	}
-	if n, c := t.q.Len(); n != 0 || c != 0 {
-		return false
-	}
-	if n, _ := t.q.InFlight(); n != 0 {
+	if !ok || !d.progressDueLocked(t) {
 		return false
 	}
 	m := targetqueue.Msg{LSN: d.mu.currentLSN, TimestampUnixNano: d.mu.lastTimestamp, DispatchedUnixNano: nowUnixNano}
@@ -458,6 +459,17 @@ func (d *Dispatcher) Progress(id string, nowUnixNano int64) bool {
 	}
 	t.stats.ProgressMarkers++
 	return true
+}
+
+// progressDueLocked reports whether t should get a progress marker: in N,
+// nothing queued or in flight, last ack below currentLSN.
+func (d *Dispatcher) progressDueLocked(t *target) bool {
+	if t.q.State() != targetqueue.Normal || t.lastAck >= d.mu.currentLSN {
+		return false
+	}
+	n, c := t.q.Len()
+	f, _ := t.q.InFlight()
+	return n == 0 && c == 0 && f == 0
 }
 
 // Stats returns a target's state and counters.

@@ -306,6 +306,16 @@ func TestAcks(t *testing.T) {
 	if got := d.MinAck(); got != 2 {
 		t.Fatalf("min ack %d", got)
 	}
+	// An ack of what was sent before a suspension (the old stream's late
+	// ack, same term) is true and accepted; a higher one is bogus.
+	d.NextBatch("b", 4, 1<<20)
+	d.Suspend("b")
+	if err := d.AckTerm("b", 2, 4); err != nil {
+		t.Fatalf("late ack after suspend: %v", err)
+	}
+	if err := d.AckTerm("b", 2, 5); !errors.Is(err, ErrBogusAck) {
+		t.Fatalf("bogus ack after suspend: %v", err)
+	}
 	if got := New(Config{}, 9).MinAck(); got != 9 {
 		t.Fatalf("min ack without targets %d", got)
 	}

@@ -1,9 +1,6 @@
 package targetqueue
 
-import (
-	"strconv"
-	"strings"
-)
+import "strconv"
 
 // compactAfter is how many popped slots a fifo tolerates at its head before
 // it moves the live messages down: large enough that steady traffic rarely
@@ -46,20 +43,20 @@ func (f *fifo) pop() Msg {
 // not keep a full queue's backing array alive.
 func (f *fifo) reset() { *f = fifo{} }
 
-func (f *fifo) clone() fifo {
-	return fifo{msgs: append([]Msg(nil), f.msgs[f.head:]...), bytes: f.bytes}
-}
+func (f *fifo) appendLSNs(b []byte) []byte { return AppendLSNs(b, f.msgs[f.head:]) }
 
-func (f *fifo) writeLSNs(b *strings.Builder) {
-	b.WriteByte('[')
-	for i, m := range f.msgs[f.head:] {
+// AppendLSNs appends "[1 2 5p]" to b: the messages' LSNs, a "p" marking a
+// progress marker. For logs, panics and tests.
+func AppendLSNs(b []byte, msgs []Msg) []byte {
+	b = append(b, '[')
+	for i, m := range msgs {
 		if i > 0 {
-			b.WriteByte(' ')
+			b = append(b, ' ')
 		}
-		b.WriteString(strconv.FormatUint(m.LSN, 10))
+		b = strconv.AppendUint(b, m.LSN, 10)
 		if m.IsProgress() {
-			b.WriteByte('p')
+			b = append(b, 'p')
 		}
 	}
-	b.WriteByte(']')
+	return append(b, ']')
 }

@@ -29,7 +29,7 @@ package targetqueue
 
 import (
 	"fmt"
-	"strings"
+	"strconv"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -127,8 +127,10 @@ type Queue struct {
 	inFlight fifo
 
 	// Highest LSN pushed into each inner queue, and highest LSN handed out
-	// by NextBatch, since the last Suspend or Return (0: none). They exist
-	// to check the ordering invariants.
+	// by NextBatch, in this term (0: none). They check the ordering
+	// invariants, and lastSent tells a late ack from a bogus one.
+	// Suspend keeps them: nothing is pushed or sent in S, and an ack of
+	// what was sent before the suspension may still arrive.
 	lastNormal  uint64
 	lastCatchup uint64
 	lastSent    uint64
@@ -160,8 +162,8 @@ func (q *Queue) Bytes() (normal, catchup int64) { return q.normal.bytes, q.catch
 // NextBatch and not yet released by Ack.
 func (q *Queue) InFlight() (count int, bytes int64) { return q.inFlight.len(), q.inFlight.bytes }
 
-// LastSent returns the highest LSN NextBatch handed out since the last
-// Suspend or Return (0 if none). An ack above it, and above what the target
+// LastSent returns the highest LSN NextBatch handed out in this term (0 if
+// none), including before a Suspend. An ack above it, and above what the target
 // reported at its handshake, is bogus.
 func (q *Queue) LastSent() uint64 { return q.lastSent }
 
@@ -244,7 +246,9 @@ func (q *Queue) Pop() {
 // Suspend clears both queues and the in-flight list and moves to S: the
 // target is down. The term does not change; Return bumps it.
 func (q *Queue) Suspend() {
-	q.clear()
+	q.normal.reset()
+	q.catchup.reset()
+	q.inFlight.reset()
 	q.state = Suspended
 }
 
@@ -254,7 +258,10 @@ func (q *Queue) Suspend() {
 // any state (a reconnect implies the old stream is gone). It returns the new
 // term.
 func (q *Queue) Return() uint64 {
-	q.clear()
+	q.normal.reset()
+	q.catchup.reset()
+	q.inFlight.reset()
+	q.lastNormal, q.lastCatchup, q.lastSent = 0, 0, 0
 	q.term++
 	q.state = RecoveryFetching
 	return q.term
@@ -319,9 +326,14 @@ func (q *Queue) Ack(lsn uint64) (count int, bytes int64) {
 // states (the conformance test) and for snapshots.
 func (q *Queue) Clone() *Queue {
 	c := *q
-	c.normal = q.normal.clone()
-	c.catchup = q.catchup.clone()
-	c.inFlight = q.inFlight.clone()
+	// One allocation for the three fifos; the full slice expressions make
+	// a later append reallocate instead of overwriting a neighbour.
+	n, k, f := q.normal.len(), q.catchup.len(), q.inFlight.len()
+	all := make([]Msg, 0, n+k+f)
+	all = append(append(append(all, q.normal.msgs[q.normal.head:]...), q.catchup.msgs[q.catchup.head:]...), q.inFlight.msgs[q.inFlight.head:]...)
+	c.normal = fifo{msgs: all[:n:n], bytes: q.normal.bytes}
+	c.catchup = fifo{msgs: all[n : n+k : n+k], bytes: q.catchup.bytes}
+	c.inFlight = fifo{msgs: all[n+k:], bytes: q.inFlight.bytes}
 	return &c
 }
 
@@ -329,20 +341,22 @@ func (q *Queue) Clone() *Queue {
 // state, the LSNs in each inner queue and in flight, and the ordering
 // watermarks): two queues with equal strings behave the same.
 func (q *Queue) String() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "term=%d state=%s normal=", q.term, q.state)
-	q.normal.writeLSNs(&b)
-	b.WriteString(" catchup=")
-	q.catchup.writeLSNs(&b)
-	b.WriteString(" inflight=")
-	q.inFlight.writeLSNs(&b)
-	fmt.Fprintf(&b, " last=%d/%d/%d", q.lastNormal, q.lastCatchup, q.lastSent)
-	return b.String()
-}
-
-func (q *Queue) clear() {
-	q.normal.reset()
-	q.catchup.reset()
-	q.inFlight.reset()
-	q.lastNormal, q.lastCatchup, q.lastSent = 0, 0, 0
+	b := make([]byte, 0, 96)
+	b = append(b, "term="...)
+	b = strconv.AppendUint(b, q.term, 10)
+	b = append(b, " state="...)
+	b = append(b, q.state.String()...)
+	b = append(b, " normal="...)
+	b = q.normal.appendLSNs(b)
+	b = append(b, " catchup="...)
+	b = q.catchup.appendLSNs(b)
+	b = append(b, " inflight="...)
+	b = q.inFlight.appendLSNs(b)
+	b = append(b, " last="...)
+	b = strconv.AppendUint(b, q.lastNormal, 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, q.lastCatchup, 10)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, q.lastSent, 10)
+	return string(b)
 }
