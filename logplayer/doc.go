@@ -26,6 +26,15 @@
 // their applied LSN keeps up; every target's acked LSN is reported to the
 // LogStore (ReportConsumer "logplayer/<id>") as its retention floor.
 //
+// # Terms on the wire
+//
+// Hello.term is this LogPlayer's per-target stream counter: it grows with
+// every stream opened to a target in this epoch and is never reset (not
+// even when the target is removed and added again), because a target
+// refuses a Hello whose term is below one it has seen in the same epoch.
+// The dispatcher's term of a stream (its generation, see below) is the one
+// Return gives after that Hello is answered; both grow at each reconnect.
+//
 // # Goroutines
 //
 //   - Run's goroutine is the dispatch loop: fetcher.Follow (the main

@@ -125,7 +125,7 @@ func (tt *testTarget) start() {
 		tt.t.Fatalf("target %s already running", tt.id)
 	}
 	tt.reg = prometheus.NewRegistry()
-	gs := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(ServerKeepalive))
+	gs := grpc.NewServer(append(target.ServerOptions(), grpc.KeepaliveEnforcementPolicy(ServerKeepalive))...)
 	if tt.dir != "" {
 		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: tt.id, Topics: tt.topics, SkipLSNs: tt.skip, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {

@@ -462,12 +462,12 @@ func startShard(dir, id string, rec *recorder, logger *slog.Logger) (*benchShard
 		_ = sh.Close()
 		return nil, err
 	}
-	gs := grpc.NewServer(
+	gs := grpc.NewServer(append(target.ServerOptions(),
 		grpc.KeepaliveEnforcementPolicy(logplayer.ServerKeepalive),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return h(srv, &recvTimer{ServerStream: ss, rec: rec})
 		}),
-	)
+	)...)
 	sh.Register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	return &benchShard{sh: sh, gs: gs, addr: lis.Addr().String()}, nil
