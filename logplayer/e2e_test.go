@@ -214,11 +214,11 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	tweak := func(c *Config) { c.LogStore = ls.addrs() }
 	pr := startPlayer(t, nil, targets, tweak)
-	prod.waitMore(t, 100)
+	prod.waitMore(t, 60)
 
 	// A shard dies under load and comes back.
 	targets[1].stop()
-	prod.waitMore(t, 100)
+	prod.waitMore(t, 60)
 	targets[1].start()
 	prod.waitMore(t, 50)
 
@@ -226,14 +226,14 @@ func TestEndToEndRealLogStore(t *testing.T) {
 	var node int
 	waitFor(t, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
 	ls.stop(node)
-	prod.waitMore(t, 100)
+	prod.waitMore(t, 60)
 	ls.restart(node)
 
 	// The LogPlayer dies; a new one (new epoch) takes over.
 	pr.stop(t)
-	prod.waitMore(t, 100)
+	prod.waitMore(t, 60)
 	pr2 := startPlayer(t, nil, targets, tweak)
-	prod.waitMore(t, 100)
+	prod.waitMore(t, 60)
 	prod.halt()
 
 	head := ls.head()

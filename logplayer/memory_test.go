@@ -20,7 +20,7 @@ import (
 	"github.com/logplayer/logplayer/targetqueue"
 )
 
-var memoryMB = flag.Int("memory-mb", 0, "MB of log traffic in TestMemoryBounded (default 100, 16 under -race; 1024 for the 1 GB run)")
+var memoryMB = flag.Int("memory-mb", 0, "MB of log traffic in TestMemoryBounded (default 100, 8 under -race; 1024 for the 1 GB run)")
 
 // genTopics are the generated log's topics; LSN n writes to two of them:
 // genTopics[n%3] and genTopics[(n+1)%3].
@@ -167,7 +167,7 @@ func TestMemoryBounded(t *testing.T) {
 	if trafficMB == 0 {
 		trafficMB = 100
 		if raceEnabled {
-			trafficMB = 16
+			trafficMB = 8
 		}
 	}
 	txnBytes := uint64(2 * genValueBytes)

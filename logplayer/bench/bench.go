@@ -89,6 +89,10 @@ type Config struct {
 	// Dir holds the in-process LogStore and the shards (default: a new
 	// temporary directory, removed afterwards).
 	Dir string
+	// MemoryTargets replaces the bbolt shards by targets that keep their
+	// state in memory (no disk, no fsync): the LogPlayer delay without the
+	// targets' disk contention, the apply delay without their fsync.
+	MemoryTargets bool
 	// Logger for every component (default: discard).
 	Logger *slog.Logger
 }
@@ -148,14 +152,20 @@ type Row struct {
 
 // Table is Run's result.
 type Table struct {
-	Producers int
-	Rows      []Row
+	Producers     int
+	MemoryTargets bool
+	Rows          []Row
 }
 
 // String formats the table as Markdown.
 func (t Table) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "LogPlayer delay = dispatch -> target received; apply delay = Append call -> durable apply at the target (%d producer(s), fsync on)\n\n", t.Producers)
+	targets := "bbolt shards, fsync on"
+	if t.MemoryTargets {
+		targets = "in-memory targets, no disk"
+	}
+	fmt.Fprintf(&b, "LogPlayer delay = dispatch -> target received; apply delay = Append call -> apply at the target "+
+		"(%s; LogStore fsync on; %d producer(s))\n\n", targets, t.Producers)
 	b.WriteString("| targets | txn | tx/s | append p50 | player avg | player p50 | player p99 | apply avg | apply p50 | apply p99 | samples |\n")
 	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range t.Rows {
@@ -178,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 		return Table{}, err
 	}
 	defer env.close()
-	table := Table{Producers: cfg.Producers}
+	table := Table{Producers: cfg.Producers, MemoryTargets: cfg.MemoryTargets}
 	for _, kb := range cfg.TxnKB {
 		for _, n := range cfg.Targets {
 			row, err := env.row(ctx, n, kb)
@@ -271,7 +281,7 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 		// Topics are new in each row, so a row's shards recover nothing of
 		// the earlier rows' transactions.
 		id := fmt.Sprintf("r%d-shard-%d", e.rows, i)
-		s, err := startShard(filepath.Join(e.dir, id), id, rec, e.cfg.Logger)
+		s, err := startShard(filepath.Join(e.dir, id), id, rec, e.cfg)
 		if err != nil {
 			return Row{}, err
 		}
@@ -311,8 +321,10 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 	rec.measure(start, end)
 	// Wait until every shard applied what was appended, so every sample is in.
 	head := load.lastLSN()
+	wctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
 	for _, s := range shards {
-		if _, err := s.sh.WaitApplied(ctx, head); err != nil {
+		if err := s.waitApplied(wctx, head); err != nil {
 			return Row{}, err
 		}
 	}
@@ -442,24 +454,40 @@ func (p *producers) txn(rng *rand.Rand, value []byte) (req *logstorepb.AppendReq
 	return req, sent
 }
 
-// benchShard is a reference shard served on loopback with the timing hooks.
+// benchShard is a target served on loopback with the timing hooks: a
+// reference shard, or (MemoryTargets) the target SDK on a memStore.
 type benchShard struct {
-	sh   *shard.Shard
+	sh   *shard.Shard   // nil for a memory target
+	srv  *target.Server // the memory target's server
+	mem  *memStore
 	gs   *grpc.Server
 	addr string
 }
 
-func startShard(dir, id string, rec *recorder, logger *slog.Logger) (*benchShard, error) {
-	sh, err := shard.Open(shard.Config{
-		Dir: dir, ID: id, Logger: logger, Registerer: prometheus.NewRegistry(),
-		WrapStore: func(s target.Store) target.Store { return &timedStore{Store: s, rec: rec} },
-	})
-	if err != nil {
-		return nil, err
+func startShard(dir, id string, rec *recorder, cfg Config) (*benchShard, error) {
+	bs := &benchShard{}
+	wrap := func(s target.Store) target.Store { return &timedStore{Store: s, rec: rec} }
+	var register func(grpc.ServiceRegistrar)
+	if cfg.MemoryTargets {
+		bs.mem = newMemStore()
+		srv, err := target.NewServer(target.Config{TargetID: id, Store: wrap(bs.mem), Topics: []string{id},
+			Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			return nil, err
+		}
+		bs.srv, register = srv, srv.Register
+	} else {
+		sh, err := shard.Open(shard.Config{
+			Dir: dir, ID: id, Logger: cfg.Logger, Registerer: prometheus.NewRegistry(), WrapStore: wrap,
+		})
+		if err != nil {
+			return nil, err
+		}
+		bs.sh, register = sh, sh.Register
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		_ = sh.Close()
+		bs.closeTarget()
 		return nil, err
 	}
 	gs := grpc.NewServer(append(target.ServerOptions(),
@@ -468,14 +496,66 @@ func startShard(dir, id string, rec *recorder, logger *slog.Logger) (*benchShard
 			return h(srv, &recvTimer{ServerStream: ss, rec: rec})
 		}),
 	)...)
-	sh.Register(gs)
+	register(gs)
 	go func() { _ = gs.Serve(lis) }()
-	return &benchShard{sh: sh, gs: gs, addr: lis.Addr().String()}, nil
+	bs.gs, bs.addr = gs, lis.Addr().String()
+	return bs, nil
 }
 
 func (s *benchShard) close() {
 	s.gs.Stop()
-	_ = s.sh.Close()
+	s.closeTarget()
+}
+
+func (s *benchShard) closeTarget() {
+	if s.sh != nil {
+		_ = s.sh.Close()
+	} else {
+		s.srv.Close()
+	}
+}
+
+// waitApplied waits until the target applied lsn.
+func (s *benchShard) waitApplied(ctx context.Context, lsn uint64) error {
+	if s.sh != nil {
+		_, err := s.sh.WaitApplied(ctx, lsn)
+		return err
+	}
+	for s.mem.applied() < lsn {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// memStore is a target.Store that keeps only its State (no data, no disk).
+type memStore struct {
+	mu sync.Mutex
+	st target.State
+}
+
+func newMemStore() *memStore { return &memStore{st: target.State{Topics: map[string]uint64{}}} }
+
+func (m *memStore) State() (target.State, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.Clone(), nil
+}
+
+func (m *memStore) Apply(_ []*targetpb.Delivery, next target.State) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.st = next.Clone()
+	return nil
+}
+
+func (m *memStore) applied() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.st.AppliedLSN
 }
 
 // recvTimer notes, for each Batch the target receives, the LogPlayer delay
