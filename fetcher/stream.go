@@ -136,11 +136,13 @@ func (f *Fetcher) stream(ctx context.Context, kind string, nextReq func() (*logs
 			return he.err
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err == nil:
+		case err == nil && progressed:
 			// The server ended the stream cleanly: a bounded range is done
 			// (nextReq says so), a follow stream must not end: reconnect.
 			bo.Reset()
 			continue
+		case err == nil:
+			err = errors.New("stream ended without sending anything")
 		}
 		if br := belowRetention(err, req.FromLsn); br != nil {
 			f.metrics.belowRetention.WithLabelValues(kind).Inc()

@@ -42,9 +42,10 @@
 //     Dispatcher.Dispatch, signals the wake channel of each target that got
 //     a message and cancels the stream of each target found slow. It owns
 //     nothing but the main stream's position.
-//   - background (one): progress markers every ProgressInterval,
-//     ReportConsumer every ReportInterval, the saturation gauge every
-//     second.
+//   - ticker (one): progress markers every ProgressInterval and the
+//     saturation gauge every second; no I/O.
+//   - reporter (one): ReportConsumer of every target's acked LSN every
+//     ReportInterval (each call with a deadline).
 //   - per target, runner.run (one): dials nothing itself (the ClientConn
 //     does), runs sessions one after another with backoff. In a session it
 //     is the sender: the only goroutine that calls stream.Send, fed by the

@@ -200,10 +200,14 @@ func (p *Player) Run(ctx context.Context) error {
 	}
 	p.log.Info("main stream starting", "epoch", epoch, "lsn", start+1)
 
-	bg.Add(1)
+	bg.Add(2)
 	go func() {
 		defer bg.Done()
-		p.background(ctx)
+		p.ticker(ctx)
+	}()
+	go func() {
+		defer bg.Done()
+		p.reporter(ctx)
 	}()
 	err = p.fetch.Follow(ctx, start+1, p.dispatch)
 	return p.ended(ctx, err)
@@ -304,10 +308,7 @@ func (p *Player) startRunnerLocked(ctx context.Context, tc TargetConfig, hs chan
 	rs := maps.Clone(*p.runners.Load())
 	rs[tc.ID] = r
 	p.runners.Store(&rs)
-	go func() {
-		r.run(rctx, hs)
-		_ = cc.Close()
-	}()
+	go r.run(rctx, hs)
 	return nil
 }
 
@@ -335,23 +336,18 @@ func (p *Player) dispatch(txn *logstorepb.Transaction) error {
 	return nil
 }
 
-// background runs the progress ticker, the consumer reporter and the
-// saturation sampler until ctx ends.
-func (p *Player) background(ctx context.Context) {
-	var progress, report <-chan time.Time
+// ticker sends progress markers and samples the dispatch loop's
+// saturation until ctx ends. It does no I/O, so a slow LogStore never
+// delays a marker.
+func (p *Player) ticker(ctx context.Context) {
+	var progress <-chan time.Time
 	if p.cfg.ProgressInterval > 0 {
 		t := time.NewTicker(p.cfg.ProgressInterval)
 		defer t.Stop()
 		progress = t.C
 	}
-	if p.cfg.ReportInterval > 0 {
-		t := time.NewTicker(p.cfg.ReportInterval)
-		defer t.Stop()
-		report = t.C
-	}
 	sample := time.NewTicker(saturationInterval)
 	defer sample.Stop()
-	reported := map[string]uint64{}
 	lastSample, lastBusy := time.Now(), int64(0)
 	for {
 		select {
@@ -359,12 +355,29 @@ func (p *Player) background(ctx context.Context) {
 			return
 		case <-progress:
 			p.progress()
-		case <-report:
-			p.report(ctx, reported)
 		case now := <-sample.C:
 			busy := p.busyNanos.Load()
 			p.m.saturation.Set(min(1, float64(busy-lastBusy)/float64(now.Sub(lastSample))))
 			lastSample, lastBusy = now, busy
+		}
+	}
+}
+
+// reporter reports the targets' acked LSNs to the LogStore every
+// ReportInterval until ctx ends.
+func (p *Player) reporter(ctx context.Context) {
+	if p.cfg.ReportInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(p.cfg.ReportInterval)
+	defer t.Stop()
+	reported := map[string]uint64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.report(ctx, reported)
 		}
 	}
 }

@@ -127,6 +127,7 @@ type runner struct {
 // handshake (LogPlayer start).
 func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 	defer close(r.done)
+	defer r.cc.Close()
 	log := r.p.log.With("target", r.cfg.ID)
 	bo := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(r.p.cfg.RetryInitial),
