@@ -374,17 +374,27 @@ en: while TRUE do
 end while;
 end process;
 
-\* Target crashes: not fair (they may never happen), at most NFAILURES.  A
-\* crashed target restarts in the engine's reconnect step (the time it is
-\* back but not yet reconnected is invisible to everyone).
-process targetCrash \in {"crash"} \X Targets
+\* Target faults: not fair (they may never happen), at most NFAILURES with
+\* the LogPlayer crashes.  A crash loses the batches on the wire; a crashed
+\* target restarts in the engine's reconnect step (the time it is back but
+\* not yet reconnected is invisible to everyone).  A network failure breaks
+\* the stream while the target lives on and may still apply what reached it.
+process targetFault \in {"fault"} \X Targets
 begin
-tc: while TRUE do
+tf: while TRUE do
     await tgtUp[self[2]] /\ nfail < NFAILURES;
-    tgtUp[self[2]] := FALSE;
-    chan[self[2]] := <<>>;     \* in-flight batches are lost
-    ackMsg[self[2]] := 0;
-    linkOK[self[2]] := FALSE;  \* the LogPlayer sees the stream fail
+    with t = self[2] do
+        either
+            \* The target process crashes.
+            tgtUp[t] := FALSE;
+            chan[t] := <<>>;
+            ackMsg[t] := 0;
+        or
+            \* The network fails.
+            await linkOK[t];
+        end either;
+        linkOK[t] := FALSE;  \* the LogPlayer sees the stream fail
+    end with;
     nfail := nfail + 1;
 end while;
 end process;
@@ -492,7 +502,7 @@ TypeOK ==
 vars == << playerUp, q, lastAck, currentLSN, snap, jobs, linkOK, stale, chan, 
            ackMsg, tgtUp, applied, appliedSeq, refused, goPanic, nfail >>
 
-ProcSet == {"main"} \cup ({"fetch"} \X Targets) \cup ({"send"} \X Targets) \cup ({"stale"} \X Targets) \cup ({"target"} \X Targets) \cup ({"recv"} \X Targets) \cup ({"engine"} \X Targets) \cup ({"crash"} \X Targets) \cup {"playerCrash"} \cup {"playerRestart"} \cup {"quiet"}
+ProcSet == {"main"} \cup ({"fetch"} \X Targets) \cup ({"send"} \X Targets) \cup ({"stale"} \X Targets) \cup ({"target"} \X Targets) \cup ({"recv"} \X Targets) \cup ({"engine"} \X Targets) \cup ({"fault"} \X Targets) \cup {"playerCrash"} \cup {"playerRestart"} \cup {"quiet"}
 
 Init == (* Global variables *)
         /\ playerUp = TRUE
@@ -621,11 +631,14 @@ engine(self) == /\ playerUp
                 /\ UNCHANGED << playerUp, currentLSN, snap, applied, 
                                 appliedSeq, refused, goPanic, nfail >>
 
-targetCrash(self) == /\ tgtUp[self[2]] /\ nfail < NFAILURES
-                     /\ tgtUp' = [tgtUp EXCEPT ![self[2]] = FALSE]
-                     /\ chan' = [chan EXCEPT ![self[2]] = <<>>]
-                     /\ ackMsg' = [ackMsg EXCEPT ![self[2]] = 0]
-                     /\ linkOK' = [linkOK EXCEPT ![self[2]] = FALSE]
+targetFault(self) == /\ tgtUp[self[2]] /\ nfail < NFAILURES
+                     /\ LET t == self[2] IN
+                          /\ \/ /\ tgtUp' = [tgtUp EXCEPT ![t] = FALSE]
+                                /\ chan' = [chan EXCEPT ![t] = <<>>]
+                                /\ ackMsg' = [ackMsg EXCEPT ![t] = 0]
+                             \/ /\ linkOK[t]
+                                /\ UNCHANGED <<chan, ackMsg, tgtUp>>
+                          /\ linkOK' = [linkOK EXCEPT ![t] = FALSE]
                      /\ nfail' = nfail + 1
                      /\ UNCHANGED << playerUp, q, lastAck, currentLSN, snap, 
                                      jobs, stale, applied, appliedSeq, refused, 
@@ -666,7 +679,7 @@ Next == mainFetcher \/ playerCrash \/ playerRestart \/ quiet
            \/ (\E self \in {"target"} \X Targets: target(self))
            \/ (\E self \in {"recv"} \X Targets: receiver(self))
            \/ (\E self \in {"engine"} \X Targets: engine(self))
-           \/ (\E self \in {"crash"} \X Targets: targetCrash(self))
+           \/ (\E self \in {"fault"} \X Targets: targetFault(self))
 
 Spec == /\ Init /\ [][Next]_vars
         /\ WF_vars(mainFetcher)

@@ -36,10 +36,12 @@ NENTRIES == Len(Entries)
 ASSUME NCRASH \in Nat /\ SyncOnSnapshot \in BOOLEAN
 ASSUME \A i \in 1..NENTRIES : Len(Entries[i]) > 0
 
-(* The model used by LogStoreApply.cfg: 3 entries, 4 transactions.         *)
+(* The model used by LogStoreApply.cfg: 5 entries, 9 transactions.         *)
 ModelEntries == << << <<"x", "y">>, <<"x">> >>,
                    << <<"y">> >>,
-                   << <<"y", "x">> >> >>
+                   << <<"y", "x">> >>,
+                   << <<"x">>, <<"y">> >>,
+                   << <<"x", "y">>, <<"y">>, <<"x">> >> >>
 ModelTopics == {"x", "y"}
 
 (***************************************************************************)
