@@ -21,16 +21,65 @@ import (
 // startTestDev starts the dev cluster in-process on random ports.
 func startTestDev(t *testing.T) *devCluster {
 	t.Helper()
+	return startTestDevIn(t, t.TempDir())
+}
+
+// startTestDevIn starts the dev cluster on the data in dir.
+func startTestDevIn(t *testing.T, dir string) *devCluster {
+	t.Helper()
 	s := &sys{stderr: io.Discard, getenv: func(string) string { return "" },
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	d, err := startDev(ctx, s, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: t.TempDir()})
+	d, err := startDev(ctx, s, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: dir})
 	if err != nil {
 		t.Fatalf("start dev cluster: %v", err)
 	}
 	t.Cleanup(d.stop)
 	return d
+}
+
+// A dev cluster on random ports restarts on its data directory: the stores
+// come back on the addresses their Raft configuration names, and the log
+// and the shards' data continue.
+func TestDevRestartsOnItsDataDir(t *testing.T) {
+	dir := t.TempDir()
+	d := startTestDevIn(t, dir)
+	addr := "--addr=" + strings.Join(d.storeAddrs, ",")
+	code, out, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`, "--put", "shard-1:k=v1")
+	if code != exitOK {
+		t.Fatalf("append: exit %d, %q", code, errOut)
+	}
+	first := jsonLines(t, out)[0]["lsn"].(float64)
+	stores := d.storeAddrs
+	d.stop()
+
+	d = startTestDevIn(t, dir)
+	if strings.Join(d.storeAddrs, ",") != strings.Join(stores, ",") {
+		t.Fatalf("stores moved from %v to %v", stores, d.storeAddrs)
+	}
+	code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":2}`)
+	if code != exitOK {
+		t.Fatalf("append after restart: exit %d, %q", code, errOut)
+	}
+	if res := jsonLines(t, out)[0]; res["lsn"].(float64) != first+1 || res["offsets"].(map[string]any)["orders"] != 1.0 {
+		t.Fatalf("after restart: %v, want lsn %v and orders offset 1", res, first+1)
+	}
+	cc, err := grpc.NewClient(d.targets[1].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sc := shardpb.NewShardClient(cc)
+	if _, err := sc.WaitApplied(ctx, &shardpb.WaitAppliedRequest{Lsn: uint64(first)}); err != nil {
+		t.Fatalf("shard-1 did not apply lsn %v after the restart: %v", first, err)
+	}
+	got, err := sc.Get(ctx, &shardpb.GetRequest{Key: []byte("k")})
+	if err != nil || string(got.Value) != "v1" {
+		t.Fatalf("shard-1 k after restart: %v, %v", got, err)
+	}
 }
 
 // waitFor polls cond every 10 ms until it holds, failing after timeout.

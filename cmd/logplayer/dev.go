@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -52,7 +54,10 @@ and the targets shard-0, shard-1, shard-2 (reference bbolt shards, shard-N
 subscribed to topic shard-N) plus "events" (an in-memory target subscribed to
 orders and inventory). Prints the addresses, then serves until interrupted
 (SIGINT or SIGTERM: graceful shutdown). Data lives in a temporary directory,
-removed at exit, unless --data-dir is given.
+removed at exit, unless --data-dir is given: a later dev on the same
+directory resumes its log and shards, with the LogStore nodes on the
+addresses recorded there (dev-stores.json) since Raft's configuration names
+them.
 
 Ports: from --port-base B: LogStore APIs B..B+2, Raft B+10..B+12, LogPlayer
 admin B+20, shards B+30..B+32, events B+33, metrics B+40. With the default base, busy ports make
@@ -183,29 +188,82 @@ func (l *devListeners) close() {
 	}
 }
 
-// listenDev binds every port of the layout from base (0: random ports).
-func listenDev(base int, metrics bool) (*devListeners, error) {
+// storeAddrs are one LogStore node's addresses. A data directory's Raft
+// configuration names them, so a restart on that directory must reuse them:
+// dev records them in devStoresFile.
+type storeAddrs struct {
+	ID   string `json:"id"`
+	Raft string `json:"raft"`
+	API  string `json:"api"`
+}
+
+// devStoresFile, in the data directory, records the stores' addresses.
+const devStoresFile = "dev-stores.json"
+
+// readDevStores returns the store addresses recorded in dir, or nil when
+// dir holds no cluster yet.
+func readDevStores(dir string) ([]storeAddrs, error) {
+	b, err := os.ReadFile(filepath.Join(dir, devStoresFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f struct{ Stores []storeAddrs }
+	if err := json.Unmarshal(b, &f); err != nil || len(f.Stores) != 3 {
+		return nil, fmt.Errorf("%s: not a dev store list (%v); remove the data directory to start afresh", filepath.Join(dir, devStoresFile), err)
+	}
+	return f.Stores, nil
+}
+
+func writeDevStores(dir string, stores []storeAddrs) error {
+	b, err := json.MarshalIndent(struct {
+		Stores []storeAddrs `json:"stores"`
+	}{stores}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, devStoresFile), append(b, '\n'), 0o644)
+}
+
+// listenDev binds every port of the layout from base (0: random ports),
+// except the stores' when stores (recorded in the data directory) is set.
+func listenDev(base int, metrics bool, stores []storeAddrs) (*devListeners, error) {
 	l := &devListeners{}
-	listen := func(offset int) (net.Listener, error) {
-		port := 0
-		if base != 0 {
-			port = base + offset
-		}
-		lis, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	listenAt := func(addr string) (net.Listener, error) {
+		lis, err := net.Listen("tcp", addr)
 		if err != nil {
 			l.close()
 			return nil, err
 		}
 		return lis, nil
 	}
+	listen := func(offset int) (net.Listener, error) {
+		port := 0
+		if base != 0 {
+			port = base + offset
+		}
+		return listenAt(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
 	var err error
 	for i := range 3 {
 		var api, raft net.Listener
-		if api, err = listen(storeAPIPort + i); err != nil {
+		if stores != nil {
+			api, err = listenAt(stores[i].API)
+		} else {
+			api, err = listen(storeAPIPort + i)
+		}
+		if err != nil {
 			return nil, err
 		}
 		l.storeAPI = append(l.storeAPI, api)
-		if raft, err = listen(storeRaftPort + i); err != nil {
+		if stores != nil {
+			raft, err = listenAt(stores[i].Raft)
+		} else {
+			raft, err = listen(storeRaftPort + i)
+		}
+		if err != nil {
 			return nil, err
 		}
 		l.storeRaft = append(l.storeRaft, raft)
@@ -231,18 +289,9 @@ func listenDev(base int, metrics bool) (*devListeners, error) {
 // startDev starts the stores, waits for a leader, starts the targets and
 // the LogPlayer. On error it stops what it started.
 func startDev(ctx context.Context, s *sys, c *devCmd) (_ *devCluster, err error) {
-	lis, err := listenDev(c.portBase.port, c.metrics)
-	if err != nil && c.portBase.port != 0 && !c.portBase.set {
-		s.log.Warn("default ports busy; using random ports", "port_base", c.portBase.port, "err", err)
-		lis, err = listenDev(0, c.metrics)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%v (another logplayer dev running? pass --port-base 0 for random ports)", err)
-	}
 	d := &devCluster{log: s.log, dir: c.dataDir, rec: demo.NewRecorder(nil)}
 	defer func() {
 		if err != nil {
-			lis.close()
 			d.stop()
 		}
 	}()
@@ -251,14 +300,44 @@ func startDev(ctx context.Context, s *sys, c *devCmd) (_ *devCluster, err error)
 			return nil, err
 		}
 		d.removeDir = true
+	} else if err = os.MkdirAll(d.dir, 0o755); err != nil {
+		return nil, err
+	}
+	stores, err := readDevStores(d.dir)
+	if err != nil {
+		return nil, err
+	}
+	lis, err := listenDev(c.portBase.port, c.metrics, stores)
+	if err != nil && c.portBase.port != 0 && !c.portBase.set {
+		s.log.Warn("default ports busy; using random ports", "port_base", c.portBase.port, "err", err)
+		lis, err = listenDev(0, c.metrics, stores)
+	}
+	switch {
+	case err != nil && stores != nil:
+		return nil, fmt.Errorf("%v: the cluster in %s was created on these LogStore addresses and must restart on them", err, d.dir)
+	case err != nil:
+		return nil, fmt.Errorf("%v (another logplayer dev running? pass --port-base 0 for random ports)", err)
+	}
+	defer func() {
+		if err != nil {
+			lis.close()
+		}
+	}()
+	if stores == nil {
+		for i := range 3 {
+			stores = append(stores, storeAddrs{ID: nodeID(i), Raft: lis.storeRaft[i].Addr().String(), API: lis.storeAPI[i].Addr().String()})
+		}
+		if err = writeDevStores(d.dir, stores); err != nil {
+			return nil, err
+		}
 	}
 	gatherers := prometheus.Gatherers{processRegistry()}
 
 	var peers []logstore.Peer
-	for i := range 3 {
-		d.storeAddrs = append(d.storeAddrs, lis.storeAPI[i].Addr().String())
-		d.raftAddrs = append(d.raftAddrs, lis.storeRaft[i].Addr().String())
-		peers = append(peers, logstore.Peer{ID: nodeID(i), RaftAddr: d.raftAddrs[i], APIAddr: d.storeAddrs[i]})
+	for _, st := range stores {
+		d.storeAddrs = append(d.storeAddrs, st.API)
+		d.raftAddrs = append(d.raftAddrs, st.Raft)
+		peers = append(peers, logstore.Peer{ID: st.ID, RaftAddr: st.Raft, APIAddr: st.API})
 	}
 	for i := range 3 {
 		reg := prometheus.NewRegistry()
