@@ -216,6 +216,13 @@ func TestMemoryBounded(t *testing.T) {
 		waitLong(fmt.Sprintf("%s to apply %d", targets[i].id, n), func() bool { lsn, _ := stores[i].digest(); return lsn >= n })
 	}
 	peakLive := heap.halt()
+	waitFor(t, "the live targets' acks reported", func() bool {
+		c := store.Consumers()
+		return c[ConsumerName("m0")] == n && c[ConsumerName("m1")] == n
+	})
+	if lsn, ok := store.Consumers()[ConsumerName(down.id)]; ok {
+		t.Errorf("a target never heard from reported acked LSN %d (it must keep an earlier floor)", lsn)
+	}
 
 	heap = sampleHeap()
 	down.start()
