@@ -181,6 +181,12 @@ type world struct {
 	// formatting costs more than the step).
 	tracing bool
 	trace   []string
+	// counts says what happened (the simulation checks its coverage).
+	counts worldCounts
+}
+
+type worldCounts struct {
+	slow, staleDrops, catchupFull, progress, crashes, restarts, recoveries, lateApplies int
 }
 
 func (w *world) note(format string, args ...any) {
@@ -257,6 +263,7 @@ func (w *world) step(a action) (v *violation) {
 		for _, id := range slow {
 			t := slices.Index(m.ids, id)
 			w.disconnect(t, false)
+			w.counts.slow++
 		}
 		w.note("dispatch %d slow=%v", lsn, slow)
 		return nil
@@ -275,6 +282,10 @@ func (w *world) step(a action) (v *violation) {
 		case targetqueue.Pushed:
 			f.next = w.m.nextFor(f.target, f.next, f.to)
 		case targetqueue.Overflow:
+			w.counts.catchupFull++
+		case targetqueue.DroppedStale:
+			w.counts.staleDrops++
+			w.fetchers = slices.Delete(w.fetchers, a.i, a.i+1)
 		default: // the fetcher learns it is stale or its target is down: it stops
 			w.fetchers = slices.Delete(w.fetchers, a.i, a.i+1)
 		}
@@ -304,10 +315,14 @@ func (w *world) step(a action) (v *violation) {
 		return nil
 	case actProgress:
 		ok := w.d.Progress(m.ids[a.i], 0)
+		if ok {
+			w.counts.progress++
+		}
 		w.note("progress %s: %t", m.ids[a.i], ok)
 		return nil
 	case actCrash:
 		w.failures++
+		w.counts.crashes++
 		w.disconnect(a.i, true)
 		w.d.Suspend(m.ids[a.i])
 		w.note("crash %s", m.ids[a.i])
@@ -321,12 +336,14 @@ func (w *world) step(a action) (v *violation) {
 		}
 		ts.up, ts.term = true, r.Term
 		if !r.Empty {
+			w.counts.recoveries++
 			w.fetchers = append(w.fetchers, fetcher{target: a.i, term: r.Term, next: m.nextFor(a.i, r.From, r.To), to: r.To})
 		}
 		w.note("return %s applied=%d: term=%d range=(%d,%d] empty=%t", m.ids[a.i], ts.applied, r.Term, r.From, r.To, r.Empty)
 		return nil
 	case actRestart:
 		w.failures++
+		w.counts.restarts++
 		start := w.targets[0].applied
 		for t := range w.targets {
 			start = min(start, w.targets[t].applied)
@@ -360,6 +377,9 @@ func (w *world) apply(t int) *violation {
 	ts := &w.targets[t]
 	batch := ts.wire[0]
 	ts.wire = ts.wire[1:]
+	if !ts.up {
+		w.counts.lateApplies++ // from a stream the LogPlayer already closed
+	}
 	for _, msg := range batch {
 		if v := w.applyMsg(t, msg); v != nil {
 			return v
