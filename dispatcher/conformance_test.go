@@ -238,14 +238,7 @@ func TestConformance(t *testing.T) {
 // search prunes those branches to show the target-side check catches the
 // bug by itself.
 func TestConformanceMutations(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		mutate mutations
-	}{
-		{"no-target-terms", mutations{ignoreTerm: true}},
-		{"no-last-ack-filter", mutations{ignoreLastAck: true}},
-		{"recovery-end-behind", mutations{recoveryEndBehind: true}},
-	} {
+	for _, tc := range testMutations {
 		t.Run(tc.name, func(t *testing.T) {
 			b := confBounds()[0]
 			m := conformanceModel(b.messages, b.failures, b.queue)

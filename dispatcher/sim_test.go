@@ -219,14 +219,7 @@ func TestSimulation(t *testing.T) {
 // (a panic of the real code's own assertions, which step reports as a
 // violation, counts too).
 func TestSimulationMutations(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		mutate mutations
-	}{
-		{"no-target-terms", mutations{ignoreTerm: true}},
-		{"no-last-ack-filter", mutations{ignoreLastAck: true}},
-		{"recovery-end-behind", mutations{recoveryEndBehind: true}},
-	} {
+	for _, tc := range testMutations {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := uint64(1); seed <= 50; seed++ {
 				if _, err := simRun(seed, tc.mutate); err != nil {

@@ -112,6 +112,17 @@ func (m *model) newDispatcher(start uint64) *Dispatcher {
 	return d
 }
 
+// testMutations each disable one safety mechanism of the real code; the
+// conformance test and the simulation must catch every one.
+var testMutations = []struct {
+	name   string
+	mutate mutations
+}{
+	{"no-target-terms", mutations{ignoreTerm: true}},
+	{"no-last-ack-filter", mutations{ignoreLastAck: true}},
+	{"recovery-end-behind", mutations{recoveryEndBehind: true}},
+}
+
 type actionKind uint8
 
 const (
