@@ -9,15 +9,19 @@
 // the LSN after the last one it handed out, so the caller sees no gap and no
 // duplicate across reconnects.
 //
-// Goroutines: none of its own. Follow and ReadRange run in the caller's
-// goroutine and call the handler inline for each transaction (so a slow
-// handler is back-pressure on the gRPC stream, never a growing buffer).
+// Follow and ReadRange run in the caller's goroutine and call the handler
+// inline for each transaction (so a slow handler is back-pressure on the
+// gRPC stream, never a growing buffer).
 //
 // Invariants, checked on every received transaction (a violation is a
 // LogStore bug and panics with the numbers):
 //   - main stream (Follow): LSNs are exactly from, from+1, from+2, …
 //   - recovery stream (ReadRange): LSNs strictly increase inside (after, to],
 //     and read_through_lsn never lies below a transaction already sent.
+//
+// Goroutines: the main stream's stall watchdog (one per open main Read
+// stream, see Config.StallTimeout) probes the other nodes' heads when the
+// stream has been silent; it ends with its stream.
 package fetcher
 
 import (
@@ -66,6 +70,10 @@ const (
 	DefaultRetryMax = 2 * time.Second
 	// DefaultCallTimeout is the deadline of one unary call attempt.
 	DefaultCallTimeout = 5 * time.Second
+	// DefaultStallTimeout: a main stream silent this long is checked
+	// against the other nodes' heads (an idle log is silent too, so this
+	// only costs a few Status calls per period on an idle cluster).
+	DefaultStallTimeout = 5 * time.Second
 )
 
 // Config configures a Fetcher.
@@ -79,6 +87,11 @@ type Config struct {
 	RetryMax     time.Duration
 	// CallTimeout is the deadline of one attempt of a unary call.
 	CallTimeout time.Duration
+	// StallTimeout: when the main stream received nothing for this long
+	// and another node's head holds the LSN it waits for, the stream is
+	// moved (a partitioned follower, or a connection that hangs without
+	// an error). Negative disables the check.
+	StallTimeout time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 	// Registerer receives the fetcher's metrics; nil registers nothing.
@@ -108,6 +121,9 @@ func (c *Config) validate() error {
 	}
 	if c.CallTimeout < 0 {
 		return fmt.Errorf("fetcher: negative call timeout %v", c.CallTimeout)
+	}
+	if c.StallTimeout == 0 {
+		c.StallTimeout = DefaultStallTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

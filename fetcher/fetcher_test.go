@@ -370,8 +370,8 @@ func TestContinuityViolationsPanic(t *testing.T) {
 // sees commits first).
 func TestFollowPrefersLeader(t *testing.T) {
 	c := newCluster(t, 3)
-	c.nodes[0].SetRole("follower")
-	c.nodes[1].SetRole("follower")
+	c.nodes[0].SetRole("follower", 1)
+	c.nodes[1].SetRole("follower", 1)
 	c.store.Append(slice("a", "x"))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -379,5 +379,47 @@ func TestFollowPrefersLeader(t *testing.T) {
 	waitFor(t, 10*time.Second, "a stream on the leader", func() bool { return c.nodes[2].Reads() == 1 })
 	if c.nodes[0].Reads()+c.nodes[1].Reads() != 0 {
 		t.Fatal("a follower serves the main stream")
+	}
+}
+
+// A main stream on a node that stops seeing commits (cut off from the
+// leader, its connection still up) moves to a node that is ahead.
+func TestFollowLeavesStalledNode(t *testing.T) {
+	c := newCluster(t, 2)
+	c.f.cfg.StallTimeout = 50 * time.Millisecond
+	c.nodes[0].SetRole("leader", 1)
+	c.nodes[1].SetRole("follower", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var got []uint64
+	go func() {
+		_ = c.f.Follow(ctx, 1, func(txn *logstorepb.Transaction) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, txn.Lsn)
+			return nil
+		})
+	}()
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	c.store.Append(slice("a", "1"))
+	waitFor(t, 10*time.Second, "lsn 1", func() bool { return count() == 1 })
+	// Node 0 is cut off (it still thinks it leads, until its lease ends);
+	// node 1 is elected.
+	c.nodes[0].Freeze()
+	c.nodes[1].SetRole("leader", 2)
+	c.store.Append(slice("a", "2"))
+	c.store.Append(slice("a", "3"))
+	waitFor(t, 10*time.Second, "lsns 2 and 3 from the other node", func() bool { return count() == 3 })
+	if c.nodes[1].Reads() != 1 {
+		t.Errorf("stream not on the live node")
+	}
+	if v := counterValue(t, c.f.metrics.stalls); v < 1 {
+		t.Errorf("stalls = %v", v)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Errorf("got %v", got)
 	}
 }

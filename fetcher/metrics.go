@@ -6,6 +6,7 @@ type metrics struct {
 	reconnects     *prometheus.CounterVec
 	belowRetention *prometheus.CounterVec
 	mainNext       prometheus.Gauge
+	stalls         prometheus.Counter
 }
 
 // newMetrics builds the fetcher's metrics and registers them on reg (nil:
@@ -24,11 +25,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "logplayer_fetcher_main_next_lsn",
 			Help: "The next LSN the main stream will hand to the dispatcher.",
 		}),
+		stalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "logplayer_fetcher_main_stalls_total",
+			Help: "Main streams abandoned because they were silent while another LogStore node was ahead.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.reconnects, m.belowRetention, m.mainNext} {
+	for _, c := range []prometheus.Collector{m.reconnects, m.belowRetention, m.mainNext, m.stalls} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -31,6 +32,8 @@ func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error
 		return errors.New("fetcher: Follow from lsn 0 (LSNs start at 1)")
 	}
 	next := from
+	var waiting atomic.Uint64 // next, for the stall watchdog's goroutine
+	waiting.Store(next)
 	onResp := func(resp *logstorepb.ReadResponse) error {
 		for _, txn := range resp.Transactions {
 			if txn.Lsn != next {
@@ -40,6 +43,7 @@ func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error
 				return handlerError{err}
 			}
 			next++
+			waiting.Store(next)
 			f.metrics.mainNext.Set(float64(next))
 		}
 		if resp.ReadThroughLsn >= next {
@@ -51,29 +55,72 @@ func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error
 	return f.stream(ctx, "main", func() (*logstorepb.ReadRequest, bool) {
 		f.preferLeader(ctx)
 		return &logstorepb.ReadRequest{FromLsn: next, MaxBatch: f.cfg.MaxBatch}, true
-	}, onResp)
+	}, onResp, waiting.Load)
+}
+
+// errStalled ends a main stream that sent nothing for StallTimeout while
+// another node holds the LSN it waits for (its node is partitioned away or
+// its connection hangs).
+var errStalled = errors.New("fetcher: main stream stalled while another node is ahead")
+
+// watchStall cancels the stream on node with errStalled when nothing
+// arrived for StallTimeout (last holds the Unix nanoseconds of the last
+// response) and another node's head reaches want(). It returns when done
+// closes.
+func (f *Fetcher) watchStall(ctx context.Context, cancel context.CancelCauseFunc, node int, last *atomic.Int64,
+	want func() uint64, done <-chan struct{}) {
+	t := time.NewTicker(f.cfg.StallTimeout / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+		}
+		if time.Since(time.Unix(0, last.Load())) < f.cfg.StallTimeout {
+			continue
+		}
+		for i, n := range f.cfg.Nodes {
+			if i == node {
+				continue
+			}
+			pctx, pcancel := context.WithTimeout(ctx, leaderProbeTimeout)
+			st, err := n.Status(pctx, &logstorepb.StatusRequest{})
+			pcancel()
+			if err == nil && st.HeadLsn >= want() {
+				f.metrics.stalls.Inc()
+				cancel(fmt.Errorf("%w: node %d has lsn %d", errStalled, i, st.HeadLsn))
+				return
+			}
+		}
+	}
 }
 
 // leaderProbeTimeout bounds each Status call of preferLeader.
 const leaderProbeTimeout = time.Second
 
-// preferLeader points the cursor at the Raft leader when a node says it is
-// one: the leader applies a commit first, a follower only when the next
-// AppendEntries tells it (up to the commit timeout later), so a main stream
-// on the leader delivers sooner. Any node is correct; this is only latency.
+// preferLeader points the cursor at the Raft leader: the leader applies a
+// commit first, a follower only when the next AppendEntries tells it (up to
+// the commit timeout later), so a main stream on the leader delivers
+// sooner. When several nodes claim to lead (an old leader cut off keeps
+// claiming until its lease ends), the highest Raft term wins. Any node is
+// correct; this is only latency.
 func (f *Fetcher) preferLeader(ctx context.Context) {
 	if len(f.cfg.Nodes) == 1 {
 		return
 	}
+	best, bestTerm := -1, uint64(0)
 	for i, n := range f.cfg.Nodes {
 		pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
 		st, err := n.Status(pctx, &logstorepb.StatusRequest{})
 		cancel()
-		if err == nil && st.Role == "leader" {
-			cur := f.next.Load()
-			f.next.CompareAndSwap(cur, cur-cur%uint64(len(f.cfg.Nodes))+uint64(i))
-			return
+		if err == nil && st.Role == "leader" && (best < 0 || st.RaftTerm > bestTerm) {
+			best, bestTerm = i, st.RaftTerm
 		}
+	}
+	if best >= 0 {
+		cur := f.next.Load()
+		f.next.CompareAndSwap(cur, cur-cur%uint64(len(f.cfg.Nodes))+uint64(best))
 	}
 }
 
@@ -112,13 +159,15 @@ func (f *Fetcher) ReadRange(ctx context.Context, after, to uint64, topics []stri
 			return nil, false
 		}
 		return &logstorepb.ReadRequest{FromLsn: next, ToLsn: to, Topics: topics, MaxBatch: f.cfg.MaxBatch}, true
-	}, onResp)
+	}, onResp, nil)
 }
 
 // stream runs Read requests built by nextReq (false: done) against one node
 // after another until done, a handler error, BELOW_RETENTION, or ctx ends.
+// With want (the main stream), a stream that stalls while another node is
+// ahead is abandoned (see watchStall).
 func (f *Fetcher) stream(ctx context.Context, kind string, nextReq func() (*logstorepb.ReadRequest, bool),
-	onResp func(*logstorepb.ReadResponse) error) error {
+	onResp func(*logstorepb.ReadResponse) error, want func() uint64) error {
 	bo := f.newBackoff()
 	for attempt := 0; ; attempt++ {
 		req, more := nextReq()
@@ -129,7 +178,7 @@ func (f *Fetcher) stream(ctx context.Context, kind string, nextReq func() (*logs
 			f.metrics.reconnects.WithLabelValues(kind).Inc()
 		}
 		cur, node := f.pick()
-		progressed, err := f.readOnce(ctx, node, req, onResp)
+		progressed, err := f.readOnce(ctx, node, req, onResp, want)
 		var he handlerError
 		switch {
 		case errors.As(err, &he):
@@ -163,11 +212,18 @@ func (f *Fetcher) stream(ctx context.Context, kind string, nextReq func() (*logs
 
 // readOnce runs one Read stream on one node. progressed says whether any
 // response arrived (so the backoff can start over). A nil error means the
-// server ended the stream.
+// server ended the stream. want, when set, arms the stall watchdog.
 func (f *Fetcher) readOnce(ctx context.Context, node int, req *logstorepb.ReadRequest,
-	onResp func(*logstorepb.ReadResponse) error) (progressed bool, err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	onResp func(*logstorepb.ReadResponse) error, want func() uint64) (progressed bool, err error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var last atomic.Int64
+	last.Store(time.Now().UnixNano())
+	if want != nil && f.cfg.StallTimeout > 0 {
+		done := make(chan struct{})
+		defer close(done)
+		go f.watchStall(ctx, cancel, node, &last, want, done)
+	}
 	stream, err := f.cfg.Nodes[node].Read(ctx, req)
 	if err != nil {
 		return false, err
@@ -178,8 +234,12 @@ func (f *Fetcher) readOnce(ctx context.Context, node int, req *logstorepb.ReadRe
 			return progressed, nil
 		}
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+				return progressed, cause
+			}
 			return progressed, err
 		}
+		last.Store(time.Now().UnixNano())
 		progressed = true
 		if err := onResp(resp); err != nil {
 			return true, err

@@ -188,10 +188,31 @@ type Node struct {
 	nextID  int
 	stopped atomic.Bool
 	role    atomic.Pointer[string] // Status role; nil: "leader"
+	term    atomic.Uint64          // Status raft_term
+	frozen  atomic.Pointer[uint64] // head this node is stuck at; nil: live
 }
 
-// SetRole sets the role the node reports in Status ("leader", "follower").
-func (n *Node) SetRole(role string) { n.role.Store(&role) }
+// Freeze makes the node stop seeing new transactions, like a follower cut
+// off from its leader: its streams go silent and its Status head stays.
+func (n *Node) Freeze() {
+	h := n.store.Head()
+	n.frozen.Store(&h)
+}
+
+// headLocked is the last LSN this node shows: the store's, or its frozen head.
+func (n *Node) headLocked() uint64 {
+	if f := n.frozen.Load(); f != nil {
+		return min(*f, n.store.mu.head)
+	}
+	return n.store.mu.head
+}
+
+// SetRole sets the role and Raft term the node reports in Status ("leader",
+// "follower").
+func (n *Node) SetRole(role string, term uint64) {
+	n.role.Store(&role)
+	n.term.Store(term)
+}
 
 // StartNode serves the store on a new loopback port.
 func (s *Store) StartNode() (*Node, error) {
@@ -298,7 +319,7 @@ func (n *Node) Read(req *logstorepb.ReadRequest, stream logstorepb.LogStore_Read
 		changed := s.mu.changed
 		resp := &logstorepb.ReadResponse{}
 		var bytes int
-		for next <= s.mu.head && (req.ToLsn == 0 || next <= req.ToLsn) &&
+		for next <= n.headLocked() && (req.ToLsn == 0 || next <= req.ToLsn) &&
 			len(resp.Transactions) < maxBatch && bytes < maxResponseBytes {
 			txn := s.txnLocked(next)
 			resp.ReadThroughLsn = next
@@ -391,5 +412,5 @@ func (n *Node) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.S
 	if r := n.role.Load(); r != nil {
 		role = *r
 	}
-	return &logstorepb.StatusResponse{NodeId: n.addr, Role: role, HeadLsn: s.mu.head, FirstLsn: s.mu.oldest, Epoch: s.mu.epoch}, nil
+	return &logstorepb.StatusResponse{NodeId: n.addr, Role: role, RaftTerm: n.term.Load(), HeadLsn: n.headLocked(), FirstLsn: s.mu.oldest, Epoch: s.mu.epoch}, nil
 }
