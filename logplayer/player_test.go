@@ -293,6 +293,9 @@ func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitApplied(t, store, bad, good)
+	if ts := pr.p.Targets(); ts[1].ID != "shard-0" || ts[1].Blocked || !ts[1].Connected {
+		t.Errorf("resumed shard %+v", ts[1])
+	}
 	checkTargets(t, storeLog(store), good)
 }
 

@@ -218,6 +218,7 @@ func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool,
 	r.mu.Lock()
 	r.mu.conn = c
 	r.mu.handshaken = true
+	r.mu.blocked = false // the target answered again: an operator acted
 	r.mu.incarnation = ack.IncarnationId
 	r.mu.Unlock()
 	if !rec.Empty {
