@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
@@ -22,8 +21,9 @@ import (
 // whole, every shard's state (live, then its file after stopShards stopped
 // the shards and put their files in each shardNode.dir), and the refusal
 // counters w sampled.
-func verify(t testing.TB, began time.Time, cl *client.Client, shards []*shardNode, ld *load, w *refusalWatch, stopShards func()) {
+func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch, stopShards func()) {
 	t.Helper()
+	cl, shards := c.client, c.shards
 	res, err := ld.stop()
 	if err != nil {
 		t.Fatalf("workload: %v", err)
@@ -49,18 +49,19 @@ func verify(t testing.TB, began time.Time, cl *client.Client, shards []*shardNod
 	checkDelivery(ctx, t, cl, shards, ld.rec, res, head)
 	ld.stopWatching()
 
-	nonZero, scrapes := w.close()
-	for _, s := range shards {
-		more, err := finalRefusals(s)
-		if err != nil {
-			t.Error(err)
-		}
-		nonZero = append(nonZero, more...)
+	bad, allowed, scrapes, err := w.close()
+	if err != nil {
+		t.Error(err)
 	}
-	if len(nonZero) > 0 {
-		t.Errorf("targets refused deliveries:\n%s", strings.Join(nonZero, "\n"))
+	if len(bad) > 0 {
+		t.Errorf("targets refused deliveries:\n%s", strings.Join(bad, "\n"))
 	}
-	t.Logf("refusal counters: %d scrapes, %d non-zero samples", scrapes, len(nonZero))
+	t.Logf("refusal counters: %d scrapes; refusals the faults allow (%v): %v", scrapes, w.allowed, allowed)
+	info, err := checkPlayerMetrics(c.playerMetrics)
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("LogPlayer (last instance):\n%s", strings.Join(info, "\n"))
 
 	if st, err = cl.LeaderStatus(ctx); err != nil {
 		t.Fatalf("leader status: %v", err)

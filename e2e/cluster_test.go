@@ -43,6 +43,9 @@ const (
 	rpcTimeout  = 5 * time.Second
 )
 
+// processPhaseAcks is cluster.phaseAcks for processes (about 3 s of load).
+const processPhaseAcks = 300
+
 // storeNode is one LogStore node process.
 type storeNode struct {
 	id, api, raft, metrics string
@@ -64,14 +67,24 @@ type cluster struct {
 	shards []*shardNode
 	player *proc
 	admin  string // the LogPlayer's admin API address
-	client *client.Client
+	// playerMetrics is the LogPlayer's /metrics address, as the test
+	// reaches it.
+	playerMetrics string
+	client        *client.Client
+	// phaseAcks is how many more Appends must be acknowledged in each
+	// phase of a fault (while a component is down, after it returned):
+	// proof that writes go on, and traffic for the LogPlayer to recover.
+	phaseAcks int64
+	// crashed returns an error naming a component that stopped by itself
+	// (nil: all alive); nil checks c's processes.
+	crashed func() error
 }
 
 // startCluster starts 3 store nodes, waits for a leader, starts the shards,
 // then the LogPlayer. Everything is killed at cleanup.
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir()}
+	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
 	var peers []string
 	for i := range storeNodes {
 		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
@@ -85,16 +98,9 @@ func startCluster(t testing.TB) *cluster {
 		n.proc = newProc(t, c.dir, n.id, append(args, peers...)...)
 		n.proc.start()
 	}
-	cl, err := client.New(client.Config{Addrs: c.storeAddrs(), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cl.Close() })
-	c.client = cl
-	c.waitLeader("")
+	c.connect()
 
-	player := []string{"player", "--id", "e2e-player", "--store", strings.Join(c.storeAddrs(), ","),
-		"--progress-interval", playerProgress.String(), "--report-interval", "1s"}
+	player := c.playerArgs()
 	for i := range shardCount {
 		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
 		s.dir = filepath.Join(c.dir, s.id)
@@ -104,11 +110,30 @@ func startCluster(t testing.TB) *cluster {
 		player = append(player, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
 		c.shards = append(c.shards, s)
 	}
-	c.admin = freeAddr(t)
-	player = append(player, "--admin-addr", c.admin, "--metrics-addr", freeAddr(t))
+	c.admin, c.playerMetrics = freeAddr(t), freeAddr(t)
+	player = append(player, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
 	c.player = newProc(t, c.dir, "player", player...)
 	c.player.start()
 	return c
+}
+
+// connect makes c's LogStore client, with opts added to its dial options,
+// and waits for a leader.
+func (c *cluster) connect(opts ...grpc.DialOption) {
+	c.t.Helper()
+	cl, err := client.New(client.Config{Addrs: c.storeAddrs(), Logger: quietLogger(), DialOptions: opts})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { cl.Close() })
+	c.client = cl
+	c.waitLeader("")
+}
+
+// playerArgs are the LogPlayer's command line, targets and endpoints aside.
+func (c *cluster) playerArgs() []string {
+	return []string{"player", "--id", "e2e-player", "--store", strings.Join(c.storeAddrs(), ","),
+		"--progress-interval", playerProgress.String(), "--report-interval", "1s"}
 }
 
 // dial returns a lazily connecting gRPC connection that reconnects quickly
@@ -145,15 +170,25 @@ func (c *cluster) procs() []*proc {
 	return out
 }
 
-// alive returns an error naming a process that exited by itself (a crash:
-// the test only stops processes through proc.kill and proc.terminate).
+// alive returns an error naming a component that stopped by itself (a
+// crash: the test only stops processes through proc.kill and
+// proc.terminate).
 func (c *cluster) alive() error {
+	if c.crashed != nil {
+		return c.crashed()
+	}
 	for _, p := range c.procs() {
 		if p != nil && p.exited() {
 			return fmt.Errorf("%s exited unexpectedly; its log ends:\n%s", p.name, tail(p.log, logTailLines))
 		}
 	}
 	return nil
+}
+
+// waitAcked waits until c.phaseAcks more Appends are acknowledged.
+func (c *cluster) waitAcked(ld *load) {
+	c.t.Helper()
+	waitAcked(c.t, ld, c.phaseAcks, c.alive)
 }
 
 // waitFor is the package waitFor that also fails fast when a process
@@ -207,6 +242,40 @@ func (c *cluster) leaderStatus() *logstorepb.StatusResponse {
 		c.t.Fatalf("leader status: %v", err)
 	}
 	return st
+}
+
+// leader returns the leader's status and node.
+func (c *cluster) leader() (*logstorepb.StatusResponse, *storeNode) {
+	c.t.Helper()
+	st := c.leaderStatus()
+	return st, c.store(st.NodeId)
+}
+
+// waitNewLeader waits until a node other than old leads, in a later term
+// than was's.
+func (c *cluster) waitNewLeader(old *storeNode, was *logstorepb.StatusResponse) {
+	c.t.Helper()
+	_, now := c.waitLeader(old.id)
+	if now.RaftTerm <= was.RaftTerm {
+		c.t.Fatalf("new leader %s in term %d, the old one (%s) led term %d", now.NodeId, now.RaftTerm, old.id, was.RaftTerm)
+	}
+}
+
+// waitRejoined waits until n follows and has applied every entry the
+// leader had committed when n came back.
+func (c *cluster) waitRejoined(n *storeNode) {
+	c.t.Helper()
+	commit := c.leaderStatus().CommitIndex
+	c.waitFor(leaderWait, n.id+" to rejoin as a follower", func() error {
+		s, err := c.status(n)
+		if err != nil {
+			return err
+		}
+		if s.Role != "follower" || s.AppliedIndex < commit {
+			return fmt.Errorf("%s is %s, applied index %d, want follower at %d", n.id, s.Role, s.AppliedIndex, commit)
+		}
+		return nil
+	})
 }
 
 // store returns the node with id.

@@ -14,12 +14,6 @@ var (
 	seed   = flag.Uint64("seed", 0, "workload seed (0: random, printed)")
 )
 
-// acksPerPhase is how many more Appends must be acknowledged in each phase
-// of a fault (while a process is down, after it returned): proof that
-// writes go on, and enough traffic for the LogPlayer to have something to
-// recover.
-const acksPerPhase = 300
-
 // TestRealProcessesUnderFaults runs the system as real processes under the
 // demo workload and SIGKILLs, in each round, a shard, the LogPlayer and the
 // LogStore leader, each restarted on its own data. Then it checks every
@@ -45,7 +39,7 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 	c := startCluster(t)
 	refusals := watchRefusals(t, c.shards)
 	ld := startLoad(t, c.client, c.shards, s)
-	c.waitAcked(ld, acksPerPhase)
+	c.waitAcked(ld)
 	c.waitShardsApplied(ld.acks.max.Load())
 	t.Logf("%v: cluster up, %d acknowledged", since(began), ld.acks.n.Load())
 
@@ -59,18 +53,12 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 		t.Logf("%v: round %d: LogStore leader killed and back", since(began), r+1)
 	}
 
-	c.waitAcked(ld, acksPerPhase)
-	verify(t, began, c.client, c.shards, ld, refusals, func() {
+	c.waitAcked(ld)
+	verify(t, began, c, ld, refusals, func() {
 		for _, s := range c.shards {
 			s.proc.terminate()
 		}
 	})
-}
-
-// waitAcked waits until n more Appends are acknowledged.
-func (c *cluster) waitAcked(ld *load, n int64) {
-	c.t.Helper()
-	waitAcked(c.t, ld, n, c.alive)
 }
 
 // killShard SIGKILLs s under load, waits for more writes, restarts it on
@@ -78,11 +66,11 @@ func (c *cluster) waitAcked(ld *load, n int64) {
 // acknowledged meanwhile.
 func (c *cluster) killShard(ld *load, w *refusalWatch, s *shardNode) {
 	c.t.Helper()
-	w.sample(s) // its counters die with it
+	_ = w.sample(s) // its counters die with it
 	s.proc.kill()
-	c.waitAcked(ld, acksPerPhase)
+	c.waitAcked(ld)
 	s.proc.start()
-	c.waitAcked(ld, acksPerPhase)
+	c.waitAcked(ld)
 	c.waitShardsApplied(ld.acks.max.Load())
 }
 
@@ -93,7 +81,7 @@ func (c *cluster) killPlayer(ld *load) {
 	c.t.Helper()
 	before := c.leaderStatus().Epoch
 	c.player.kill()
-	c.waitAcked(ld, acksPerPhase)
+	c.waitAcked(ld)
 	c.player.start()
 	c.waitFor(progressMax, "the restarted LogPlayer's new epoch", func() error {
 		if e := c.leaderStatus().Epoch; e <= before {
@@ -101,7 +89,7 @@ func (c *cluster) killPlayer(ld *load) {
 		}
 		return nil
 	})
-	c.waitAcked(ld, acksPerPhase)
+	c.waitAcked(ld)
 	c.waitShardsApplied(ld.acks.max.Load())
 }
 
@@ -112,26 +100,12 @@ func (c *cluster) killPlayer(ld *load) {
 // may have read from the killed node).
 func (c *cluster) killLeader(ld *load) {
 	c.t.Helper()
-	st := c.leaderStatus()
-	old := c.store(st.NodeId)
+	st, old := c.leader()
 	old.proc.kill()
-	_, now := c.waitLeader(old.id)
-	if now.RaftTerm <= st.RaftTerm {
-		c.t.Fatalf("new leader %s in term %d, the killed one led term %d", now.NodeId, now.RaftTerm, st.RaftTerm)
-	}
-	c.waitAcked(ld, acksPerPhase)
+	c.waitNewLeader(old, st)
+	c.waitAcked(ld)
 	old.proc.start()
-	commit := c.leaderStatus().CommitIndex
-	c.waitFor(leaderWait, old.id+" to rejoin as a follower", func() error {
-		s, err := c.status(old)
-		if err != nil {
-			return err
-		}
-		if s.Role != "follower" || s.AppliedIndex < commit {
-			return fmt.Errorf("%s is %s, applied index %d, want follower at %d", old.id, s.Role, s.AppliedIndex, commit)
-		}
-		return nil
-	})
-	c.waitAcked(ld, acksPerPhase)
+	c.waitRejoined(old)
+	c.waitAcked(ld)
 	c.waitShardsApplied(ld.acks.max.Load())
 }

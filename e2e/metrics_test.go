@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,16 +75,20 @@ const (
 
 // refusalWatch samples the shards' target_refusals_total while the test
 // runs: a counter lives as long as its process, so it is read regularly and
-// right before each kill, and every non-zero sample is kept.
+// right before each kill, and the highest value of every series is kept.
 type refusalWatch struct {
 	shards []*shardNode
-	stop   chan struct{}
-	done   chan struct{}
-	once   sync.Once
-	mu     struct {
+	// allowed are the refusal reasons the test's faults make legitimate
+	// (a partition leaves a stream the LogPlayer gave up on open at the
+	// target until a newer one supersedes it).
+	allowed []string
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	mu      struct {
 		sync.Mutex
-		nonZero []string // "shard-1: reason=\"continuity\" 3"
-		scrapes int      // successful scrapes
+		seen    map[string]float64 // `shard-1 target_refusals_total{...}` -> highest value
+		scrapes int                // successful scrapes
 	}
 }
 
@@ -90,8 +96,9 @@ type refusalWatch struct {
 const refusalScrapeEvery = 250 * time.Millisecond
 
 // watchRefusals samples the shards until close or the end of the test.
-func watchRefusals(t testing.TB, shards []*shardNode) *refusalWatch {
-	w := &refusalWatch{shards: shards, stop: make(chan struct{}), done: make(chan struct{})}
+func watchRefusals(t testing.TB, shards []*shardNode, allowed ...string) *refusalWatch {
+	w := &refusalWatch{shards: shards, allowed: allowed, stop: make(chan struct{}), done: make(chan struct{})}
+	w.mu.seen = map[string]float64{}
 	t.Cleanup(func() { w.close() })
 	go func() {
 		defer close(w.done)
@@ -104,59 +111,119 @@ func watchRefusals(t testing.TB, shards []*shardNode) *refusalWatch {
 			case <-tick.C:
 			}
 			for _, s := range w.shards {
-				w.sample(s)
+				_ = w.sample(s)
 			}
 		}
 	}()
 	return w
 }
 
-// sample reads s's refusal counters once; a shard that is down is skipped.
-func (w *refusalWatch) sample(s *shardNode) {
-	ss, err := scrape(s.metrics, refusalsMetric)
+// sample reads s's refusal counters once (an error when s is down), and
+// checks that its applied-LSN gauge is there and positive: proof that the
+// scrape reads the target's metrics at all.
+func (w *refusalWatch) sample(s *shardNode) error {
+	ss, err := scrape(s.metrics, refusalsMetric, appliedLSNMetric)
 	if err != nil {
-		return
+		return fmt.Errorf("%s: scrape: %w", s.id, err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.mu.scrapes++
-	for _, x := range ss {
-		if x.value != 0 {
-			w.mu.nonZero = append(w.mu.nonZero, fmt.Sprintf("%s: %s{%s} %v", s.id, x.name, x.labels, x.value))
-		}
-	}
-}
-
-// close stops the sampling and returns every non-zero sample seen and how
-// many scrapes succeeded. Idempotent.
-func (w *refusalWatch) close() ([]string, int) {
-	w.once.Do(func() { close(w.stop) })
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.mu.nonZero, w.mu.scrapes
-}
-
-// finalRefusals scrapes s once more: its refusal counters must be zero, and
-// its applied-LSN gauge must be there (proof that the scrape reads the
-// target's metrics at all).
-func finalRefusals(s *shardNode) ([]string, error) {
-	ss, err := scrape(s.metrics, refusalsMetric, appliedLSNMetric)
-	if err != nil {
-		return nil, fmt.Errorf("%s: scrape: %w", s.id, err)
-	}
-	var nonZero []string
 	gauge := false
 	for _, x := range ss {
-		switch {
-		case x.name == appliedLSNMetric:
+		if x.name == appliedLSNMetric {
 			gauge = x.value > 0
-		case x.value != 0:
-			nonZero = append(nonZero, fmt.Sprintf("%s: %s{%s} %v", s.id, x.name, x.labels, x.value))
+			continue
+		}
+		if x.value != 0 {
+			k := fmt.Sprintf("%s: %s{%s}", s.id, x.name, x.labels)
+			w.mu.seen[k] = max(w.mu.seen[k], x.value)
 		}
 	}
 	if !gauge {
-		return nonZero, fmt.Errorf("%s: no positive %s in its metrics", s.id, appliedLSNMetric)
+		return fmt.Errorf("%s: no positive %s in its metrics", s.id, appliedLSNMetric)
 	}
-	return nonZero, nil
+	return nil
+}
+
+// close stops the sampling (idempotent), samples every shard once more
+// (they must all answer) and returns the non-zero series seen: bad ones,
+// allowed ones, and how many scrapes succeeded.
+func (w *refusalWatch) close() (bad, allowed []string, scrapes int, err error) {
+	w.once.Do(func() { close(w.stop) })
+	<-w.done
+	var errs []error
+	for _, s := range w.shards {
+		errs = append(errs, w.sample(s))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, v := range w.mu.seen {
+		line := fmt.Sprintf("%s %v", k, v)
+		ok := false
+		for _, r := range w.allowed {
+			ok = ok || strings.Contains(k, fmt.Sprintf("reason=%q", r))
+		}
+		if ok {
+			allowed = append(allowed, line)
+		} else {
+			bad = append(bad, line)
+		}
+	}
+	slices.Sort(bad)
+	slices.Sort(allowed)
+	return bad, allowed, w.mu.scrapes, errors.Join(errs...)
+}
+
+// LogPlayer metrics (package logplayer) the tests read.
+var (
+	// playerMustBeZero are series that show a delivery fault: a target
+	// refused a stream, acked what was never sent, needed data below
+	// retention, or is blocked waiting for an operator.
+	playerMustBeZero = []string{"logplayer_target_refusals_total", "logplayer_target_bogus_acks_total", "logplayer_target_blocked"}
+	// playerInformative are counted and logged: how much recovery the
+	// faults caused.
+	playerInformative = []string{"logplayer_target_suspends_total", "logplayer_target_returns_total",
+		"logplayer_target_recoveries_total", "logplayer_target_stale_term_drops_total", "logplayer_target_recovery_errors_total"}
+)
+
+// checkPlayerMetrics scrapes the LogPlayer at addr (its counters cover the
+// current instance only): every series of playerMustBeZero, and the
+// below_retention recovery errors, must be zero. It returns the
+// informative series, one line each, for the log.
+func checkPlayerMetrics(addr string) ([]string, error) {
+	ss, err := scrape(addr, append(slices.Clone(playerMustBeZero), playerInformative...)...)
+	if err != nil {
+		return nil, fmt.Errorf("player: scrape: %w", err)
+	}
+	var info, bad []string
+	for _, x := range ss {
+		line := fmt.Sprintf("%s{%s} %v", x.name, x.labels, x.value)
+		switch {
+		case slices.Contains(playerMustBeZero, x.name) || strings.Contains(x.labels, `reason="below_retention"`):
+			if x.value != 0 {
+				bad = append(bad, line)
+			}
+		default:
+			info = append(info, line)
+		}
+	}
+	if len(bad) > 0 {
+		return info, fmt.Errorf("LogPlayer reports delivery faults:\n%s", strings.Join(bad, "\n"))
+	}
+	return info, nil
+}
+
+// metricValue returns the value of the series name{labels} at addr.
+func metricValue(addr, name, labels string) (float64, error) {
+	ss, err := scrape(addr, name)
+	if err != nil {
+		return 0, err
+	}
+	for _, x := range ss {
+		if x.labels == labels {
+			return x.value, nil
+		}
+	}
+	return 0, fmt.Errorf("no %s{%s} at %s", name, labels, addr)
 }

@@ -1,0 +1,386 @@
+//go:build docker
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/resolver"
+
+	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/proto/shardpb"
+)
+
+// Ports inside the containers (the README's defaults).
+const (
+	ctrAPIPort     = "7400"
+	ctrRaftPort    = "7410"
+	ctrShardPort   = "7430"
+	ctrMetricsPort = "9400"
+)
+
+// dockerCmdMax bounds one docker CLI call (an image build on a loaded
+// machine included).
+const dockerCmdMax = 2 * time.Minute
+
+// dockerPhaseAcks is cluster.phaseAcks in containers (a few seconds of
+// load: fsync through the container's storage is slow).
+const dockerPhaseAcks = 100
+
+// cutDetectMax bounds the wait for the LogPlayer to notice that a
+// partitioned target's stream went silent (gRPC keepalive, 10 s + 5 s by
+// default).
+const cutDetectMax = 90 * time.Second
+
+// crashCheckEvery throttles the containers' liveness check (a docker
+// inspect of every container).
+const crashCheckEvery = time.Second
+
+// TestDockerPartition runs the system in containers, FROM scratch with the
+// static binary (deploy/Dockerfile), on a private bridge network created for
+// the test: 3 store nodes, a LogPlayer, 3 shards. Only the store APIs and
+// the shards' gRPC and metrics ports are published, on 127.0.0.1. The
+// workload runs on the host. Faults: the LogStore leader is cut off the
+// network (docker network disconnect) while writes go on on the majority,
+// then healed; a shard is cut off (its stream hangs instead of breaking)
+// and healed; a shard container is killed and started again. Then the
+// same checks as TestRealProcessesUnderFaults. Everything the test created
+// (containers, their volumes, the network, the image) is removed at the end.
+func TestDockerPartition(t *testing.T) {
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Fatalf("docker info: %v: this test needs a working Docker engine\n%s", err, out)
+	}
+	s := *seed
+	if s == 0 {
+		s = mrand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -seed %d)", s, s)
+	began := time.Now()
+
+	d := startDocker(t)
+	t.Logf("%v: image built, containers up", since(began))
+	c := d.c
+	// A partitioned shard keeps the stream the LogPlayer gave up on open
+	// until the LogPlayer's new stream supersedes it: refused with reason
+	// superseded, the target doing its job.
+	refusals := watchRefusals(t, c.shards, "superseded")
+	ld := startLoad(t, c.client, c.shards, s)
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+	t.Logf("%v: cluster up, %d acknowledged", since(began), ld.acks.n.Load())
+
+	// The leader cut off: the majority elects another and goes on; the old
+	// leader's uncommitted tail (if any) is replaced when it returns.
+	st, old := c.leader()
+	d.disconnect(old.id)
+	c.waitNewLeader(old, st)
+	c.waitAcked(ld)
+	t.Logf("%v: leader %s partitioned, writes went on", since(began), old.id)
+	d.connect(old.id)
+	c.waitRejoined(old)
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+	t.Logf("%v: %s healed and caught up", since(began), old.id)
+
+	// A shard cut off: the LogPlayer's stream to it goes silent, no reset;
+	// keepalive must find out. Healed once the LogPlayer suspended it.
+	cut := c.shards[1]
+	label := fmt.Sprintf("target=%q", cut.id)
+	suspends := d.mustPlayerCounter("logplayer_target_suspends_total", label)
+	returns := d.mustPlayerCounter("logplayer_target_returns_total", label)
+	d.disconnect(cut.id)
+	c.waitAcked(ld)
+	c.waitFor(cutDetectMax, "the LogPlayer to suspend the partitioned "+cut.id, func() error {
+		n, err := metricValue(c.playerMetrics, "logplayer_target_suspends_total", label)
+		if err == nil && n <= suspends {
+			err = fmt.Errorf("suspends %v", n)
+		}
+		return err
+	})
+	t.Logf("%v: %s partitioned, suspended by the LogPlayer", since(began), cut.id)
+	d.connect(cut.id)
+	c.waitFor(cutDetectMax, cut.id+" to return", func() error {
+		n, err := metricValue(c.playerMetrics, "logplayer_target_returns_total", label)
+		if err == nil && n <= returns {
+			err = fmt.Errorf("returns %v", n)
+		}
+		return err
+	})
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+	t.Logf("%v: %s healed, returned and caught up", since(began), cut.id)
+
+	// A shard container killed and started again on its volume.
+	killed := c.shards[0]
+	_ = refusals.sample(killed) // its counters die with it
+	d.docker("kill", d.name(killed.id))
+	c.waitAcked(ld)
+	d.docker("start", d.name(killed.id))
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+	t.Logf("%v: %s killed and restarted", since(began), killed.id)
+
+	c.waitAcked(ld)
+	verify(t, began, c, ld, refusals, func() {
+		for _, sh := range c.shards {
+			d.docker("stop", "-t", "10", d.name(sh.id))
+			sh.dir = filepath.Join(t.TempDir(), sh.id)
+			d.docker("cp", d.name(sh.id)+":/data/.", sh.dir)
+		}
+	})
+}
+
+// mustPlayerCounter reads a LogPlayer series.
+func (d *dockerSystem) mustPlayerCounter(name, labels string) float64 {
+	d.t.Helper()
+	v, err := metricValue(d.c.playerMetrics, name, labels)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return v
+}
+
+// dockerSystem is the containers of one test, named <prefix>-<alias>.
+type dockerSystem struct {
+	t       testing.TB
+	prefix  string
+	image   string
+	network string
+	ips     map[string]string // alias -> static IP on the network
+	aliases []string          // every container, in start order
+	c       *cluster
+
+	crashMu   sync.Mutex
+	lastCheck time.Time
+}
+
+func startDocker(t *testing.T) *dockerSystem {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	d := &dockerSystem{t: t, prefix: "lpe2e-" + hex.EncodeToString(b[:]), ips: map[string]string{}}
+	d.image = d.prefix + ":test"
+	d.network = d.prefix
+	t.Cleanup(d.teardown)
+
+	// The image: the static binary on an empty base.
+	bctx := t.TempDir()
+	bin, err := os.ReadFile(binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bctx, "logplayer"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.docker("build", "-q", "-f", "../deploy/Dockerfile", "-t", d.image, bctx)
+	d.createNetwork()
+
+	stores := []string{"store1", "store2", "store3"}
+	var peers []string
+	c := &cluster{t: t, dir: t.TempDir(), crashed: d.crashed, phaseAcks: dockerPhaseAcks, playerMetrics: freeAddr(t)}
+	hostAddr := map[string]string{} // in-network address -> published 127.0.0.1 address
+	for i, alias := range stores {
+		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: alias + ":" + ctrAPIPort, raft: alias + ":" + ctrRaftPort}
+		peers = append(peers, "--peer", fmt.Sprintf("%s=%s/%s", n.id, n.raft, n.api))
+		hostAddr[n.api] = freeAddr(t)
+		c.stores = append(c.stores, n)
+	}
+	for i, n := range c.stores {
+		args := []string{"store", "--id", n.id, "--data-dir", "/data", "--raft-addr", n.raft, "--api-addr", n.api,
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+		d.run(stores[i], n.id, []string{hostAddr[n.api] + ":" + ctrAPIPort}, append(args, peers...)...)
+	}
+	// The host reaches a node by the address the cluster advertises for it
+	// (NOT_LEADER names the leader's): a resolver maps it to the published
+	// port.
+	c.connect(grpc.WithResolvers(mapResolver(hostAddr)))
+
+	player := append(c.playerArgs(), "--admin-addr", "player:7420", "--metrics-addr", "player:"+ctrMetricsPort)
+	for i := range shardCount {
+		alias := fmt.Sprintf("shard%d", i)
+		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
+		d.run(alias, s.id, []string{s.addr + ":" + ctrShardPort, s.metrics + ":" + ctrMetricsPort},
+			"shard", "--id", s.id, "--addr", alias+":"+ctrShardPort, "--data-dir", "/data", "--metrics-addr", alias+":"+ctrMetricsPort)
+		s.client = shardpb.NewShardClient(dial(t, s.addr))
+		player = append(player, "--target", fmt.Sprintf("%s=%s:%s/%s", s.id, alias, ctrShardPort, s.id))
+		c.shards = append(c.shards, s)
+	}
+	d.run("player", "player", []string{c.playerMetrics + ":" + ctrMetricsPort}, player...)
+	d.c = c
+	return d
+}
+
+// name is the container of the component with id (a store node "n1", a
+// shard "shard-0", or "player"), or of alias.
+func (d *dockerSystem) name(id string) string {
+	return d.prefix + "-" + d.alias(id)
+}
+
+func (d *dockerSystem) alias(id string) string {
+	switch {
+	case strings.HasPrefix(id, "n"):
+		return "store" + id[1:]
+	case strings.HasPrefix(id, "shard-"):
+		return "shard" + strings.TrimPrefix(id, "shard-")
+	}
+	return id
+}
+
+// docker runs the docker CLI and returns its stdout; a failure fails t.
+func (d *dockerSystem) docker(args ...string) string {
+	d.t.Helper()
+	out, err := d.tryDocker(args...)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return out
+}
+
+func (d *dockerSystem) tryDocker(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), dockerCmdMax)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, "docker", args...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(errb.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// createNetwork creates the test's bridge network with a subnet of Docker's
+// choosing (one that collides with nothing on the host), made explicit so
+// that containers keep static addresses across a disconnect and a restart
+// (a node binds its advertised name's address).
+func (d *dockerSystem) createNetwork() {
+	d.docker("network", "create", d.network)
+	subnet := d.docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", d.network)
+	d.docker("network", "rm", d.network)
+	prefix, err := netip.ParsePrefix(strings.Fields(subnet + " ")[0])
+	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 24 {
+		d.t.Fatalf("docker chose subnet %q: want an IPv4 /24 or larger", subnet)
+	}
+	d.docker("network", "create", "--subnet", prefix.String(), d.network)
+	ip := prefix.Addr()
+	for range 10 { // the gateway takes .1
+		ip = ip.Next()
+	}
+	for _, alias := range []string{"store1", "store2", "store3", "shard0", "shard1", "shard2", "player"} {
+		d.ips[alias] = ip.String()
+		ip = ip.Next()
+	}
+}
+
+// run starts the container of the component with id on the network at its
+// static address, publishing each "127.0.0.1:HOSTPORT:PORT" of publish.
+func (d *dockerSystem) run(alias, id string, publish []string, args ...string) {
+	d.t.Helper()
+	run := []string{"run", "-d", "--name", d.name(id), "--hostname", alias,
+		"--network", d.network, "--ip", d.ips[alias], "--network-alias", alias,
+		"--label", "logplayer-e2e=" + d.prefix}
+	for _, p := range publish {
+		run = append(run, "-p", p)
+	}
+	run = append(run, d.image)
+	d.docker(append(run, args...)...)
+	d.aliases = append(d.aliases, alias)
+}
+
+// disconnect cuts the component with id off the network (a partition: its
+// peers' packets are dropped, its published ports stop answering).
+func (d *dockerSystem) disconnect(id string) {
+	d.t.Helper()
+	d.docker("network", "disconnect", d.network, d.name(id))
+}
+
+// connect heals disconnect: same address, same name.
+func (d *dockerSystem) connect(id string) {
+	d.t.Helper()
+	a := d.alias(id)
+	d.docker("network", "connect", "--ip", d.ips[a], "--alias", a, d.network, d.name(id))
+}
+
+// crashed names a container that is not running (the test stops them only
+// through docker kill, which it follows by docker start). Throttled: it
+// answers nil between two checks.
+func (d *dockerSystem) crashed() error {
+	d.crashMu.Lock()
+	defer d.crashMu.Unlock()
+	if time.Since(d.lastCheck) < crashCheckEvery {
+		return nil
+	}
+	d.lastCheck = time.Now()
+	for _, a := range d.aliases {
+		out, err := d.tryDocker("inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", d.prefix+"-"+a)
+		if err != nil {
+			return err
+		}
+		if !strings.HasPrefix(out, "running") && !strings.HasPrefix(out, "exited 137") { // 137: our docker kill
+			logs, _ := d.tryDocker("logs", "--tail", fmt.Sprint(logTailLines), d.prefix+"-"+a)
+			return fmt.Errorf("container %s is %s; its log ends:\n%s", a, out, logs)
+		}
+	}
+	return nil
+}
+
+// teardown prints the containers' logs when the test failed, then removes
+// everything the test created. Errors are reported, never fatal: the rest
+// must still go.
+func (d *dockerSystem) teardown() {
+	ids, _ := d.tryDocker("ps", "-aq", "--filter", "label=logplayer-e2e="+d.prefix)
+	for _, a := range d.aliases {
+		if d.t.Failed() {
+			out, err := exec.Command("docker", "logs", "--tail", fmt.Sprint(logTailLines), d.prefix+"-"+a).CombinedOutput()
+			d.t.Logf("--- last %d lines of container %s (err %v):\n%s", logTailLines, a, err, out)
+		}
+	}
+	if ids != "" {
+		if _, err := d.tryDocker(append([]string{"rm", "-f", "-v"}, strings.Fields(ids)...)...); err != nil {
+			d.t.Error(err)
+		}
+	}
+	if _, err := d.tryDocker("network", "rm", d.network); err != nil && !strings.Contains(err.Error(), "No such network") && !strings.Contains(err.Error(), "not found") {
+		d.t.Error(err)
+	}
+	if _, err := d.tryDocker("rmi", "-f", d.image); err != nil && !strings.Contains(err.Error(), "No such image") {
+		d.t.Error(err)
+	}
+}
+
+// mapResolver resolves the addresses of m (host:port names of the
+// containers' network) to their published 127.0.0.1 addresses, and any
+// other address to itself. It registers as "dns", the scheme grpc.NewClient
+// uses for a target without one; it is local to the connections dialed with
+// it (grpc.WithResolvers).
+type mapResolver map[string]string
+
+func (m mapResolver) Scheme() string { return "dns" }
+
+func (m mapResolver) Build(target resolver.Target, cc resolver.ClientConn, _ resolver.BuildOptions) (resolver.Resolver, error) {
+	addr := target.Endpoint()
+	if a, ok := m[addr]; ok {
+		addr = a
+	}
+	return fixedResolver{}, cc.UpdateState(resolver.State{Addresses: []resolver.Address{{Addr: addr}}})
+}
+
+// fixedResolver has nothing to re-resolve: the mapping is static.
+type fixedResolver struct{}
+
+func (fixedResolver) ResolveNow(resolver.ResolveNowOptions) {}
+func (fixedResolver) Close()                                {}
