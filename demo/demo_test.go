@@ -144,6 +144,18 @@ func TestRunRetriesWithoutWritingTwice(t *testing.T) {
 			t.Fatalf("acknowledged lsn %d outside the log 1..%d", lsn, m.LastLSN())
 		}
 	}
+	if len(res.Acked) != res.Committed || m.AckedNotInLog(res.Acked) != 0 {
+		t.Fatalf("%d acked, %d not in the log", len(res.Acked), m.AckedNotInLog(res.Acked))
+	}
+	// An acknowledgement naming the wrong LSN is caught.
+	lying := map[uint64]string{}
+	for lsn, id := range res.Acked {
+		lying[lsn+1] = id
+		break
+	}
+	if m.AckedNotInLog(lying) != 1 {
+		t.Fatal("an ack at the wrong LSN went unnoticed")
+	}
 }
 
 func TestTransactionShape(t *testing.T) {

@@ -22,6 +22,8 @@ type Model struct {
 	// count a producer retry that wrote twice.
 	ids          map[string]bool
 	logDuplicate int
+	// txnIDs maps an LSN to its transaction's id (its orders event key).
+	txnIDs map[uint64]string
 }
 
 // NewModel returns an empty model.
@@ -30,6 +32,7 @@ func NewModel() *Model {
 		state:    map[string]map[string][]byte{},
 		messages: map[string][]uint64{},
 		ids:      map[string]bool{},
+		txnIDs:   map[uint64]string{},
 	}
 }
 
@@ -74,6 +77,9 @@ func (m *Model) applyMessage(lsn uint64, topic string, msg *logstorepb.Message) 
 		}
 	case topic == OrdersTopic || topic == InventoryTopic:
 		m.seen(topic + "/" + string(msg.Key))
+		if topic == OrdersTopic {
+			m.txnIDs[lsn] = string(msg.Key)
+		}
 	}
 	return nil
 }
@@ -83,6 +89,18 @@ func (m *Model) seen(id string) {
 		m.logDuplicate++
 	}
 	m.ids[id] = true
+}
+
+// AckedNotInLog counts acknowledged transactions (LSN -> transaction id)
+// that the log does not hold at their LSN: an acknowledgement that lied.
+func (m *Model) AckedNotInLog(acked map[uint64]string) int {
+	n := 0
+	for lsn, id := range acked {
+		if m.txnIDs[lsn] != id {
+			n++
+		}
+	}
+	return n
 }
 
 // LastLSN is the LSN of the last transaction fed.

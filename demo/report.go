@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -53,7 +54,10 @@ type Report struct {
 	// from the log (missing, wrong value or unexpected).
 	StateMismatches int `json:"state_mismatches"`
 	// LogDuplicates counts ids written twice to the log.
-	LogDuplicates int     `json:"log_duplicates"`
+	LogDuplicates int `json:"log_duplicates"`
+	// AckedNotInLog counts acknowledged appends whose transaction is not
+	// at the acknowledged LSN in the log read back.
+	AckedNotInLog int     `json:"acked_not_in_log"`
 	CommitP50Ms   float64 `json:"commit_p50_ms"`
 	CommitP99Ms   float64 `json:"commit_p99_ms"`
 	ApplyP50Ms    float64 `json:"apply_p50_ms"`
@@ -80,10 +84,10 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 	if err := ReadLog(ctx, cfg.Log, 1, cfg.Through, m.Apply); err != nil {
 		return nil, err
 	}
-	rep := &Report{Committed: res.Committed, Retries: res.Retries, LogDuplicates: m.LogDuplicates()}
+	rep := &Report{Committed: res.Committed, Retries: res.Retries, LogDuplicates: m.LogDuplicates(), AckedNotInLog: m.AckedNotInLog(res.Acked)}
 	rep.LogTxns = int(cfg.Through - cfg.After)
 	if res.Elapsed > 0 {
-		rep.TxPerSec = float64(res.Committed) / res.Elapsed.Seconds()
+		rep.TxPerSec = math.Round(float64(res.Committed)/res.Elapsed.Seconds()*10) / 10
 	}
 
 	waitCtx, cancel := context.WithTimeout(ctx, cfg.CatchUp)
@@ -133,7 +137,8 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 		apply := cfg.Recorder.ApplyLatencies(m, subs, cfg.After, cfg.Through, res.Starts)
 		rep.ApplyP50Ms, rep.ApplyP99Ms = ms(Quantile(apply, 0.50)), ms(Quantile(apply, 0.99))
 	}
-	rep.OK = rep.Committed > 0 && rep.Duplicates == 0 && rep.Missing == 0 && rep.StateMismatches == 0 && rep.LogDuplicates == 0
+	rep.OK = rep.Committed > 0 && rep.Duplicates == 0 && rep.Missing == 0 && rep.StateMismatches == 0 &&
+		rep.LogDuplicates == 0 && rep.AckedNotInLog == 0
 	return rep, nil
 }
 
@@ -199,7 +204,7 @@ func (r *Report) Write(w io.Writer) error {
 	fmt.Fprintln(w)
 	lines := [][2]string{
 		{"committed", fmt.Sprintf("%d transactions (%.0f tx/s, %d retries)", r.Committed, r.TxPerSec, r.Retries)},
-		{"log", fmt.Sprintf("%d transactions in the run's LSN range, %d ids written twice", r.LogTxns, r.LogDuplicates)},
+		{"log", fmt.Sprintf("%d transactions in the run's LSN range, %d ids written twice, %d acknowledged appends not at their LSN", r.LogTxns, r.LogDuplicates, r.AckedNotInLog)},
 		{"delivered", fmt.Sprintf("%d of %d messages; %d duplicates, %d missing", r.Delivered, r.Expected, r.Duplicates, r.Missing)},
 		{"shard state", fmt.Sprintf("%d keys differ from the model built from the log", r.StateMismatches)},
 		{"commit latency", fmt.Sprintf("p50 %.2f ms, p99 %.2f ms (Append call to acknowledgement)", r.CommitP50Ms, r.CommitP99Ms)},

@@ -103,7 +103,10 @@ type Result struct {
 	Retries   int // Append attempts that failed and were retried
 	// Starts maps each acknowledged LSN to the start of its first Append
 	// attempt; Commit holds each acknowledged Append's latency.
-	Starts  map[uint64]time.Time
+	Starts map[uint64]time.Time
+	// Acked maps each acknowledged LSN to the transaction's id (the key of
+	// its orders event), so a check can find it in the log.
+	Acked   map[uint64]string
 	Commit  []time.Duration
 	MinLSN  uint64
 	MaxLSN  uint64
@@ -134,6 +137,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			g := NewGenerator(cfg.Run, i, cfg.Shards, cfg.Seed)
 			r := &results[i]
 			r.starts = map[uint64]time.Time{}
+			r.acked = map[uint64]string{}
 			for cfg.Now().Before(stopAt) && runCtx.Err() == nil {
 				req := g.Next()
 				t0 := cfg.Now()
@@ -147,6 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				}
 				r.commit = append(r.commit, cfg.Now().Sub(t0))
 				r.starts[resp.Lsn] = t0
+				r.acked[resp.Lsn] = TxnID(req)
 				committed.Add(1)
 				for {
 					m := maxLSN.Load()
@@ -164,10 +169,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	<-done
 
-	res := &Result{Starts: map[uint64]time.Time{}, Elapsed: cfg.Now().Sub(start)}
+	res := &Result{Starts: map[uint64]time.Time{}, Acked: map[uint64]string{}, Elapsed: cfg.Now().Sub(start)}
 	for _, r := range results {
 		res.Retries += r.retries
 		res.Commit = append(res.Commit, r.commit...)
+		for lsn, id := range r.acked {
+			res.Acked[lsn] = id
+		}
 		for lsn, t := range r.starts {
 			res.Starts[lsn] = t
 			if res.MinLSN == 0 || lsn < res.MinLSN {
@@ -185,6 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 type clientResult struct {
 	starts  map[uint64]time.Time
+	acked   map[uint64]string
 	commit  []time.Duration
 	retries int
 }

@@ -120,6 +120,16 @@ func (g *Generator) Next() *logstorepb.AppendRequest {
 	return req
 }
 
+// TxnID is the id of a transaction Next made: the key of its orders event.
+func TxnID(req *logstorepb.AppendRequest) string {
+	for _, s := range req.Slices {
+		if s.Topic == OrdersTopic && len(s.Messages) > 0 {
+			return string(s.Messages[0].Key)
+		}
+	}
+	return ""
+}
+
 // mutation i of txn: the first writes a key of its own (value: its id); the
 // others overwrite (90 %) or delete (10 %) a hot key.
 func (g *Generator) mutation(txn string, i int) []byte {
