@@ -15,13 +15,19 @@
 //   - Aggregation (aggregator.go): one goroutine drains the intake queue
 //     (Config.IntakeQueue, default 8192) into one logstorepb.Entry bounded by
 //     MaxBatchTxns (1024) and MaxBatchBytes (1 MiB, soft), with at most
-//     MaxInflightEntries (4) entries in flight. No linger: when nothing is in
-//     flight a lone request goes out at once; while entries are in flight
-//     the batch grows and goes out when one resolves, or earlier once it
-//     holds PipelineMinTxns (64) commands (group commit: fewer, larger
-//     entries, fewer fsyncs per transaction). A full intake answers
-//     RESOURCE_EXHAUSTED/QUEUE_FULL at once. The entry carries the leader's
-//     timestamp, non-decreasing (apply clamps it to the previous one too).
+//     MaxInflightEntries (4) entries in flight. No idle linger: when
+//     nothing is in flight and nothing resolved lately a lone request goes
+//     out at once; while entries are in flight the batch grows and goes out
+//     when one resolves, or earlier once it holds PipelineMinTxns (64)
+//     commands (group commit: fewer, larger entries, fewer fsyncs per
+//     transaction). Right after an entry resolves, a batch waits for as
+//     many requests as that entry answered (their clients come back), at
+//     most half the smoothed commit latency and 10ms (the convoy hold: it
+//     keeps concurrent clients in one entry instead of two alternating
+//     ones; a serial client completes its own batch and never waits). A
+//     full intake answers RESOURCE_EXHAUSTED/QUEUE_FULL at once. The entry
+//     carries the leader's timestamp, non-decreasing (apply clamps it to
+//     the previous one too).
 //   - Apply is deterministic: it reads only the entry (commands and
 //     timestamp) and the replicated state, never a clock, map order or
 //     randomness. Per Append: idempotent-producer check (producer id +
@@ -70,7 +76,8 @@
 // # Goroutines
 //
 //   - aggregator.run: fed by Append/NextEpoch/ReportConsumer handlers through
-//     the intake channel; owns the batch being built and the last timestamp.
+//     the intake channel; owns the batch being built, the convoy hold and
+//     the last timestamp.
 //   - aggregator.complete: fed by run through the inflight channel; owns the
 //     Raft futures, answers each waiting request.
 //   - Raft's own goroutines, among them the FSM goroutine that calls

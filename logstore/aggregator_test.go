@@ -1,0 +1,320 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// fakeRaft records the entries the aggregator applies; the test resolves
+// each one when it likes.
+type fakeRaft struct {
+	applied chan *fakeFuture
+	mu      sync.Mutex
+	all     []*fakeFuture
+}
+
+type fakeFuture struct {
+	entry *logstorepb.Entry
+	done  chan struct{}
+	once  sync.Once
+	resp  []cmdResult
+}
+
+func holdFor(d time.Duration) func(time.Duration) time.Duration {
+	return func(time.Duration) time.Duration { return d }
+}
+
+// resolveAll resolves every entry (so the aggregator can stop after a
+// failed test).
+func (r *fakeRaft) resolveAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.all {
+		f.resolve()
+	}
+}
+
+func (f *fakeFuture) Error() error  { <-f.done; return nil }
+func (f *fakeFuture) Index() uint64 { return 0 }
+func (f *fakeFuture) Response() any { <-f.done; return f.resp }
+
+// resolve answers every command of the entry with an AppendResponse whose
+// LSN is the command's position.
+func (f *fakeFuture) resolve() {
+	f.once.Do(func() {
+		for i := range f.entry.Commands {
+			f.resp = append(f.resp, cmdResult{resp: &logstorepb.AppendResponse{Lsn: uint64(i + 1)}})
+		}
+		close(f.done)
+	})
+}
+
+func (r *fakeRaft) Apply(data []byte, _ time.Duration) raft.ApplyFuture {
+	e := &logstorepb.Entry{}
+	if err := proto.Unmarshal(data, e); err != nil {
+		panic(err)
+	}
+	f := &fakeFuture{entry: e, done: make(chan struct{})}
+	r.mu.Lock()
+	r.all = append(r.all, f)
+	r.mu.Unlock()
+	r.applied <- f
+	return f
+}
+
+// next waits for the next applied entry.
+func (r *fakeRaft) next(t *testing.T) *fakeFuture {
+	t.Helper()
+	select {
+	case f := <-r.applied:
+		return f
+	case <-time.After(30 * time.Second):
+		t.Fatal("no entry applied within 30s")
+		return nil
+	}
+}
+
+// testAggregator starts an aggregator on a fakeRaft; tune changes its
+// settings before it starts.
+func testAggregator(t *testing.T, tune func(a *aggregator)) (*aggregator, *fakeRaft) {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry(), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{ID: "t", Dir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := &fakeRaft{applied: make(chan *fakeFuture, 64)}
+	a := buildAggregator(r, &cfg, m)
+	if tune != nil {
+		tune(a)
+	}
+	a.start()
+	t.Cleanup(a.close)
+	t.Cleanup(r.resolveAll) // runs first
+	return a, r
+}
+
+type submitted struct {
+	resp proto.Message
+	err  error
+}
+
+// submitAsync submits an Append naming id (as its producer id, to tell
+// commands apart) and returns where its result arrives.
+func submitAsync(a *aggregator, id string) <-chan submitted {
+	out := make(chan submitted, 1)
+	cmd := &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: &logstorepb.AppendRequest{ProducerId: id}}}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := a.submit(ctx, cmd, proto.Size(cmd))
+		out <- submitted{resp, err}
+	}()
+	return out
+}
+
+func wait(t *testing.T, ch <-chan submitted) submitted {
+	t.Helper()
+	select {
+	case s := <-ch:
+		return s
+	case <-time.After(30 * time.Second):
+		t.Fatal("no result within 30s")
+		return submitted{}
+	}
+}
+
+func ids(f *fakeFuture) []string {
+	var out []string
+	for _, c := range f.entry.Commands {
+		out = append(out, c.GetAppend().ProducerId)
+	}
+	return out
+}
+
+// waitFor polls cond every few milliseconds until it holds or 30s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// A lone request goes out at once, with nothing in flight, even when the
+// hold window is an hour: a serial client never waits for a linger.
+func TestAggregatorSerialNeverHolds(t *testing.T) {
+	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Hour) })
+	for i := range 5 {
+		res := submitAsync(a, fmt.Sprint("c", i))
+		f := r.next(t)
+		if got := ids(f); len(got) != 1 {
+			t.Fatalf("round %d: entry %v, want one command", i, got)
+		}
+		f.resolve()
+		if s := wait(t, res); s.err != nil || s.resp.(*logstorepb.AppendResponse).Lsn != 1 {
+			t.Fatalf("round %d: %+v", i, s)
+		}
+	}
+}
+
+// After an entry resolves with nothing in flight, the batch waits for as
+// many requests as that entry answered (the convoy), so two groups of
+// clients merge into one entry instead of alternating.
+func TestAggregatorConvoyMerges(t *testing.T) {
+	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Hour) })
+	resA := submitAsync(a, "a")
+	e1 := r.next(t)
+	if got := ids(e1); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("entry 1 %v, want [a]", got)
+	}
+	// b, c, d arrive while entry 1 is in flight: they wait for it.
+	var rest []<-chan submitted
+	for _, id := range []string{"b", "c", "d"} {
+		rest = append(rest, submitAsync(a, id))
+	}
+	waitFor(t, "b, c and d taken into the batch", func() bool { return intakeTaken(a, 4) })
+	e1.resolve()
+	wait(t, resA)
+	// Entry 1 answered one request: the batch of three goes at once.
+	e2 := r.next(t)
+	if got := ids(e2); len(got) != 3 {
+		t.Fatalf("entry 2 %v, want b, c, d", got)
+	}
+	// a comes back while entry 2 is in flight, then entry 2 resolves: a
+	// does not go out alone but waits (the hold is an hour) until the
+	// batch holds as many requests as entry 2 answered.
+	resA = submitAsync(a, "a")
+	waitFor(t, "a taken into the batch", func() bool { return intakeTaken(a, 5) })
+	e2.resolve()
+	for _, ch := range rest {
+		if s := wait(t, ch); s.err != nil {
+			t.Fatal(s.err)
+		}
+	}
+	rest = []<-chan submitted{submitAsync(a, "b")}
+	waitFor(t, "b taken into the batch", func() bool { return intakeTaken(a, 6) })
+	rest = append(rest, submitAsync(a, "c"))
+	e3 := r.next(t)
+	if got := ids(e3); len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
+		t.Fatalf("entry 3 %v, want [a b c] in one entry", got)
+	}
+	e3.resolve()
+	for _, ch := range append(rest, resA) {
+		if s := wait(t, ch); s.err != nil {
+			t.Fatal(s.err)
+		}
+	}
+}
+
+// intakeTaken reports whether the aggregator has taken at least n requests
+// out of intake since it started (the batch metric is not enough: nothing
+// is sent yet).
+func intakeTaken(a *aggregator, n int) bool {
+	return a.taken.Load() >= int64(n)
+}
+
+// When the clients an entry answered do not come back, the batch waits at
+// most the hold window.
+func TestAggregatorHoldExpires(t *testing.T) {
+	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Millisecond) })
+	var res []<-chan submitted
+	for _, id := range []string{"a", "b", "c"} {
+		res = append(res, submitAsync(a, id))
+	}
+	waitFor(t, "three requests taken", func() bool { return intakeTaken(a, 3) })
+	e1 := r.next(t) // a alone, or more: whatever was there when it went
+	var all []string
+	all = append(all, ids(e1)...)
+	e1.resolve()
+	for len(all) < 3 {
+		e := r.next(t)
+		all = append(all, ids(e)...)
+		e.resolve()
+	}
+	for _, ch := range res {
+		if s := wait(t, ch); s.err != nil {
+			t.Fatal(s.err)
+		}
+	}
+	// Three were answered; one comes back alone and still goes out.
+	last := submitAsync(a, "z")
+	e := r.next(t)
+	if got := ids(e); len(got) != 1 || got[0] != "z" {
+		t.Fatalf("entry %v, want [z] after the hold window", got)
+	}
+	e.resolve()
+	wait(t, last)
+}
+
+// With an entry in flight a batch of PipelineMinTxns goes out before the
+// entry resolves, up to MaxInflightEntries entries.
+func TestAggregatorPipelines(t *testing.T) {
+	a, r := testAggregator(t, func(a *aggregator) { a.pipeTxns, a.maxInflight, a.holdWindow = 2, 2, holdFor(time.Hour) })
+	res := []<-chan submitted{submitAsync(a, "a")}
+	e1 := r.next(t)
+	res = append(res, submitAsync(a, "b"), submitAsync(a, "c"))
+	e2 := r.next(t) // while e1 is unresolved
+	if got := ids(e2); len(got) != 2 {
+		t.Fatalf("entry 2 %v, want b and c", got)
+	}
+	// Two in flight: d and e wait for a resolution even as a full pipeline batch.
+	res = append(res, submitAsync(a, "d"), submitAsync(a, "e"))
+	waitFor(t, "d and e taken", func() bool { return intakeTaken(a, 5) })
+	e1.resolve()
+	e3 := r.next(t)
+	if got := ids(e3); len(got) != 2 {
+		t.Fatalf("entry 3 %v, want d and e", got)
+	}
+	e2.resolve()
+	e3.resolve()
+	for _, ch := range res {
+		if s := wait(t, ch); s.err != nil {
+			t.Fatal(s.err)
+		}
+	}
+}
+
+// A full intake answers QUEUE_FULL at once; the queued requests still
+// complete.
+func TestAggregatorQueueFull(t *testing.T) {
+	a, r := testAggregator(t, func(a *aggregator) {
+		a.maxTxns, a.maxInflight = 1, 1
+		a.intake = make(chan *pending, 1)
+	})
+	res := []<-chan submitted{submitAsync(a, "a")}
+	e1 := r.next(t)
+	res = append(res, submitAsync(a, "b")) // the batch (full: one command)
+	waitFor(t, "b taken into the batch", func() bool { return intakeTaken(a, 2) })
+	res = append(res, submitAsync(a, "c")) // intake's one slot
+	waitFor(t, "c queued", func() bool { return len(a.intake) == 1 })
+	if s := wait(t, submitAsync(a, "d")); !errors.Is(s.err, apierr.ErrQueueFull) {
+		t.Fatalf("d: %v, want ErrQueueFull", s.err)
+	}
+	e1.resolve()
+	for i := 0; i < 2; i++ {
+		r.next(t).resolve()
+	}
+	for _, ch := range res {
+		if s := wait(t, ch); s.err != nil {
+			t.Fatal(s.err)
+		}
+	}
+}
