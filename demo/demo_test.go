@@ -329,19 +329,22 @@ func TestRecordingEventStore(t *testing.T) {
 		t.Fatalf("recorded %+v", p)
 	}
 
-	// A message that is not an event is refused permanently, naming its
-	// LSN, and nothing is recorded.
-	bad := &targetpb.Delivery{Lsn: m.LastLSN() + 1, Slices: []*logstorepb.TxnSlice{{
-		Topic: OrdersTopic, FirstOffset: 99, Messages: []*logstorepb.Message{{Value: []byte("{")}},
-	}}}
-	err := st.Apply([]*targetpb.Delivery{bad}, target.State{AppliedLSN: bad.Lsn})
-	var ae *target.ApplyError
-	if !errors.As(err, &ae) || ae.LSN != bad.Lsn {
-		t.Fatalf("bad event: %v", err)
+	// A failed apply of the inner store is not recorded.
+	failing := rec.Record("failing", failStore{})
+	if err := failing.Apply(ds, target.State{AppliedLSN: ds[len(ds)-1].Lsn}); err == nil {
+		t.Fatal("failStore applied")
 	}
-	if p := rec.Progress()["events"]; p.LastLSN != m.LastLSN() {
-		t.Fatalf("a refused apply was recorded: %+v", p)
+	if p, ok := rec.Progress()["failing"]; ok {
+		t.Fatalf("a failed apply was recorded: %+v", p)
 	}
+}
+
+// failStore refuses every Apply.
+type failStore struct{}
+
+func (failStore) State() (target.State, error) { return target.State{}, nil }
+func (failStore) Apply(ds []*targetpb.Delivery, _ target.State) error {
+	return target.Permanent(ds[0].Lsn, errors.New("refused"))
 }
 
 func TestApplyLatencies(t *testing.T) {

@@ -232,14 +232,21 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	if len(st.Nodes) != 3 || st.Leader == "" || len(st.Servers) != 3 || len(st.Topics) < 3 {
 		t.Fatalf("status --json: %+v", st)
 	}
-	// With the LogPlayer's targets: all four, shard-0 acked the append.
+	// With the LogPlayer's targets: all four, none blocked, shard-0 and the
+	// events target acked the append (any JSON is an event).
 	waitFor(t, 30*time.Second, func() bool {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.admin.addr, "--json")
 		var st statusReport
 		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
 			t.Fatalf("status --player: exit %d, %q, %v: %s", code, errOut, err, out)
 		}
-		return st.Player.Targets[1].ID == "shard-0" && st.Player.Targets[1].LastAckLSN >= lsn
+		for _, tr := range st.Player.Targets {
+			if tr.Blocked {
+				t.Fatalf("target %s blocked: %s", tr.ID, tr.LastError)
+			}
+		}
+		ev, s0 := st.Player.Targets[0], st.Player.Targets[1]
+		return ev.ID == "events" && ev.LastAckLSN >= lsn && s0.ID == "shard-0" && s0.LastAckLSN >= lsn
 	})
 	code, out, _ = runCLI(t, nil, "status", addr, "--player", d.admin.addr)
 	if code != exitOK || !strings.Contains(out, "LAST ACK") || !strings.Contains(out, "shard-2") {

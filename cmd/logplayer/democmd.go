@@ -176,7 +176,11 @@ func (w *workload) run(ctx context.Context, s *sys) error {
 		return fmt.Errorf("the leader's head LSN %d is below the acknowledged LSN %d", through, res.MaxLSN)
 	}
 	fmt.Fprintf(s.stderr, "demo: %d transactions committed; waiting for delivery (at most %v), then checking\n", res.Committed, w.catchUp)
-	rep, err := demo.Check(ctx, demo.CheckConfig{
+	// The check's own deadline: the catch-up wait plus reading the log back
+	// and scanning the shards.
+	cctx, cancel := context.WithTimeout(ctx, w.catchUp+checkReadMax)
+	defer cancel()
+	rep, err := demo.Check(cctx, demo.CheckConfig{
 		Log: w.cl, After: after, Through: through, Shards: shardClients,
 		Recorder: w.rec, Recorded: w.recorded, CatchUp: w.catchUp,
 	}, res)
@@ -202,6 +206,9 @@ func (w *workload) head(ctx context.Context) (uint64, error) {
 	}
 	return st.HeadLsn, nil
 }
+
+// checkReadMax bounds the part of a demo check after the catch-up wait.
+const checkReadMax = 2 * time.Minute
 
 // errDemoFailed is returned when the demo's check found a problem (exit 1).
 var errDemoFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")

@@ -430,29 +430,44 @@ func (d *devCluster) stop() {
 		d.admin.stop()
 		if d.player != nil {
 			d.playerStop()
-			if err := <-d.playerDone; err != nil {
-				d.log.Error("logplayer stopped", "err", err)
-			}
-			d.player.Close()
+			within(devStopStepMax, d.log, "stop the LogPlayer", func() error {
+				err := <-d.playerDone
+				d.player.Close()
+				return err
+			})
 		}
 		for _, t := range d.targets {
-			if err := t.stop(); err != nil {
-				d.log.Error("close target", "target", t.id, "err", err)
-			}
+			within(devStopStepMax, d.log, "stop target "+t.id, t.stop)
 		}
 		if d.cl != nil {
 			_ = d.cl.Close()
 		}
 		for _, n := range d.nodes {
-			if err := n.Close(); err != nil {
-				d.log.Error("close LogStore node", "node", n.ID(), "err", err)
-			}
+			within(devStopStepMax, d.log, "stop LogStore node "+n.ID(), n.Close)
 		}
 		d.metrics.stop()
 		if d.removeDir {
 			_ = os.RemoveAll(d.dir)
 		}
 	})
+}
+
+// devStopStepMax bounds each step of dev's shutdown, so a component that
+// does not stop cannot hold the process (it is logged and left behind).
+const devStopStepMax = 30 * time.Second
+
+// within runs fn, logging its error, and gives up waiting after max.
+func within(max time.Duration, log *slog.Logger, what string, fn func() error) {
+	done := make(chan error, 1) // written once by fn's goroutine
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			log.Error(what, "err", err)
+		}
+	case <-time.After(max):
+		log.Error(what+": gave up waiting", "after", max)
+	}
 }
 
 func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
