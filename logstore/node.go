@@ -27,6 +27,13 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
+// raftLogCacheEntries is how many recent Raft entries stay in memory for
+// replication and apply: MaxAppendEntries (16) several times over, so a
+// follower that is a few batches behind is still served from memory. An
+// entry is at most MaxBatchBytes (1 MiB, plus one request over it), and
+// the cache holds the same slices the FSM and the futures hold anyway.
+const raftLogCacheEntries = 64
+
 // Node is one LogStore server: Raft, FSM, segment log, aggregator and the
 // gRPC services. NewNode starts it; Close stops it.
 type Node struct {
@@ -131,7 +138,14 @@ func NewNode(cfg Config) (*Node, error) {
 	rc.BatchApplyCh = true
 	rc.NoSnapshotRestoreOnStart = true
 	rc.Logger = hl.Named("raft")
-	if n.raft, err = raft.NewRaft(rc, n.fsm, n.bolt, n.bolt, n.snaps, n.transport); err != nil {
+	// Replication (leader) and apply (followers) read back the entries
+	// just stored; the cache serves them from memory instead of a bolt read
+	// and msgpack decode of the whole entry each time.
+	logs, err := raft.NewLogCache(raftLogCacheEntries, n.bolt)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: raft log cache: %w", err)
+	}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}
 	if len(cfg.Bootstrap) > 0 {
