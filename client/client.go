@@ -1,5 +1,3 @@
-// Package client is the minimal Go client of a LogStore cluster.
-//
 // A Client holds one gRPC connection per node address it knows (the
 // configured seeds plus leaders learned from NOT_LEADER errors) and sends
 // writes to the node it believes leads. It is safe for concurrent use.
@@ -25,6 +23,8 @@
 // read_through_lsn+1: no gap, no duplicate.
 //
 // Goroutines: none of its own besides grpc-go's; Read runs on the caller's.
+// (The package doc is in doc.go; this describes Client.)
+
 package client
 
 import (

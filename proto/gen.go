@@ -1,5 +1,5 @@
 // Package proto holds the LogPlayer wire contracts. The generated Go code lives
-// in the sub-packages logstorepb, targetpb and shardpb; regenerate it with
+// in the sub-packages logstorepb, targetpb, shardpb and playerpb; regenerate it with
 //
 //	go generate ./proto
 //

@@ -76,7 +76,9 @@
 //     this transaction's data is lost for this target, restarts the target
 //     with the LSN in Config.SkipLSNs (the delivery is then applied as a
 //     progress marker: offsets advance, data is dropped, a warning is logged);
-//  3. resumes the target in the LogPlayer (restart it or its admin resume).
+//  3. lets the LogPlayer resume: it retries a blocked target every
+//     PermanentRetry (a minute by default); removing and re-adding the target
+//     through the admin API (logplayer.AddTarget/RemoveTarget) resumes it at once.
 //
 // # Goroutines
 //
