@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -42,13 +41,8 @@ func (l *Log) Append(txn *logstorepb.Transaction) error {
 	if err := parseMeta(frame[headerBytes:], m); err != nil {
 		panic(fmt.Sprintf("segment: lsn %d: our own encoding does not parse: %v", txn.GetLsn(), err))
 	}
-	if s := l.active(); s.count > 0 && s.size >= l.opts.SegmentBytes {
-		start := time.Now()
-		if err := l.seal(); err != nil {
-			return err
-		}
-		l.stats.seals.Add(1)
-		l.stats.sealNanos.Add(int64(time.Since(start)))
+	if err := l.sealIfFull(); err != nil {
+		return err
 	}
 	s := l.active()
 	if err := s.check(m, l.mu.lastRaft); err != nil {
@@ -63,15 +57,8 @@ func (l *Log) Append(txn *logstorepb.Transaction) error {
 	if l.opts.VerifyWrites {
 		verifyWrite(s, frame, txn.GetLsn())
 	}
-	l.mu.Lock()
-	s.add(frame, m, &l.opts)
-	l.mu.lastLSN = m.lsn
-	l.mu.lastRaft = m.raftIndex
-	l.mu.Unlock()
-	if n := s.size - l.w.writtenBack; n >= l.opts.WritebackBytes {
-		startWriteback(s.f, l.w.writtenBack, n)
-		l.w.writtenBack = s.size
-	}
+	l.publish(s, frame, m)
+	l.writebackIfDue(s)
 	return nil
 }
 

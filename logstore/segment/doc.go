@@ -62,7 +62,8 @@
 //
 // # Concurrency
 //
-// There are no goroutines. One writer (the FSM apply goroutine) calls Append,
+// There are no goroutines. One writer (the FSM apply goroutine) calls Append
+// (or AppendBatch: the records of one Raft entry with one write call),
 // TruncateAfterRaftIndex and Install; any number of readers call Get, Read,
 // TopicOffsetLSN and the accessors; Checkpoint, Sync, DeleteBefore and
 // Segments may run on other goroutines (a snapshot, a retention loop).

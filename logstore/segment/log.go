@@ -476,8 +476,8 @@ type Stats struct {
 	Segments          int
 	Bytes             int64 // segment and index files
 	FirstLSN, LastLSN uint64
-	// Seals counts segments sealed by Append since Open, and SealTime the
-	// time those Appends spent sealing (fsyncs: the apply path's only
+	// Seals counts segments sealed by Append and AppendBatch since Open,
+	// and SealTime the time they spent sealing (fsyncs: the apply path's only
 	// ones).
 	Seals    uint64
 	SealTime time.Duration
