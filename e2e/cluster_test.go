@@ -278,6 +278,44 @@ func (c *cluster) waitRejoined(n *storeNode) {
 	})
 }
 
+// waitNewEpoch waits until a LogPlayer took an epoch above before.
+func (c *cluster) waitNewEpoch(before uint64) {
+	c.t.Helper()
+	c.waitFor(progressMax, "the restarted LogPlayer's new epoch", func() error {
+		if e := c.leaderStatus().Epoch; e <= before {
+			return fmt.Errorf("epoch %d, was %d before the restart", e, before)
+		}
+		return nil
+	})
+}
+
+// silentMax bounds the wait for the LogPlayer to notice that a target's
+// stream went silent (gRPC keepalive: 10 s + 5 s by default).
+const silentMax = 90 * time.Second
+
+// mustPlayerMetric reads a LogPlayer series.
+func (c *cluster) mustPlayerMetric(name, labels string) float64 {
+	c.t.Helper()
+	v, err := metricValue(c.playerMetrics, name, labels)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return v
+}
+
+// waitPlayerMetric waits until the LogPlayer's series name{labels} is above
+// was.
+func (c *cluster) waitPlayerMetric(d time.Duration, name, labels string, was float64) {
+	c.t.Helper()
+	c.waitFor(d, fmt.Sprintf("%s{%s} above %v", name, labels, was), func() error {
+		v, err := metricValue(c.playerMetrics, name, labels)
+		if err == nil && v <= was {
+			err = fmt.Errorf("%v", v)
+		}
+		return err
+	})
+}
+
 // store returns the node with id.
 func (c *cluster) store(id string) *storeNode {
 	for _, n := range c.stores {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -37,7 +38,10 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 	t.Logf("%v: binary built", since(began))
 
 	c := startCluster(t)
-	refusals := watchRefusals(t, c.shards)
+	// A paused shard keeps the stream the LogPlayer gave up on until the
+	// LogPlayer's new stream supersedes it: refused with reason superseded,
+	// the target doing its job.
+	refusals := watchRefusals(t, c.shards, "superseded")
 	ld := startLoad(t, c.client, c.shards, s)
 	c.waitAcked(ld)
 	c.waitShardsApplied(ld.acks.max.Load())
@@ -47,8 +51,14 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 		victim := c.shards[r%len(c.shards)]
 		c.killShard(ld, refusals, victim)
 		t.Logf("%v: round %d: %s killed and back", since(began), r+1, victim.id)
+		paused := c.shards[(r+1)%len(c.shards)]
+		c.pauseShard(ld, paused)
+		t.Logf("%v: round %d: %s paused until suspended, resumed and caught up", since(began), r+1, paused.id)
 		c.killPlayer(ld)
 		t.Logf("%v: round %d: LogPlayer killed and back", since(began), r+1)
+		absent := c.shards[(r+2)%len(c.shards)]
+		c.killPlayerWhileShardDown(ld, refusals, absent)
+		t.Logf("%v: round %d: LogPlayer restarted while %s was down, both back", since(began), r+1, absent.id)
 		c.killLeader(ld)
 		t.Logf("%v: round %d: LogStore leader killed and back", since(began), r+1)
 	}
@@ -59,6 +69,9 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 			s.proc.terminate()
 		}
 	})
+	for _, p := range c.procs() {
+		p.checkLog()
+	}
 }
 
 // killShard SIGKILLs s under load, waits for more writes, restarts it on
@@ -74,6 +87,42 @@ func (c *cluster) killShard(ld *load, w *refusalWatch, s *shardNode) {
 	c.waitShardsApplied(ld.acks.max.Load())
 }
 
+// pauseShard SIGSTOPs s under load until the LogPlayer suspends it (its
+// stream went silent: keepalive, or its queue overflowed), then SIGCONTs it
+// and waits until it returned and caught up. The stopped process still
+// holds its stream and the batches in flight: they reach it after the
+// LogPlayer gave up on them.
+func (c *cluster) pauseShard(ld *load, s *shardNode) {
+	c.t.Helper()
+	label := fmt.Sprintf("target=%q", s.id)
+	suspends := c.mustPlayerMetric("logplayer_target_suspends_total", label)
+	returns := c.mustPlayerMetric("logplayer_target_returns_total", label)
+	s.proc.signal(syscall.SIGSTOP)
+	c.waitAcked(ld)
+	c.waitPlayerMetric(silentMax, "logplayer_target_suspends_total", label, suspends)
+	s.proc.signal(syscall.SIGCONT)
+	c.waitPlayerMetric(progressMax, "logplayer_target_returns_total", label, returns)
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+}
+
+// killPlayerWhileShardDown SIGKILLs s, then the LogPlayer, and restarts the
+// LogPlayer while s is still down (its start handshake misses s), then s.
+func (c *cluster) killPlayerWhileShardDown(ld *load, w *refusalWatch, s *shardNode) {
+	c.t.Helper()
+	_ = w.sample(s) // its counters die with it
+	s.proc.kill()
+	c.waitAcked(ld)
+	before := c.leaderStatus().Epoch
+	c.player.kill()
+	c.player.start()
+	c.waitNewEpoch(before)
+	c.waitAcked(ld)
+	s.proc.start()
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+}
+
 // killPlayer SIGKILLs the LogPlayer under load, waits for more writes (the
 // LogStore does not need it), restarts it and waits until it took a new
 // epoch and every shard caught up.
@@ -83,12 +132,7 @@ func (c *cluster) killPlayer(ld *load) {
 	c.player.kill()
 	c.waitAcked(ld)
 	c.player.start()
-	c.waitFor(progressMax, "the restarted LogPlayer's new epoch", func() error {
-		if e := c.leaderStatus().Epoch; e <= before {
-			return fmt.Errorf("epoch %d, was %d before the restart", e, before)
-		}
-		return nil
-	})
+	c.waitNewEpoch(before)
 	c.waitAcked(ld)
 	c.waitShardsApplied(ld.acks.max.Load())
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 )
+
+var binaryRace = flag.Bool("binary-race", false, "build the logplayer binary with -race (processes test only; children's logs are checked for data races)")
 
 // build is the logplayer binary, built once per test binary run.
 var build struct {
@@ -37,7 +40,8 @@ const buildTimeout = 5 * time.Minute
 
 // binary builds ./cmd/logplayer once, static (CGO_ENABLED=0, so the docker
 // test can put it in a FROM-scratch image) and without -race: it is the
-// product under test, not the test.
+// product under test, not the test. With -binary-race it is built with the
+// race detector instead (dynamically linked, for processes only).
 func binary(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
@@ -45,8 +49,12 @@ func binary(t testing.TB) string {
 			return
 		}
 		build.path = filepath.Join(build.dir, "logplayer")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", build.path, "../cmd/logplayer")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		args, cgo := []string{"build", "-trimpath", "-o", build.path}, "CGO_ENABLED=0"
+		if *binaryRace {
+			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
+		}
+		cmd := exec.Command("go", append(args, "../cmd/logplayer")...)
+		cmd.Env = append(os.Environ(), cgo)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -165,6 +173,7 @@ func (p *proc) stop(sig syscall.Signal) {
 	if cmd == nil {
 		return
 	}
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process would not handle SIGTERM
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		p.t.Errorf("%s: signal %v: %v", p.name, sig, err)
 	}
@@ -174,6 +183,20 @@ func (p *proc) stop(sig syscall.Signal) {
 		_ = cmd.Process.Kill()
 		<-done
 		p.t.Errorf("%s did not exit within %v of %v", p.name, procStopMax, sig)
+	}
+}
+
+// signal sends sig to the running process (SIGSTOP, SIGCONT) without
+// waiting for anything.
+func (p *proc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.cmd == nil {
+		p.t.Fatalf("%s: signal %v while not running", p.name, sig)
+	}
+	if err := p.mu.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%s: signal %v: %v", p.name, sig, err)
 	}
 }
 
@@ -189,6 +212,26 @@ func (p *proc) exited() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// raceReport is how the race detector starts a report.
+const raceReport = "WARNING: DATA RACE"
+
+// checkLog fails t if the process's log shows a data race (with
+// -binary-race) or a panic, quoting the first one.
+func (p *proc) checkLog() {
+	p.t.Helper()
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		p.t.Error(err)
+		return
+	}
+	for _, marker := range []string{raceReport, "panic: "} {
+		if i := bytes.Index(b, []byte(marker)); i >= 0 {
+			end := min(len(b), i+4000)
+			p.t.Errorf("%s's log shows %q:\n%s", p.name, marker, b[i:end])
+		}
 	}
 }
 
