@@ -23,9 +23,11 @@ var ErrCorruptState = errors.New("logstore: corrupt FSM state")
 const producerSweepEvery = time.Minute
 
 // txnAppender is what apply needs from the segment log: append the next
-// transaction (txn.Lsn == last LSN + 1), visible to readers at once, no fsync.
+// transactions (the first's Lsn == last LSN + 1, then dense), visible to
+// readers when it returns, no fsync. Apply hands it every transaction of
+// one Raft entry at once (one write call instead of one per transaction).
 type txnAppender interface {
-	Append(txn *logstorepb.Transaction) error
+	AppendBatch(txns []*logstorepb.Transaction) error
 }
 
 // cmdResult is the outcome of one Command: exactly one of resp and err.
@@ -45,11 +47,14 @@ type stateMachine struct {
 	log          txnAppender
 	maxProducers int
 	producerIdle time.Duration
+	// txns collects the entry's transactions for one AppendBatch (reused).
+	txns []*logstorepb.Transaction
 }
 
 // applyEntry applies every command of e (the payload of Raft log index idx)
-// in order and returns one result per command. It panics when the segment
-// log refuses a write: the replica can no longer follow the log and must
+// in order, appends the entry's transactions to the segment log together,
+// and returns one result per command. It panics when the segment log
+// refuses a write: the replica can no longer follow the log and must
 // restart and re-apply from its last snapshot.
 func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 	st := m.st
@@ -88,6 +93,13 @@ func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 		default:
 			panic(fmt.Sprintf("logstore: raft index %d command %d has unknown kind %T", idx, i, c.Kind))
 		}
+	}
+	if len(m.txns) > 0 {
+		if err := m.log.AppendBatch(m.txns); err != nil {
+			panic(fmt.Sprintf("logstore: segment append lsn %d..%d raft index %d: %v", m.txns[0].Lsn, m.txns[len(m.txns)-1].Lsn, idx, err))
+		}
+		clear(m.txns)
+		m.txns = m.txns[:0]
 	}
 	return out
 }
@@ -210,9 +222,7 @@ func (m *stateMachine) write(idx uint64, ts int64, req *logstorepb.AppendRequest
 	for _, oc := range req.OffsetCommits {
 		st.groups[groupKey{oc.Group, oc.Topic}] = oc.Offset
 	}
-	if err := m.log.Append(txn); err != nil {
-		panic(fmt.Sprintf("logstore: segment append lsn %d raft index %d: %v", txn.Lsn, idx, err))
-	}
+	m.txns = append(m.txns, txn) // written at the end of the entry
 	return resp, nil
 }
 

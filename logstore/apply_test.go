@@ -16,11 +16,13 @@ import (
 // memLog is an in-memory txnAppender that checks LSN continuity.
 type memLog struct{ txns []*logstorepb.Transaction }
 
-func (l *memLog) Append(txn *logstorepb.Transaction) error {
-	if want := uint64(len(l.txns)) + 1; txn.Lsn != want {
-		return fmt.Errorf("lsn %d, want %d", txn.Lsn, want)
+func (l *memLog) AppendBatch(txns []*logstorepb.Transaction) error {
+	for _, txn := range txns {
+		if want := uint64(len(l.txns)) + 1; txn.Lsn != want {
+			return fmt.Errorf("lsn %d, want %d", txn.Lsn, want)
+		}
+		l.txns = append(l.txns, proto.Clone(txn).(*logstorepb.Transaction))
 	}
-	l.txns = append(l.txns, proto.Clone(txn).(*logstorepb.Transaction))
 	return nil
 }
 

@@ -8,7 +8,8 @@
 //	gRPC Append ─ validate (validate.go) ─▶ aggregator intake (bounded)
 //	  ─▶ one Raft entry of many commands ─▶ raft-boltdb (fsync) + replication
 //	  ─▶ fsm.Apply on every node: stateMachine.applyEntry (apply.go) appends
-//	     one CRC-framed record per txn to the segment log (no fsync)
+//	     one CRC-framed record per txn to the segment log (AppendBatch: one
+//	     write call per entry; no fsync)
 //	  ─▶ the visible head advances once per entry; readers wake
 //
 // Decisions (the design's choices, fixed here):
