@@ -1,24 +1,52 @@
 // Package e2e holds the end-to-end tests of LogPlayer with real processes:
 // the `logplayer` binary is built once and run as 3 LogStore nodes, a
-// LogPlayer and 3 reference shards on 127.0.0.1, under the demo workload
-// (package demo), while the tests SIGKILL and restart them in turn. After the
-// faults stop they check DESIGN.md §7 from the outside: every acknowledged
-// Append is in the log exactly once, every transaction is whole, every
-// shard's state equals the model built from the log read back, the shards'
-// durable positions cover their topics exactly, and no target ever refused a
-// delivery (target_refusals_total is zero).
+// LogPlayer and 3 reference shards (shard-N subscribed to topic shard-N) on
+// 127.0.0.1, under the demo workload (package demo: each transaction writes
+// mutations to 2-3 shards plus an orders and an inventory event, every value
+// unique), while the tests inject faults. After the faults stop they check
+// DESIGN.md §7 from the outside:
+//   - every acknowledged Append is in the log exactly once, at the LSN it
+//     was acknowledged with, and no transaction is in the log twice (§7.2,
+//     §7.5);
+//   - every transaction of the log is whole: its events name the same id
+//     and it has a slice for exactly the shards its order lists (§7.1);
+//     LSNs and per-topic offsets are dense (§7.3);
+//   - every shard applied its topic up to the log's head, and its state
+//     (Scan over gRPC, then its bbolt file) equals the model built from the
+//     log read back (shard.ModelApply via demo.Model); hot keys are
+//     overwritten by many transactions with unique values, so a write
+//     applied twice out of order, or lost, leaves a wrong value (§7.4);
+//   - each shard's durable State: next offset of its topic = messages the
+//     log holds for it, applied LSN at the head, epoch = the last
+//     LogPlayer's (fencing persisted);
+//   - no target refused a delivery: target_refusals_total, sampled every
+//     250 ms and before each kill, stays zero (a duplicate or a gap would be
+//     refused by the SDK's continuity check); only "superseded" is allowed
+//     where a fault leaves a stale stream open at the target;
+//   - the last LogPlayer reports no refusal, bogus ack, blocked target or
+//     recovery below retention; no child logged a panic (or, with
+//     -binary-race, a data race).
 //
-// The package has no non-test code. Tests:
-//   - TestRealProcessesUnderFaults (go test ./e2e/, about 1-2 minutes):
-//     one round of faults (a shard, the LogPlayer, the LogStore leader);
-//     -long runs more rounds, -rounds N exactly N.
-//   - TestDockerPartition (go test -tags docker ./e2e/, needs a working
-//     Docker engine): the same system in containers on a private network;
-//     the LogStore leader is partitioned away and healed, a shard container
-//     killed and restarted.
+// Tests:
+//   - TestRealProcessesUnderFaults (go test ./e2e/, about 1-2 minutes with
+//     a warm build cache): per round, SIGKILL a shard and restart it on its
+//     data; SIGSTOP another until the LogPlayer suspends it, then SIGCONT;
+//     SIGKILL the LogPlayer and restart it (new epoch); SIGKILL a shard and
+//     the LogPlayer, restart the LogPlayer while the shard is down, then the
+//     shard; SIGKILL the LogStore leader and restart it on its data. One
+//     round by default, -long runs 5, -rounds N exactly N; -seed S replays a
+//     workload; -binary-race builds the children with the race detector.
+//   - TestDockerPartition (go test -tags docker -run TestDockerPartition
+//     ./e2e/, needs a working Docker engine, about 2 minutes): the same
+//     system in FROM-scratch containers (deploy/Dockerfile) on a private
+//     bridge network created for the test; the LogStore leader is cut off
+//     (docker network disconnect) while writes go on on the majority, then
+//     healed; a shard is cut off until the LogPlayer suspends it, then
+//     healed; a shard container is killed and started again. Containers,
+//     volumes, network and image are removed at the end.
 //
 // Goroutines (test code): one waiter per child process (reaps it, closes
-// its done channel); the workload's producers (demo.Run) and one metrics
-// scraper per test that samples every shard's refusal counters until the
-// faults end.
+// its done channel); the workload's producers (demo.Run) and one
+// demo.WatchApplied per shard; one refusal sampler per test. All end before
+// the test does.
 package e2e

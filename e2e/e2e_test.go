@@ -11,15 +11,18 @@ import (
 
 var (
 	long   = flag.Bool("long", false, "run more fault rounds (see -rounds)")
-	rounds = flag.Int("rounds", 0, "fault rounds (each kills a shard, the LogPlayer and the LogStore leader); 0: 1, or 5 with -long")
+	rounds = flag.Int("rounds", 0, "fault rounds (see TestRealProcessesUnderFaults); 0: 1, or 5 with -long")
 	seed   = flag.Uint64("seed", 0, "workload seed (0: random, printed)")
 )
 
 // TestRealProcessesUnderFaults runs the system as real processes under the
-// demo workload and SIGKILLs, in each round, a shard, the LogPlayer and the
-// LogStore leader, each restarted on its own data. Then it checks every
-// guarantee of DESIGN.md §7 it can see from the outside (see the package
-// doc).
+// demo workload. Each round, under load: SIGKILL a shard (restarted on its
+// data); SIGSTOP another until the LogPlayer suspends it, then SIGCONT;
+// SIGKILL the LogPlayer (restarted: new epoch); SIGKILL the third shard and
+// the LogPlayer, restart the LogPlayer without it, then the shard; SIGKILL
+// the LogStore leader (restarted on its data). Every component must come
+// back and catch up before the next fault. Then it checks every guarantee of
+// DESIGN.md §7 it can see from the outside (see the package doc).
 func TestRealProcessesUnderFaults(t *testing.T) {
 	n := *rounds
 	if n == 0 {
