@@ -5,6 +5,8 @@
 #   scripts/bench.sh            full run (several minutes)
 #   scripts/bench.sh --quick    short rows, for trying the script
 # Extra flags: BENCH_STORE_ARGS / BENCH_PLAYER_ARGS (e.g. "--duration 10s").
+# BENCH_FROM_HEAD=1 builds the committed HEAD (from `git archive`) instead
+# of the work tree, so the file names exactly the code it measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,12 +25,18 @@ player_args=$(echo $player_args)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bin="$work/logplayer"
-go build -o "$bin" ./cmd/logplayer
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ "${BENCH_FROM_HEAD:-}" = 1 ]; then
+  mkdir "$work/src"
+  git archive HEAD | tar -x -C "$work/src"
+  (cd "$work/src" && go build -o "$bin" ./cmd/logplayer)
+else
+  go build -o "$bin" ./cmd/logplayer
+  [ -z "$(git status --porcelain 2>/dev/null)" ] || commit="$commit + uncommitted changes of the work tree"
+fi
 
 cpus=$(nproc 2>/dev/null || echo "?")
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -z "$(git status --porcelain 2>/dev/null)" ] || commit="$commit (with uncommitted changes)"
 load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
 
 echo "bench store $store_args" >&2
@@ -50,13 +58,13 @@ load_player=$(load)
   echo
   echo "## LogStore commit: Append vs bare hashicorp/raft"
   echo
-  echo "\`logplayer bench store $store_args\` — 3 voters in one process, TCP on 127.0.0.1, fsync on; each client does one Append at a time (2 topics × 256 B by default); the bare-raft rows do raft.Apply of a payload of the same size with a no-op FSM, in the same run. Load average at start: $load_store."
+  echo "\`logplayer bench store${store_args:+ $store_args}\` — 3 voters in one process, TCP on 127.0.0.1, fsync on; each client does one Append at a time (2 topics × 256 B by default); the bare-raft rows do raft.Apply of a payload of the same size with a no-op FSM, in the same run. Load average at start: $load_store."
   echo
   cat "$work/store.md"
   echo
   echo "## LogPlayer delay and apply delay (the paper's Figures 9 and 10)"
   echo
-  echo "\`logplayer bench player $player_args\` — a 3-node LogStore and the reference bbolt shards (fsync on) in one process. Load average at start: $load_player."
+  echo "\`logplayer bench player${player_args:+ $player_args}\` — a 3-node LogStore and the reference bbolt shards (fsync on) in one process. Load average at start: $load_player."
   echo
   cat "$work/player.md"
 } > docs/BENCHMARKS.md
