@@ -387,12 +387,21 @@ func (p *Player) reporter(ctx context.Context) {
 const saturationInterval = time.Second
 
 // progress pushes a progress marker to every idle target that is behind.
+// It also ends any live stream whose target is suspended in the stream's
+// term (a slow-target kick that found no conn): a safety net behind the
+// check in runner.session, so such a target can never stay stuck.
 func (p *Player) progress() {
 	d := p.d.Load()
 	now := p.cfg.Now().UnixNano()
 	for id, r := range *p.runners.Load() {
 		if d.Progress(id, now) {
 			signal(r.wake)
+		}
+		r.mu.Lock()
+		c := r.mu.conn
+		r.mu.Unlock()
+		if c != nil {
+			r.kickIfSuspended(d, c)
 		}
 	}
 }

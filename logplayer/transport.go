@@ -221,6 +221,10 @@ func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool,
 	r.mu.blocked = false // the target answered again: an operator acted
 	r.mu.incarnation = ack.IncarnationId
 	r.mu.Unlock()
+	// Dispatch may have suspended the target as slow between Return and the
+	// line above, when kickSlow still found no conn to end. Now that the conn
+	// is published, any later suspension kicks it; check for an earlier one.
+	r.kickIfSuspended(d, c)
 	if !rec.Empty {
 		r.m.recoveryStarts.Inc()
 	}
@@ -397,6 +401,15 @@ func (r *runner) recover(ctx context.Context, c *conn, d *dispatcher.Dispatcher,
 	default:
 		r.m.recoveryErrors.WithLabelValues("other").Inc()
 		c.cancel(fmt.Errorf("recovery (%d, %d]: %w", rec.From, rec.To, err))
+	}
+}
+
+// kickIfSuspended ends c with errSlow if the dispatcher holds its target
+// suspended in c's term: nothing would ever be queued for c's sender again,
+// so only a new session (Return, new term, recovery) makes progress.
+func (r *runner) kickIfSuspended(d *dispatcher.Dispatcher, c *conn) {
+	if st, ok := d.Stats(r.cfg.ID); ok && st.State == targetqueue.Suspended && st.Term == c.term {
+		c.cancel(errSlow)
 	}
 }
 
