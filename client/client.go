@@ -264,6 +264,7 @@ func (c *Client) call(ctx context.Context, toLeader, idempotent bool, fn func(ct
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	b := c.newBackoff(ctx)
+	redirected := false // the last attempt followed a NOT_LEADER redirect at once
 	for {
 		addr := c.pick(toLeader)
 		err := c.attempt(ctx, addr, fn)
@@ -280,9 +281,16 @@ func (c *Client) call(ctx context.Context, toLeader, idempotent bool, fn func(ct
 		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
 			if d.LeaderAddress != "" && d.LeaderAddress != addr {
 				c.setLeader(d.LeaderAddress)
-				continue // go straight to the named leader
+				if !redirected {
+					redirected = true
+					continue // go straight to the named leader
+				}
+				// Two redirects in a row (nodes naming each other during an
+				// election): back off below instead of spinning.
+			} else {
+				c.failed(addr)
 			}
-			c.failed(addr)
+			redirected = false
 		} else if transient {
 			c.failed(addr)
 		}
