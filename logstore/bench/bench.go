@@ -2,12 +2,17 @@
 // bare hashicorp/raft on the same machine, in the same run (DESIGN.md §10).
 //
 // Run starts 3 in-process LogStore nodes (TCP on 127.0.0.1, raft-boltdb
-// with fsync on, the segment log) and drives each concurrency level with
-// that many client goroutines, each doing one Append at a time through the
-// gRPC client (a txn of Topics topics × one SliceBytes message). Then it
-// starts 3 bare rafts (raft-boltdb, TCP transport, no-op FSM) and does the
-// same with raft.Apply of a payload of the same size. Rows report tx/s and
-// p50/p99/p99.9 latency.
+// with fsync on, the segment log) and 3 bare rafts (raft-boltdb, TCP
+// transport, no-op FSM). For each concurrency level it drives the LogStore
+// with that many client goroutines, each doing one Append at a time through
+// the gRPC client (a txn of Topics topics × one SliceBytes message), then
+// the bare rafts the same way with raft.Apply of a payload of the same
+// size: the two rows of a level run back to back, so they share the
+// machine's conditions (a shared machine drifts a lot over a whole run).
+// Rows report tx/s, p50/p99/p99.9 latency and, for the LogStore, the
+// transactions per Raft entry the aggregator achieved; Table.String puts
+// both systems of a level on one line with the LogStore/bare ratios the
+// goals are stated in.
 //
 // Goroutines: one per simulated client during a row; the nodes' own.
 package bench
@@ -28,6 +33,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/raftlog"
@@ -82,6 +88,12 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// System names of Row.System.
+const (
+	SystemLogStore = "logstore"
+	SystemBareRaft = "bare raft"
+)
+
 // Row is one measured system and concurrency.
 type Row struct {
 	System   string
@@ -92,6 +104,10 @@ type Row struct {
 	P50      time.Duration
 	P99      time.Duration
 	P999     time.Duration
+	// TxnsPerEntry is the mean number of transactions per Raft entry the
+	// aggregator wrote during the row (LogStore rows; 0 for bare raft, one
+	// Apply per entry).
+	TxnsPerEntry float64
 }
 
 // Table is Run's result.
@@ -99,23 +115,100 @@ type Table struct {
 	Rows []Row
 }
 
-// String formats the table as Markdown.
+// Goals of DESIGN.md §10, stated as LogStore/bare raft ratios within one
+// run.
+const (
+	// GoalSerialP50Ratio: with 1 client, the LogStore p50 at most this
+	// times bare raft's.
+	GoalSerialP50Ratio = 1.2
+	// GoalThroughputRatio: with GoalThroughputClients or more clients, the
+	// LogStore's tx/s at least this times bare raft's.
+	GoalThroughputRatio   = 4.0
+	GoalThroughputClients = 10
+)
+
+// String formats the table as Markdown: one line per concurrency level with
+// both systems and the LogStore/bare ratios, each marked against its goal.
 func (t Table) String() string {
 	var b strings.Builder
-	b.WriteString("| system | clients | tx/s | p50 | p99 | p99.9 | txns | errors |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range t.Rows {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %s | %s | %s | %d | %d |\n", r.System, r.Clients, r.TxPerSec,
-			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999), r.Txns, r.Errors)
+	b.WriteString("| clients | logstore tx/s | bare raft tx/s | tx/s logstore/bare | logstore p50 / p99 / p99.9 | bare raft p50 / p99 / p99.9 | p50 logstore/bare | txns per entry | errors |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, n := range t.levels() {
+		ls, lsOK := t.row(SystemLogStore, n)
+		br, brOK := t.row(SystemBareRaft, n)
+		cell := func(ok bool, f func() string) string {
+			if !ok {
+				return "–"
+			}
+			return f()
+		}
+		tput := cell(lsOK && brOK && br.TxPerSec > 0, func() string {
+			r := ls.TxPerSec / br.TxPerSec
+			if n >= GoalThroughputClients {
+				return fmt.Sprintf("%.2f× %s", r, mark(r >= GoalThroughputRatio))
+			}
+			return fmt.Sprintf("%.2f×", r)
+		})
+		lat := cell(lsOK && brOK && br.P50 > 0, func() string {
+			r := float64(ls.P50) / float64(br.P50)
+			if n == 1 {
+				return fmt.Sprintf("%.2f× %s", r, mark(r <= GoalSerialP50Ratio))
+			}
+			return fmt.Sprintf("%.2f×", r)
+		})
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
+			cell(lsOK, func() string { return fmt.Sprintf("%.0f", ls.TxPerSec) }),
+			cell(brOK, func() string { return fmt.Sprintf("%.0f", br.TxPerSec) }),
+			tput,
+			cell(lsOK, func() string { return latencies(ls) }),
+			cell(brOK, func() string { return latencies(br) }),
+			lat,
+			cell(lsOK, func() string { return fmt.Sprintf("%.1f", ls.TxnsPerEntry) }),
+			fmt.Sprint(ls.Errors+br.Errors))
 	}
+	fmt.Fprintf(&b, "\nGoals (DESIGN.md §10): 1 client p50 at most %.1f× bare raft's; %d or more clients at least %.0f× its tx/s (ok: met, MISS: not met in this run).\n",
+		GoalSerialP50Ratio, GoalThroughputClients, GoalThroughputRatio)
 	return b.String()
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "MISS"
+}
+
+func latencies(r Row) string {
+	return fmt.Sprintf("%s / %s / %s", fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999))
+}
+
+// levels returns the client counts of the rows, in first-seen order.
+func (t Table) levels() []int {
+	var out []int
+	for _, r := range t.Rows {
+		if !slices.Contains(out, r.Clients) {
+			out = append(out, r.Clients)
+		}
+	}
+	return out
+}
+
+// row returns system's row for clients.
+func (t Table) row(system string, clients int) (Row, bool) {
+	for _, r := range t.Rows {
+		if r.System == system && r.Clients == clients {
+			return r, true
+		}
+	}
+	return Row{}, false
 }
 
 func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 }
 
-// Run measures LogStore then bare raft. ctx cancels between rows.
+// Run measures, for each concurrency level, the LogStore and then bare
+// raft. ctx cancels between rows.
 func Run(ctx context.Context, cfg Config) (Table, error) {
 	if err := cfg.validate(); err != nil {
 		return Table{}, err
@@ -134,36 +227,37 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 	if err != nil {
 		return table, err
 	}
+	defer ls.Close()
 	appendOnce, closeClient, err := appendOp(ls, cfg)
 	if err != nil {
-		ls.Close()
 		return table, err
+	}
+	defer closeClient()
+	var applyOnce func(context.Context) error
+	if !cfg.SkipBareRaft {
+		br, err := startBareRaft(filepath.Join(dir, "raft"), cfg.Logger)
+		if err != nil {
+			return table, err
+		}
+		defer br.close()
+		payload := make([]byte, cfg.Topics*cfg.SliceBytes)
+		applyOnce = func(ctx context.Context) error {
+			return br.leader().Apply(payload, 10*time.Second).Error()
+		}
 	}
 	for _, n := range cfg.Clients {
 		if err := ctx.Err(); err != nil {
-			break
+			return table, err
 		}
-		table.Rows = append(table.Rows, measure(ctx, "logstore", n, cfg, appendOnce))
-	}
-	closeClient()
-	ls.Close()
-	if cfg.SkipBareRaft || ctx.Err() != nil {
-		return table, ctx.Err()
-	}
-	br, err := startBareRaft(filepath.Join(dir, "raft"), cfg.Logger)
-	if err != nil {
-		return table, err
-	}
-	defer br.close()
-	payload := make([]byte, cfg.Topics*cfg.SliceBytes)
-	applyOnce := func(ctx context.Context) error {
-		return br.leader().Apply(payload, 10*time.Second).Error()
-	}
-	for _, n := range cfg.Clients {
-		if err := ctx.Err(); err != nil {
-			break
+		before := ls.batchStats()
+		row := measure(ctx, SystemLogStore, n, cfg, appendOnce)
+		if after := ls.batchStats(); after.entries > before.entries {
+			row.TxnsPerEntry = (after.txns - before.txns) / (after.entries - before.entries)
 		}
-		table.Rows = append(table.Rows, measure(ctx, "bare raft", n, cfg, applyOnce))
+		table.Rows = append(table.Rows, row)
+		if applyOnce != nil && ctx.Err() == nil {
+			table.Rows = append(table.Rows, measure(ctx, SystemBareRaft, n, cfg, applyOnce))
+		}
 	}
 	return table, ctx.Err()
 }
@@ -243,6 +337,32 @@ func measure(ctx context.Context, system string, clients int, cfg Config, op fun
 // Cluster is 3 in-process LogStore nodes on loopback.
 type Cluster struct {
 	Nodes []*logstore.Node
+	regs  []*prometheus.Registry // the nodes' metrics
+}
+
+// batches is a sum of the aggregators' logstore_aggregation_batch_txns.
+type batches struct{ txns, entries float64 }
+
+// batchStats sums the aggregation batch histogram over the nodes (only
+// leaders write entries).
+func (c *Cluster) batchStats() batches {
+	var out batches
+	for _, reg := range c.regs {
+		mfs, err := reg.Gather()
+		if err != nil {
+			continue
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "logstore_aggregation_batch_txns" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				out.txns += m.GetHistogram().GetSampleSum()
+				out.entries += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
 }
 
 // StartCluster starts 3 bootstrapped nodes under dir with default settings
@@ -267,16 +387,17 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 	}
 	c := &Cluster{}
 	for i, p := range peers {
+		reg := prometheus.NewRegistry()
 		n, err := logstore.NewNode(logstore.Config{
 			ID: p.ID, Dir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
 			RaftListener: rls[i], APIListener: als[i], Bootstrap: peers, Logger: logger,
-			Registry: nil,
+			Registry: reg,
 		})
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.Nodes = append(c.Nodes, n)
+		c.Nodes, c.regs = append(c.Nodes, n), append(c.regs, reg)
 	}
 	if err := waitUntil(60*time.Second, func() bool {
 		for _, n := range c.Nodes {
