@@ -56,7 +56,7 @@ func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch
 	if len(bad) > 0 {
 		t.Errorf("targets refused deliveries:\n%s", strings.Join(bad, "\n"))
 	}
-	t.Logf("refusal counters: %d scrapes; refusals the faults allow (%v): %v", scrapes, w.allowed, allowed)
+	t.Logf("refusal counters: %d scrapes; refusals the faults allowed: %v", scrapes, allowed)
 	info, err := checkPlayerMetrics(c.playerMetrics)
 	if err != nil {
 		t.Error(err)

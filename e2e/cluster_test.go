@@ -66,7 +66,9 @@ type cluster struct {
 	stores []*storeNode
 	shards []*shardNode
 	player *proc
-	admin  string // the LogPlayer's admin API address
+	// retired are LogPlayers replaced by another, not watched by alive.
+	retired []*proc
+	admin   string // the LogPlayer's admin API address
 	// playerMetrics is the LogPlayer's /metrics address, as the test
 	// reaches it.
 	playerMetrics string
@@ -100,19 +102,15 @@ func startCluster(t testing.TB) *cluster {
 	}
 	c.connect()
 
-	player := c.playerArgs()
 	for i := range shardCount {
 		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
 		s.dir = filepath.Join(c.dir, s.id)
 		s.proc = newProc(t, c.dir, s.id, "shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics)
 		s.proc.start()
 		s.client = shardpb.NewShardClient(dial(t, s.addr))
-		player = append(player, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
 		c.shards = append(c.shards, s)
 	}
-	c.admin, c.playerMetrics = freeAddr(t), freeAddr(t)
-	player = append(player, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
-	c.player = newProc(t, c.dir, "player", player...)
+	c.player = c.newPlayer("player")
 	c.player.start()
 	return c
 }
@@ -134,6 +132,23 @@ func (c *cluster) connect(opts ...grpc.DialOption) {
 func (c *cluster) playerArgs() []string {
 	return []string{"player", "--id", "e2e-player", "--store", strings.Join(c.storeAddrs(), ","),
 		"--progress-interval", playerProgress.String(), "--report-interval", "1s"}
+}
+
+// newPlayer returns a LogPlayer process (not started) named name, with
+// every shard as a target and its own admin and metrics endpoints, and
+// makes it c's LogPlayer.
+func (c *cluster) newPlayer(name string) *proc {
+	args := c.playerArgs()
+	for _, s := range c.shards {
+		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
+	}
+	c.admin, c.playerMetrics = freeAddr(c.t), freeAddr(c.t)
+	args = append(args, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
+	if c.player != nil {
+		c.retired = append(c.retired, c.player)
+	}
+	c.player = newProc(c.t, c.dir, name, args...)
+	return c.player
 }
 
 // dial returns a lazily connecting gRPC connection that reconnects quickly
@@ -169,6 +184,9 @@ func (c *cluster) procs() []*proc {
 	}
 	return out
 }
+
+// allProcs is procs and the retired LogPlayers.
+func (c *cluster) allProcs() []*proc { return append(c.procs(), c.retired...) }
 
 // alive returns an error naming a component that stopped by itself (a
 // crash: the test only stops processes through proc.kill and

@@ -112,8 +112,7 @@ func TestDockerPartition(t *testing.T) {
 
 	// A shard container killed and started again on its volume.
 	killed := c.shards[0]
-	_ = refusals.sample(killed) // its counters die with it
-	d.docker("kill", d.name(killed.id))
+	refusals.kill(killed, func() { d.docker("kill", d.name(killed.id)) })
 	c.waitAcked(ld)
 	d.docker("start", d.name(killed.id))
 	c.waitAcked(ld)

@@ -59,6 +59,8 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 		t.Logf("%v: round %d: %s paused until suspended, resumed and caught up", since(began), r+1, paused.id)
 		c.killPlayer(ld)
 		t.Logf("%v: round %d: LogPlayer killed and back", since(began), r+1)
+		c.zombiePlayer(ld, refusals, r)
+		t.Logf("%v: round %d: a second LogPlayer fenced off the paused first one", since(began), r+1)
 		absent := c.shards[(r+2)%len(c.shards)]
 		c.killPlayerWhileShardDown(ld, refusals, absent)
 		t.Logf("%v: round %d: LogPlayer restarted while %s was down, both back", since(began), r+1, absent.id)
@@ -72,7 +74,7 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 			s.proc.terminate()
 		}
 	})
-	for _, p := range c.procs() {
+	for _, p := range c.allProcs() {
 		p.checkLog()
 	}
 }
@@ -82,8 +84,7 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 // acknowledged meanwhile.
 func (c *cluster) killShard(ld *load, w *refusalWatch, s *shardNode) {
 	c.t.Helper()
-	_ = w.sample(s) // its counters die with it
-	s.proc.kill()
+	w.kill(s, s.proc.kill)
 	c.waitAcked(ld)
 	s.proc.start()
 	c.waitAcked(ld)
@@ -113,8 +114,7 @@ func (c *cluster) pauseShard(ld *load, s *shardNode) {
 // LogPlayer while s is still down (its start handshake misses s), then s.
 func (c *cluster) killPlayerWhileShardDown(ld *load, w *refusalWatch, s *shardNode) {
 	c.t.Helper()
-	_ = w.sample(s) // its counters die with it
-	s.proc.kill()
+	w.kill(s, s.proc.kill)
 	c.waitAcked(ld)
 	before := c.leaderStatus().Epoch
 	c.player.kill()
@@ -123,6 +123,38 @@ func (c *cluster) killPlayerWhileShardDown(ld *load, w *refusalWatch, s *shardNo
 	c.waitAcked(ld)
 	s.proc.start()
 	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+}
+
+// zombiePlayer SIGSTOPs the LogPlayer and starts a second one (a new
+// epoch) while the first still holds its streams and batches in flight;
+// then it resumes the first, a zombie that still believes it delivers, and
+// lets it run under load before killing it (it may stop by itself once it
+// learns it was fenced). Every target must take over to the new epoch by
+// refusing the zombie's stream (stale_epoch, the only refusal allowed
+// meanwhile), and nothing of the zombie may be applied (the final checks).
+func (c *cluster) zombiePlayer(ld *load, w *refusalWatch, round int) {
+	c.t.Helper()
+	zombie := c.player
+	before := c.leaderStatus().Epoch
+	fenced := w.allowDuring("stale_epoch", func() {
+		zombie.signal(syscall.SIGSTOP)
+		c.newPlayer(fmt.Sprintf("player-r%d", round+1)).start()
+		c.waitNewEpoch(before)
+		c.waitAcked(ld)
+		zombie.signal(syscall.SIGCONT)
+		c.waitAcked(ld)
+		c.waitAcked(ld)
+		if zombie.exited() {
+			c.t.Logf("the zombie LogPlayer stopped by itself; its log ends:\n%s", tail(zombie.log, 3))
+		}
+		zombie.kill()
+	})
+	for _, s := range c.shards {
+		if fenced[s.id] < 1 {
+			c.t.Errorf("%s counted %v stale_epoch refusals while a second LogPlayer took over, want at least 1", s.id, fenced[s.id])
+		}
+	}
 	c.waitShardsApplied(ld.acks.max.Load())
 }
 

@@ -74,20 +74,26 @@ const (
 )
 
 // refusalWatch samples the shards' target_refusals_total while the test
-// runs: a counter lives as long as its process, so it is read regularly and
-// right before each kill, and the highest value of every series is kept.
+// runs. A counter lives as long as its process, so it is read regularly and
+// right before each kill, and every increase is attributed, when it is
+// seen, to a reason the faults of that moment allow, or to a fault of the
+// system.
 type refusalWatch struct {
 	shards []*shardNode
-	// allowed are the refusal reasons the test's faults make legitimate
+	// always are the reasons the test's faults make legitimate all along
 	// (a partition leaves a stream the LogPlayer gave up on open at the
 	// target until a newer one supersedes it).
-	allowed []string
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	mu      struct {
+	always []string
+	stop   chan struct{}
+	done   chan struct{}
+	once   sync.Once
+	mu     struct {
 		sync.Mutex
-		seen    map[string]float64 // `shard-1 target_refusals_total{...}` -> highest value
+		last    map[string]float64 // series -> value at the last scrape of its process
+		gen     map[string]int     // shard id -> processes killed (a scrape across a kill is dropped)
+		allow   map[string]bool    // reasons allowed for now (allowDuring)
+		bad     map[string]float64 // series -> increases not allowed
+		allowed map[string]float64 // series -> increases allowed
 		scrapes int                // successful scrapes
 	}
 }
@@ -95,10 +101,15 @@ type refusalWatch struct {
 // refusalScrapeEvery is the sampling interval of refusalWatch.
 const refusalScrapeEvery = 250 * time.Millisecond
 
-// watchRefusals samples the shards until close or the end of the test.
-func watchRefusals(t testing.TB, shards []*shardNode, allowed ...string) *refusalWatch {
-	w := &refusalWatch{shards: shards, allowed: allowed, stop: make(chan struct{}), done: make(chan struct{})}
-	w.mu.seen = map[string]float64{}
+// watchRefusals samples the shards until close or the end of the test;
+// always lists reasons allowed all along.
+func watchRefusals(t testing.TB, shards []*shardNode, always ...string) *refusalWatch {
+	w := &refusalWatch{shards: shards, always: always, stop: make(chan struct{}), done: make(chan struct{})}
+	w.mu.last, w.mu.allow, w.mu.gen = map[string]float64{}, map[string]bool{}, map[string]int{}
+	w.mu.bad, w.mu.allowed = map[string]float64{}, map[string]float64{}
+	for _, r := range always {
+		w.mu.allow[r] = true
+	}
 	t.Cleanup(func() { w.close() })
 	go func() {
 		defer close(w.done)
@@ -118,16 +129,27 @@ func watchRefusals(t testing.TB, shards []*shardNode, allowed ...string) *refusa
 	return w
 }
 
+// seriesKey names a sample of shard s.
+func seriesKey(s *shardNode, x sample) string {
+	return fmt.Sprintf("%s: %s{%s}", s.id, x.name, x.labels)
+}
+
 // sample reads s's refusal counters once (an error when s is down), and
 // checks that its applied-LSN gauge is there and positive: proof that the
 // scrape reads the target's metrics at all.
 func (w *refusalWatch) sample(s *shardNode) error {
+	w.mu.Lock()
+	gen := w.mu.gen[s.id]
+	w.mu.Unlock()
 	ss, err := scrape(s.metrics, refusalsMetric, appliedLSNMetric)
 	if err != nil {
 		return fmt.Errorf("%s: scrape: %w", s.id, err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.mu.gen[s.id] != gen {
+		return nil // read from the process killed meanwhile (sampled before the kill)
+	}
 	w.mu.scrapes++
 	gauge := false
 	for _, x := range ss {
@@ -135,9 +157,20 @@ func (w *refusalWatch) sample(s *shardNode) error {
 			gauge = x.value > 0
 			continue
 		}
-		if x.value != 0 {
-			k := fmt.Sprintf("%s: %s{%s}", s.id, x.name, x.labels)
-			w.mu.seen[k] = max(w.mu.seen[k], x.value)
+		k := seriesKey(s, x)
+		delta := x.value - w.mu.last[k]
+		w.mu.last[k] = x.value
+		if delta <= 0 {
+			continue
+		}
+		reasonAllowed := false
+		for r := range w.mu.allow {
+			reasonAllowed = reasonAllowed || strings.Contains(x.labels, fmt.Sprintf("reason=%q", r))
+		}
+		if reasonAllowed {
+			w.mu.allowed[k] += delta
+		} else {
+			w.mu.bad[k] += delta
 		}
 	}
 	if !gauge {
@@ -146,9 +179,66 @@ func (w *refusalWatch) sample(s *shardNode) error {
 	return nil
 }
 
+// kill samples s, kills its process with kill, and forgets the counters
+// that died with it (the next process starts from zero).
+func (w *refusalWatch) kill(s *shardNode, kill func()) {
+	_ = w.sample(s)
+	kill()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.mu.gen[s.id]++
+	for k := range w.mu.last {
+		if strings.HasPrefix(k, s.id+": ") {
+			delete(w.mu.last, k)
+		}
+	}
+}
+
+// allowDuring allows reason while fn runs: every shard is sampled before
+// and after, so what changed in between is attributed to fn's fault. It
+// returns how many refusals with that reason each shard counted
+// meanwhile.
+func (w *refusalWatch) allowDuring(reason string, fn func()) map[string]float64 {
+	w.sampleAll()
+	before := w.count(reason)
+	w.mu.Lock()
+	w.mu.allow[reason] = true
+	w.mu.Unlock()
+	fn()
+	w.sampleAll()
+	w.mu.Lock()
+	w.mu.allow[reason] = slices.Contains(w.always, reason)
+	w.mu.Unlock()
+	out := w.count(reason)
+	for k, v := range before {
+		out[k] -= v
+	}
+	return out
+}
+
+func (w *refusalWatch) sampleAll() {
+	for _, s := range w.shards {
+		_ = w.sample(s)
+	}
+}
+
+// count returns the allowed refusals with reason so far, per shard id.
+func (w *refusalWatch) count(reason string) map[string]float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]float64{}
+	for k, v := range w.mu.allowed {
+		if strings.Contains(k, fmt.Sprintf("reason=%q", reason)) {
+			id, _, _ := strings.Cut(k, ": ")
+			out[id] += v
+		}
+	}
+	return out
+}
+
 // close stops the sampling (idempotent), samples every shard once more
-// (they must all answer) and returns the non-zero series seen: bad ones,
-// allowed ones, and how many scrapes succeeded.
+// (they must all answer) and returns the refusals counted: those no fault
+// allowed, those allowed, and how many scrapes succeeded.
 func (w *refusalWatch) close() (bad, allowed []string, scrapes int, err error) {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
@@ -158,17 +248,11 @@ func (w *refusalWatch) close() (bad, allowed []string, scrapes int, err error) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, v := range w.mu.seen {
-		line := fmt.Sprintf("%s %v", k, v)
-		ok := false
-		for _, r := range w.allowed {
-			ok = ok || strings.Contains(k, fmt.Sprintf("reason=%q", r))
-		}
-		if ok {
-			allowed = append(allowed, line)
-		} else {
-			bad = append(bad, line)
-		}
+	for k, v := range w.mu.bad {
+		bad = append(bad, fmt.Sprintf("%s +%v", k, v))
+	}
+	for k, v := range w.mu.allowed {
+		allowed = append(allowed, fmt.Sprintf("%s +%v", k, v))
 	}
 	slices.Sort(bad)
 	slices.Sort(allowed)
