@@ -209,6 +209,9 @@ func (c *Client) setLeader(addr string) {
 // ready waits up to ConnectTimeout for cc to be usable; false means nothing
 // could have been sent on it.
 func (c *Client) ready(ctx context.Context, cc *grpc.ClientConn) bool {
+	if cc.GetState() == connectivity.Ready {
+		return true // the common case: no timer, no context
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
 	defer cancel()
 	cc.Connect()
@@ -236,7 +239,7 @@ func (c *Client) newBackoff(ctx context.Context) backoff.BackOff {
 // withDeadline gives ctx the default call deadline when it has none.
 func (c *Client) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
-		return context.WithCancel(ctx)
+		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, c.cfg.CallTimeout)
 }
