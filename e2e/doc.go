@@ -21,8 +21,10 @@
 //     LogPlayer's (fencing persisted);
 //   - no target refused a delivery: target_refusals_total, sampled every
 //     250 ms and before each kill, stays zero (a duplicate or a gap would be
-//     refused by the SDK's continuity check); only "superseded" is allowed
-//     where a fault leaves a stale stream open at the target;
+//     refused by the SDK's continuity check); the only increases allowed
+//     are "superseded" where a partition leaves a stream the LogPlayer gave
+//     up on open at the target, and "stale_epoch" while a second LogPlayer
+//     fences a paused one;
 //   - the last LogPlayer reports no refusal, bogus ack, blocked target or
 //     recovery below retention; no child logged a panic (or, with
 //     -binary-race, a data race).
@@ -33,7 +35,9 @@
 //     data; SIGSTOP another until the LogPlayer suspends it, then SIGCONT;
 //     SIGKILL the LogPlayer and restart it (new epoch); SIGKILL a shard and
 //     the LogPlayer, restart the LogPlayer while the shard is down, then the
-//     shard; SIGKILL the LogStore leader and restart it on its data. One
+//     shard; SIGSTOP the LogPlayer, start a second one, SIGCONT the first
+//     (a zombie: every target must fence it); SIGKILL the LogStore leader
+//     and restart it on its data. One
 //     round by default, -long runs 5, -rounds N exactly N; -seed S replays a
 //     workload; -binary-race builds the children with the race detector.
 //   - TestDockerPartition (go test -tags docker -run TestDockerPartition
@@ -42,7 +46,8 @@
 //     bridge network created for the test; the LogStore leader is cut off
 //     (docker network disconnect) while writes go on on the majority, then
 //     healed; a shard is cut off until the LogPlayer suspends it, then
-//     healed; a shard container is killed and started again. Containers,
+//     healed; the LogPlayer is cut off until it gave up on every target,
+//     then healed; a shard container is killed and started again. Containers,
 //     volumes, network and image are removed at the end.
 //
 // Goroutines (test code): one waiter per child process (reaps it, closes

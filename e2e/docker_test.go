@@ -52,7 +52,8 @@ const crashCheckEvery = time.Second
 // workload runs on the host. Faults: the LogStore leader is cut off the
 // network (docker network disconnect) while writes go on on the majority,
 // then healed; a shard is cut off (its stream hangs instead of breaking)
-// and healed; a shard container is killed and started again. Then the
+// and healed; the LogPlayer is cut off from everything and healed; a shard
+// container is killed and started again. Then the
 // same checks as TestRealProcessesUnderFaults. Everything the test created
 // (containers, their volumes, the network, the image) is removed at the end.
 func TestDockerPartition(t *testing.T) {
@@ -110,6 +111,28 @@ func TestDockerPartition(t *testing.T) {
 	c.waitShardsApplied(ld.acks.max.Load())
 	t.Logf("%v: %s healed, returned and caught up", since(began), cut.id)
 
+	// The LogPlayer cut off: every target stream and the main stream go
+	// silent; healed once it gave up on all its targets (its metrics
+	// endpoint is cut off too, so its log tells).
+	since0 := time.Now()
+	returned := map[string]float64{}
+	for _, s := range c.shards {
+		returned[s.id] = c.mustPlayerMetric("logplayer_target_returns_total", fmt.Sprintf("target=%q", s.id))
+	}
+	d.disconnect("player")
+	c.waitAcked(ld)
+	c.waitFor(silentMax, "the partitioned LogPlayer to give up on every target stream", func() error {
+		return d.loggedFor("player", since0, streamEndedLog, c.shards)
+	})
+	d.connect("player")
+	for _, s := range c.shards {
+		label := fmt.Sprintf("target=%q", s.id)
+		c.waitPlayerMetric(progressMax, "logplayer_target_returns_total", label, returned[s.id])
+	}
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
+	t.Logf("%v: LogPlayer partitioned, healed, every target returned and caught up", since(began))
+
 	// A shard container killed and started again on its volume.
 	killed := c.shards[0]
 	refusals.kill(killed, func() { d.docker("kill", d.name(killed.id)) })
@@ -140,7 +163,8 @@ type dockerSystem struct {
 	c       *cluster
 
 	crashMu   sync.Mutex
-	lastCheck time.Time
+	lastCheck time.Time // of crashed
+	lastLogs  time.Time // of loggedFor
 }
 
 func startDocker(t *testing.T) *dockerSystem {
@@ -288,6 +312,45 @@ func (d *dockerSystem) connect(id string) {
 	d.t.Helper()
 	a := d.alias(id)
 	d.docker("network", "connect", "--ip", d.ips[a], "--alias", a, d.network, d.name(id))
+}
+
+// streamEndedLog is what the LogPlayer logs when it gives up on a target's
+// stream (package logplayer, transport.go).
+const streamEndedLog = "target stream ended, reconnecting"
+
+// loggedFor returns nil once the container of id logged msg about every
+// shard (a line with msg and target=<shard id>) since from. Throttled like
+// crashed (one docker logs a second).
+func (d *dockerSystem) loggedFor(id string, from time.Time, msg string, shards []*shardNode) error {
+	d.crashMu.Lock()
+	wait := crashCheckEvery - time.Since(d.lastLogs)
+	d.crashMu.Unlock()
+	if wait > 0 {
+		return fmt.Errorf("not read yet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dockerCmdMax)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "logs", "--since", from.Format(time.RFC3339Nano), d.name(id)).CombinedOutput()
+	d.crashMu.Lock()
+	d.lastLogs = time.Now()
+	d.crashMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("docker logs %s: %v: %s", id, err, out)
+	}
+	var missing []string
+	for _, s := range shards {
+		found := false
+		for _, l := range strings.Split(string(out), "\n") {
+			found = found || strings.Contains(l, msg) && strings.Contains(l, "target="+s.id)
+		}
+		if !found {
+			missing = append(missing, s.id)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no %q about %v yet", msg, missing)
+	}
+	return nil
 }
 
 // crashed names a container that is not running (the test stops them only

@@ -18,9 +18,10 @@ var (
 // TestRealProcessesUnderFaults runs the system as real processes under the
 // demo workload. Each round, under load: SIGKILL a shard (restarted on its
 // data); SIGSTOP another until the LogPlayer suspends it, then SIGCONT;
-// SIGKILL the LogPlayer (restarted: new epoch); SIGKILL the third shard and
-// the LogPlayer, restart the LogPlayer without it, then the shard; SIGKILL
-// the LogStore leader (restarted on its data). Every component must come
+// SIGKILL the LogPlayer (restarted: new epoch); SIGSTOP it, start a second
+// LogPlayer, SIGCONT the first (a zombie, fenced by epoch); SIGKILL the
+// third shard and the LogPlayer, restart the LogPlayer without it, then the
+// shard; SIGKILL the LogStore leader (restarted on its data). Every component must come
 // back and catch up before the next fault. Then it checks every guarantee of
 // DESIGN.md §7 it can see from the outside (see the package doc).
 func TestRealProcessesUnderFaults(t *testing.T) {
