@@ -164,8 +164,8 @@ func (w *refusalWatch) sample(s *shardNode) error {
 			continue
 		}
 		reasonAllowed := false
-		for r := range w.mu.allow {
-			reasonAllowed = reasonAllowed || strings.Contains(x.labels, fmt.Sprintf("reason=%q", r))
+		for r, ok := range w.mu.allow {
+			reasonAllowed = reasonAllowed || ok && strings.Contains(x.labels, fmt.Sprintf("reason=%q", r))
 		}
 		if reasonAllowed {
 			w.mu.allowed[k] += delta
