@@ -42,20 +42,69 @@ type resolution struct {
 	commit time.Duration
 }
 
-// The convoy hold (see aggregator): a batch waits at most
-// holdFraction × the smoothed commit latency, and never more than maxHold,
-// for the clients an entry just answered. Half a commit: a client that
-// misses the batch waits a whole commit behind it, so holding up to half
-// of one wins whenever the convoy does come back, and costs little when it
-// does not. maxHold bounds the wait when commits are slow (a stalled disk
-// must not turn into a linger).
+// The convoy hold (see aggregator). The window is derived from how long
+// the answered clients actually take to come back (their return time:
+// from an entry's resolution until as many requests as it answered have
+// arrived), not from the commit latency: on a loaded machine the two are
+// unrelated. The batch holds for holdMargin × the smoothed return time,
+// but only while that is shorter than a commit (holdReturnRatio): then
+// waiting for the convoy costs less than making it wait for the next entry
+// (an open-loop load, whose "returns" take a whole round, does not hold),
+// and never for more than maxHold (a stalled disk or client must not turn
+// into a linger).
 const (
-	holdFraction = 0.5
-	maxHold      = 10 * time.Millisecond
-	// commitSmoothing is the weight of a new commit latency in the moving
-	// average the hold is derived from.
-	commitSmoothing = 0.125
+	holdMargin      = 1.5
+	holdReturnRatio = 1
+	maxHold         = 10 * time.Millisecond
+	// smoothing is the weight of a new sample in the moving averages of
+	// commit latency and return time.
+	smoothing = 0.125
 )
+
+// convoy measures what the hold window is derived from. run only.
+type convoy struct {
+	commit, back time.Duration // smoothed commit latency and return time
+	// A return being timed: since from, need requests still to arrive.
+	timing bool
+	from   time.Time
+	need   int
+}
+
+func smooth(avg *time.Duration, sample time.Duration) {
+	if *avg == 0 {
+		*avg = sample
+		return
+	}
+	*avg += time.Duration(smoothing * float64(sample-*avg))
+}
+
+// resolved records an entry answering cmds requests at now after commit.
+func (c *convoy) resolved(cmds int, commit time.Duration, now time.Time) {
+	smooth(&c.commit, commit)
+	if c.timing { // the last convoy is not back a whole entry later
+		smooth(&c.back, now.Sub(c.from))
+	}
+	c.timing, c.from, c.need = true, now, cmds
+}
+
+// arrived records n requests taken from intake at now.
+func (c *convoy) arrived(n int, now time.Time) {
+	if !c.timing {
+		return
+	}
+	if c.need -= n; c.need <= 0 {
+		smooth(&c.back, now.Sub(c.from))
+		c.timing = false
+	}
+}
+
+// defaultHoldWindow is the hold after a resolution (see holdMargin).
+func defaultHoldWindow(c *convoy) time.Duration {
+	if c.back == 0 || c.back >= holdReturnRatio*c.commit {
+		return 0
+	}
+	return min(time.Duration(holdMargin*float64(c.back)), maxHold)
+}
 
 // aggregator turns many requests into few Raft entries (DESIGN.md §4).
 //
@@ -77,11 +126,13 @@ const (
 //     closed loop) come straight back. Sending the first returning request
 //     alone would split them into two groups that alternate forever, each
 //     waiting for the other's entry (measured: entries of 1 and 9 txns with
-//     10 clients, half the throughput). So with nothing in flight, a batch
-//     waits until it holds as many requests as the entries resolved since
-//     the last send answered, or until the hold window (holdFraction of the
-//     smoothed commit latency, at most maxHold) after the last resolution
-//     passes. A serial client never waits: it alone was answered, and its
+//     10 clients, half the throughput; or two stable groups of 5). So with
+//     nothing in flight, a batch waits until it holds what it held when the
+//     entry resolved plus the requests that entry answered (the two groups
+//     become one), or until the hold window after the resolution passes
+//     (about the time the answered clients took to come back lately; none
+//     when they take longer than a commit or do not come back; at most
+//     maxHold). A serial client never waits: it alone was answered, and its
 //     next request completes the batch; on an idle cluster the window has
 //     long passed.
 type aggregator struct {
@@ -93,9 +144,9 @@ type aggregator struct {
 	pipeTxns    int
 	maxInflight int
 	timeout     time.Duration
-	// holdWindow is the convoy hold after a resolution, given the smoothed
-	// commit latency (defaultHoldWindow; tests change it).
-	holdWindow func(commit time.Duration) time.Duration
+	// holdWindow is the convoy hold after a resolution
+	// (defaultHoldWindow; tests change it).
+	holdWindow func(c *convoy) time.Duration
 
 	intake   chan *pending       // capacity Config.IntakeQueue: the back-pressure bound
 	inflight chan *inflightEntry // capacity MaxInflightEntries: run never has more outstanding
@@ -174,13 +225,14 @@ type batcher struct {
 	bytes       int
 	outstanding int
 	// target is how many commands the batch waits for while nothing is in
-	// flight (the convoy hold): the requests answered by the entries that
-	// resolved since the last send. Counting answers, not arrivals, a
-	// client that is back before run hears of its entry is not counted
+	// flight (the convoy hold): what it held when entries resolved plus the
+	// requests they answered. run takes every resolution waiting in freed
+	// before it takes a request from intake, and complete reports a
+	// resolution before it answers, so a returning client is never counted
 	// twice.
 	target    int
-	holdUntil time.Time     // end of the hold window after the last resolution
-	commit    time.Duration // smoothed commit latency
+	holdUntil time.Time // end of the hold window after the last resolution
+	convoy    convoy
 }
 
 // ready reports whether the batch goes out now, and otherwise how long the
@@ -201,6 +253,18 @@ func (a *aggregator) ready(b *batcher, now time.Time) (bool, time.Duration) {
 	return wait <= 0, max(wait, 0)
 }
 
+// takeResolutions handles every resolution already reported.
+func (a *aggregator) takeResolutions(b *batcher) {
+	for {
+		select {
+		case r := <-a.freed:
+			a.resolved(b, r, time.Now())
+		default:
+			return
+		}
+	}
+}
+
 // resolved updates the convoy hold after an entry resolved at now.
 func (a *aggregator) resolved(b *batcher, r resolution, now time.Time) {
 	b.outstanding--
@@ -208,17 +272,9 @@ func (a *aggregator) resolved(b *batcher, r resolution, now time.Time) {
 	if r.cmds == 0 {
 		return
 	}
-	b.target = min(b.target+r.cmds, a.maxTxns)
-	if b.commit == 0 {
-		b.commit = r.commit
-	} else {
-		b.commit += time.Duration(commitSmoothing * float64(r.commit-b.commit))
-	}
-	b.holdUntil = now.Add(a.holdWindow(b.commit))
-}
-
-func defaultHoldWindow(commit time.Duration) time.Duration {
-	return min(time.Duration(holdFraction*float64(commit)), maxHold)
+	b.target = min(max(b.target, len(b.batch))+r.cmds, a.maxTxns)
+	b.convoy.resolved(r.cmds, r.commit, now)
+	b.holdUntil = now.Add(a.holdWindow(&b.convoy))
 }
 
 func (a *aggregator) run() {
@@ -250,6 +306,7 @@ func (a *aggregator) run() {
 		}
 		select {
 		case p := <-intake:
+			a.takeResolutions(&b) // before p, which may be a client one answered
 			n := len(b.batch)
 			b.batch, b.bytes = append(b.batch, p), b.bytes+p.size
 		fill:
@@ -261,6 +318,7 @@ func (a *aggregator) run() {
 					break fill
 				}
 			}
+			b.convoy.arrived(len(b.batch)-n, time.Now())
 			a.taken.Add(int64(len(b.batch) - n))
 			a.metrics.intakeDepth.Set(float64(len(a.intake)))
 		case r := <-a.freed:

@@ -31,8 +31,8 @@ type fakeFuture struct {
 	resp  []cmdResult
 }
 
-func holdFor(d time.Duration) func(time.Duration) time.Duration {
-	return func(time.Duration) time.Duration { return d }
+func holdFor(d time.Duration) func(*convoy) time.Duration {
+	return func(*convoy) time.Duration { return d }
 }
 
 // resolveAll resolves every entry (so the aggregator can stop after a
@@ -175,9 +175,9 @@ func TestAggregatorSerialNeverHolds(t *testing.T) {
 	}
 }
 
-// After an entry resolves with nothing in flight, the batch waits for as
-// many requests as that entry answered (the convoy), so two groups of
-// clients merge into one entry instead of alternating.
+// After an entry resolves with nothing in flight, the batch waits for what
+// it held plus the requests that entry answered (the convoy), so two groups
+// of clients merge into one entry instead of alternating.
 func TestAggregatorConvoyMerges(t *testing.T) {
 	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Hour) })
 	resA := submitAsync(a, "a")
@@ -186,41 +186,64 @@ func TestAggregatorConvoyMerges(t *testing.T) {
 		t.Fatalf("entry 1 %v, want [a]", got)
 	}
 	// b, c, d arrive while entry 1 is in flight: they wait for it.
-	var rest []<-chan submitted
+	var res []<-chan submitted
 	for _, id := range []string{"b", "c", "d"} {
-		rest = append(rest, submitAsync(a, id))
+		res = append(res, submitAsync(a, id))
 	}
 	waitFor(t, "b, c and d taken into the batch", func() bool { return intakeTaken(a, 4) })
 	e1.resolve()
-	wait(t, resA)
-	// Entry 1 answered one request: the batch of three goes at once.
+	if s := wait(t, resA); s.err != nil {
+		t.Fatal(s.err)
+	}
+	// Entry 1 answered a: the three wait (the hold is an hour) until a is
+	// back, and all four ride entry 2.
+	res = append(res, submitAsync(a, "a"))
 	e2 := r.next(t)
-	if got := ids(e2); len(got) != 3 {
-		t.Fatalf("entry 2 %v, want b, c, d", got)
+	if got := ids(e2); len(got) != 4 || got[3] != "a" {
+		t.Fatalf("entry 2 %v, want [b c d a] in one entry", got)
 	}
-	// a comes back while entry 2 is in flight, then entry 2 resolves: a
-	// does not go out alone but waits (the hold is an hour) until the
-	// batch holds as many requests as entry 2 answered.
-	resA = submitAsync(a, "a")
-	waitFor(t, "a taken into the batch", func() bool { return intakeTaken(a, 5) })
 	e2.resolve()
-	for _, ch := range rest {
+	for _, ch := range res {
 		if s := wait(t, ch); s.err != nil {
 			t.Fatal(s.err)
 		}
 	}
-	rest = []<-chan submitted{submitAsync(a, "b")}
-	waitFor(t, "b taken into the batch", func() bool { return intakeTaken(a, 6) })
-	rest = append(rest, submitAsync(a, "c"))
-	e3 := r.next(t)
-	if got := ids(e3); len(got) != 3 || got[0] != "a" || got[1] != "b" || got[2] != "c" {
-		t.Fatalf("entry 3 %v, want [a b c] in one entry", got)
+}
+
+// The hold window follows how long answered clients take to come back, and
+// is none when they take a commit or longer (or have not been timed yet).
+func TestConvoyHoldWindow(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var c convoy
+	c.resolved(3, 4*time.Millisecond, t0)
+	if w := defaultHoldWindow(&c); w != 0 {
+		t.Fatalf("window %v before any return was timed, want 0", w)
 	}
-	e3.resolve()
-	for _, ch := range append(rest, resA) {
-		if s := wait(t, ch); s.err != nil {
-			t.Fatal(s.err)
-		}
+	c.arrived(2, t0.Add(time.Millisecond))
+	c.arrived(1, t0.Add(2*time.Millisecond)) // all three back after 2ms
+	if c.back != 2*time.Millisecond {
+		t.Fatalf("return time %v, want 2ms", c.back)
+	}
+	if w := defaultHoldWindow(&c); w != 3*time.Millisecond {
+		t.Fatalf("window %v, want 1.5 × 2ms", w)
+	}
+	// Slow commits do not stretch the window past maxHold.
+	c.back, c.commit = time.Second, 2*time.Second
+	if w := defaultHoldWindow(&c); w != maxHold {
+		t.Fatalf("window %v, want maxHold", w)
+	}
+	// A convoy that takes longer than a commit to come back is not held for.
+	c.back, c.commit = 5*time.Millisecond, 4*time.Millisecond
+	if w := defaultHoldWindow(&c); w != 0 {
+		t.Fatalf("window %v for returns slower than commits, want 0", w)
+	}
+	// A return still short when the next entry resolves counts as that long.
+	c = convoy{}
+	c.resolved(5, 4*time.Millisecond, t0)
+	c.arrived(1, t0.Add(time.Millisecond))
+	c.resolved(1, 4*time.Millisecond, t0.Add(6*time.Millisecond))
+	if c.back != 6*time.Millisecond || defaultHoldWindow(&c) != 0 {
+		t.Fatalf("censored return: back %v window %v, want 6ms and none", c.back, defaultHoldWindow(&c))
 	}
 }
 

@@ -21,11 +21,12 @@
 //     out at once; while entries are in flight the batch grows and goes out
 //     when one resolves, or earlier once it holds PipelineMinTxns (64)
 //     commands (group commit: fewer, larger entries, fewer fsyncs per
-//     transaction). Right after an entry resolves, a batch waits for as
-//     many requests as that entry answered (their clients come back), at
-//     most half the smoothed commit latency and 10ms (the convoy hold: it
-//     keeps concurrent clients in one entry instead of two alternating
-//     ones; a serial client completes its own batch and never waits). A
+//     transaction). Right after an entry resolves, a batch also waits for
+//     the requests that entry answered (their clients come back), as long
+//     as they lately came back within about a commit, at most 10ms (the
+//     convoy hold: it keeps concurrent clients in one entry instead of two
+//     alternating ones; a serial client completes its own batch and never
+//     waits). A
 //     full intake answers RESOURCE_EXHAUSTED/QUEUE_FULL at once. The entry
 //     carries the leader's timestamp, non-decreasing (apply clamps it to
 //     the previous one too).
