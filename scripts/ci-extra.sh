@@ -2,7 +2,10 @@
 # Extra CI checks, run by .ci/run after the test suite:
 #   1. the dev demo for 20 s: `logplayer dev --demo 20s` must exit 0 and end
 #      with a JSON line showing committed > 0, no duplicates, nothing missing;
-#   2. the container check (scripts/docker-e2e.sh), when a Docker engine works.
+#   2. the container check (scripts/docker-e2e.sh) and the multi-host
+#      partition test (e2e TestDockerPartition: leader, shard and LogPlayer
+#      cut off with docker network disconnect, a shard docker-killed), when a
+#      Docker engine works.
 # The binary is built once, static, and used for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +23,8 @@ scripts/check-demo-json.sh "$(tail -n 1 "$work/demo.out")"
 if docker info >/dev/null 2>&1; then
   echo "--- container check (docker engine found)"
   scripts/docker-e2e.sh "$bin"
+  echo "--- partition test (containers on a private network)"
+  go test -tags docker -count=1 -timeout 10m -run TestDockerPartition ./e2e/
 else
   echo "--- container check skipped: no working Docker engine (docker info failed)"
 fi
