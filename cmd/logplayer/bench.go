@@ -19,9 +19,11 @@ func init() {
 Starts 3 LogStore nodes in this process (TCP on 127.0.0.1, fsync on) and, for
 each --clients level, that many clients each doing one Append at a time (a
 transaction of --topics topics x one --slice-bytes message) for --duration
-after --warmup. Then the same with bare hashicorp/raft Apply (raft-boltdb,
-TCP transport, no-op FSM) as the reference, in the same run. Prints one
-Markdown table: tx/s and p50/p99/p99.9 commit latency per row.
+after --warmup; right after each level, the same load on bare
+hashicorp/raft Apply (raft-boltdb, TCP transport, no-op FSM) as the
+reference, so both see the same machine. Prints one Markdown table, a line
+per client count: tx/s and p50/p99/p99.9 of both systems, the LogStore/bare
+ratios marked against the DESIGN.md goals, and transactions per Raft entry.
 
 scripts/bench.sh runs this and 'bench player' and writes docs/BENCHMARKS.md.`,
 		examples: []string{
