@@ -36,7 +36,11 @@ func exampleCluster() (seeds []string, stop func()) {
 	if err != nil {
 		panic(err)
 	}
+	deadline := time.Now().Add(30 * time.Second)
 	for !n.IsLeader() { // a single voter elects itself within its election timeout
+		if time.Now().After(deadline) {
+			panic("example cluster: no leader after 30s")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return []string{n.APIAddr()}, func() { n.Close(); os.RemoveAll(dir) }
