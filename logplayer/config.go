@@ -17,6 +17,7 @@ import (
 
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // ErrInvalidConfig is wrapped by every configuration error (Config, the
@@ -223,23 +224,9 @@ func (c *Config) validate() error {
 //	grpc.NewServer(grpc.KeepaliveEnforcementPolicy(logplayer.ServerKeepalive))
 var ServerKeepalive = keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}
 
-// maxTopicLen bounds a topic name (as Kafka does).
-const maxTopicLen = 249
-
-// ValidTopic reports whether name is a valid topic: 1 to 249 characters
-// from [A-Za-z0-9._-].
-func ValidTopic(name string) bool {
-	if name == "" || len(name) > maxTopicLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// ValidTopic reports whether name is a valid topic (types.ValidTopic: 1 to
+// 249 characters from [A-Za-z0-9._-]).
+func ValidTopic(name string) bool { return types.ValidTopic(name) }
 
 func validAddress(a string) error {
 	host, port, err := net.SplitHostPort(a)
@@ -259,7 +246,7 @@ func validAddress(a string) error {
 // host:port address, and at least one valid topic, none repeated.
 func (tc TargetConfig) Validate() error {
 	if !ValidTopic(tc.ID) {
-		return fmt.Errorf("%w: target id %q: want 1-%d characters from [A-Za-z0-9._-]", ErrInvalidConfig, tc.ID, maxTopicLen)
+		return fmt.Errorf("%w: target id %q: want 1-%d characters from [A-Za-z0-9._-]", ErrInvalidConfig, tc.ID, types.MaxTopicLen)
 	}
 	if err := validAddress(tc.Address); err != nil {
 		return fmt.Errorf("%w: target %s: address %v", ErrInvalidConfig, tc.ID, err)

@@ -7,30 +7,20 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Limits checked at the gRPC edge; a request that fails them writes nothing.
 const (
 	// MaxTopicLen is the longest topic name (Kafka's limit).
-	MaxTopicLen = 249
+	MaxTopicLen = types.MaxTopicLen
 	// MaxNameLen bounds producer ids, group and consumer names.
 	MaxNameLen = 256
 )
 
 // ValidTopic reports whether t is a topic name: 1..249 characters of
-// [a-zA-Z0-9._-].
-func ValidTopic(t string) bool {
-	if len(t) == 0 || len(t) > MaxTopicLen {
-		return false
-	}
-	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// [a-zA-Z0-9._-] (types.ValidTopic, the one definition of the rule).
+func ValidTopic(t string) bool { return types.ValidTopic(t) }
 
 func invalidTopic(t string) error {
 	return apierr.New(logstorepb.ErrorCode_INVALID_TOPIC,

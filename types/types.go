@@ -19,3 +19,22 @@ type Epoch = uint64
 
 // TargetID names a delivery target.
 type TargetID = string
+
+// MaxTopicLen is the longest topic name (Kafka's limit).
+const MaxTopicLen = 249
+
+// ValidTopic reports whether name is a topic name: 1 to MaxTopicLen
+// characters of [A-Za-z0-9._-]. The one definition of the rule: the LogStore
+// checks it at its gRPC edge, the LogPlayer in its target configuration.
+func ValidTopic(name string) bool {
+	if name == "" || len(name) > MaxTopicLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
