@@ -26,13 +26,17 @@ const (
 )
 
 // Entry is one Raft log entry written by the leader's aggregator: many
-// commands, one leader timestamp. Apply uses only what is in here.
+// commands, one leader timestamp, the leader's apply limits. Apply uses only
+// what is in here (and the replicated state).
 type Entry struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	TimestampUnixNano int64                  `protobuf:"varint,1,opt,name=timestamp_unix_nano,json=timestampUnixNano,proto3" json:"timestamp_unix_nano,omitempty"`
 	Commands          []*Command             `protobuf:"bytes,2,rep,name=commands,proto3" json:"commands,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Absent in entries written before limits were stamped: those apply with
+	// the legacy values (see ApplyLimits).
+	Limits        *ApplyLimits `protobuf:"bytes,3,opt,name=limits,proto3" json:"limits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Entry) Reset() {
@@ -79,6 +83,95 @@ func (x *Entry) GetCommands() []*Command {
 	return nil
 }
 
+func (x *Entry) GetLimits() *ApplyLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// ApplyLimits are the bounds apply enforces on the replicated tables. The
+// leader stamps its own into every entry, so every replica applies an entry
+// with the same values whatever its local configuration. A zero field (or
+// an absent message) means the legacy value, what every node applied before
+// limits were stamped: 10000 producers, 24h producer idle expiry, no cap on
+// consumers or group offsets.
+type ApplyLimits struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Producer table size; beyond it the least recently seen producer is
+	// evicted (Config.MaxProducers).
+	MaxProducers uint64 `protobuf:"varint,1,opt,name=max_producers,json=maxProducers,proto3" json:"max_producers,omitempty"`
+	// A producer not seen for this long in log time is dropped
+	// (Config.ProducerIdleExpiry).
+	ProducerIdleExpiryNanos int64 `protobuf:"varint,2,opt,name=producer_idle_expiry_nanos,json=producerIdleExpiryNanos,proto3" json:"producer_idle_expiry_nanos,omitempty"`
+	// Registered delivery consumers (ReportConsumer); a new one beyond it is
+	// refused (logstore.MaxConsumers).
+	MaxConsumers uint64 `protobuf:"varint,3,opt,name=max_consumers,json=maxConsumers,proto3" json:"max_consumers,omitempty"`
+	// Committed (group, topic) offsets; an offset commit that would add one
+	// beyond it fails its Append (logstore.MaxGroupOffsets).
+	MaxGroupOffsets uint64 `protobuf:"varint,4,opt,name=max_group_offsets,json=maxGroupOffsets,proto3" json:"max_group_offsets,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ApplyLimits) Reset() {
+	*x = ApplyLimits{}
+	mi := &file_raftcmd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyLimits) ProtoMessage() {}
+
+func (x *ApplyLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyLimits.ProtoReflect.Descriptor instead.
+func (*ApplyLimits) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApplyLimits) GetMaxProducers() uint64 {
+	if x != nil {
+		return x.MaxProducers
+	}
+	return 0
+}
+
+func (x *ApplyLimits) GetProducerIdleExpiryNanos() int64 {
+	if x != nil {
+		return x.ProducerIdleExpiryNanos
+	}
+	return 0
+}
+
+func (x *ApplyLimits) GetMaxConsumers() uint64 {
+	if x != nil {
+		return x.MaxConsumers
+	}
+	return 0
+}
+
+func (x *ApplyLimits) GetMaxGroupOffsets() uint64 {
+	if x != nil {
+		return x.MaxGroupOffsets
+	}
+	return 0
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -94,7 +187,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_raftcmd_proto_msgTypes[1]
+	mi := &file_raftcmd_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +199,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[1]
+	mi := &file_raftcmd_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +212,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{1}
+	return file_raftcmd_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Command) GetKind() isCommand_Kind {
@@ -207,7 +300,7 @@ type MemberCommand struct {
 
 func (x *MemberCommand) Reset() {
 	*x = MemberCommand{}
-	mi := &file_raftcmd_proto_msgTypes[2]
+	mi := &file_raftcmd_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -219,7 +312,7 @@ func (x *MemberCommand) String() string {
 func (*MemberCommand) ProtoMessage() {}
 
 func (x *MemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[2]
+	mi := &file_raftcmd_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -232,7 +325,7 @@ func (x *MemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCommand.ProtoReflect.Descriptor instead.
 func (*MemberCommand) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{2}
+	return file_raftcmd_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *MemberCommand) GetId() string {
@@ -281,7 +374,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +386,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +399,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+	return file_raftcmd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ProducerState) GetProducerId() string {
@@ -361,7 +454,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +466,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +479,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{4}
+	return file_raftcmd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TopicState) GetTopic() string {
@@ -423,7 +516,7 @@ type FSMState struct {
 
 func (x *FSMState) Reset() {
 	*x = FSMState{}
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -435,7 +528,7 @@ func (x *FSMState) String() string {
 func (*FSMState) ProtoMessage() {}
 
 func (x *FSMState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -448,7 +541,7 @@ func (x *FSMState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMState.ProtoReflect.Descriptor instead.
 func (*FSMState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{5}
+	return file_raftcmd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *FSMState) GetLastLsn() uint64 {
@@ -525,10 +618,16 @@ var File_raftcmd_proto protoreflect.FileDescriptor
 
 const file_raftcmd_proto_rawDesc = "" +
 	"\n" +
-	"\rraftcmd.proto\x12\x15logplayer.logstore.v1\x1a\x0elogstore.proto\"s\n" +
+	"\rraftcmd.proto\x12\x15logplayer.logstore.v1\x1a\x0elogstore.proto\"\xaf\x01\n" +
 	"\x05Entry\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\x12:\n" +
-	"\bcommands\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.CommandR\bcommands\"\xb4\x02\n" +
+	"\bcommands\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.CommandR\bcommands\x12:\n" +
+	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xc0\x01\n" +
+	"\vApplyLimits\x12#\n" +
+	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
+	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
+	"\rmax_consumers\x18\x03 \x01(\x04R\fmaxConsumers\x12*\n" +
+	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xb4\x02\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
@@ -580,40 +679,42 @@ func file_raftcmd_proto_rawDescGZIP() []byte {
 	return file_raftcmd_proto_rawDescData
 }
 
-var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_raftcmd_proto_goTypes = []any{
 	(*Entry)(nil),                 // 0: logplayer.logstore.v1.Entry
-	(*Command)(nil),               // 1: logplayer.logstore.v1.Command
-	(*MemberCommand)(nil),         // 2: logplayer.logstore.v1.MemberCommand
-	(*ProducerState)(nil),         // 3: logplayer.logstore.v1.ProducerState
-	(*TopicState)(nil),            // 4: logplayer.logstore.v1.TopicState
-	(*FSMState)(nil),              // 5: logplayer.logstore.v1.FSMState
-	(*AppendRequest)(nil),         // 6: logplayer.logstore.v1.AppendRequest
-	(*NextEpochRequest)(nil),      // 7: logplayer.logstore.v1.NextEpochRequest
-	(*ReportConsumerRequest)(nil), // 8: logplayer.logstore.v1.ReportConsumerRequest
-	(*AppendResponse)(nil),        // 9: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 10: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 11: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 12: logplayer.logstore.v1.Consumer
+	(*ApplyLimits)(nil),           // 1: logplayer.logstore.v1.ApplyLimits
+	(*Command)(nil),               // 2: logplayer.logstore.v1.Command
+	(*MemberCommand)(nil),         // 3: logplayer.logstore.v1.MemberCommand
+	(*ProducerState)(nil),         // 4: logplayer.logstore.v1.ProducerState
+	(*TopicState)(nil),            // 5: logplayer.logstore.v1.TopicState
+	(*FSMState)(nil),              // 6: logplayer.logstore.v1.FSMState
+	(*AppendRequest)(nil),         // 7: logplayer.logstore.v1.AppendRequest
+	(*NextEpochRequest)(nil),      // 8: logplayer.logstore.v1.NextEpochRequest
+	(*ReportConsumerRequest)(nil), // 9: logplayer.logstore.v1.ReportConsumerRequest
+	(*AppendResponse)(nil),        // 10: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 11: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 12: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 13: logplayer.logstore.v1.Consumer
 }
 var file_raftcmd_proto_depIdxs = []int32{
-	1,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
-	6,  // 1: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
-	7,  // 2: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
-	8,  // 3: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
-	2,  // 4: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	9,  // 5: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	10, // 6: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	4,  // 7: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	3,  // 8: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	11, // 9: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	12, // 10: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	2,  // 11: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
+	1,  // 1: logplayer.logstore.v1.Entry.limits:type_name -> logplayer.logstore.v1.ApplyLimits
+	7,  // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
+	8,  // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
+	9,  // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
+	3,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
+	10, // 6: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	11, // 7: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	5,  // 8: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	4,  // 9: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	12, // 10: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	13, // 11: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	3,  // 12: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -622,7 +723,7 @@ func file_raftcmd_proto_init() {
 		return
 	}
 	file_logstore_proto_init()
-	file_raftcmd_proto_msgTypes[1].OneofWrappers = []any{
+	file_raftcmd_proto_msgTypes[2].OneofWrappers = []any{
 		(*Command_Append)(nil),
 		(*Command_NextEpoch)(nil),
 		(*Command_ReportConsumer)(nil),
@@ -634,7 +735,7 @@ func file_raftcmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftcmd_proto_rawDesc), len(file_raftcmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
