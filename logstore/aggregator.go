@@ -156,6 +156,9 @@ type aggregator struct {
 	lastTS   int64         // run only
 	taken    atomic.Int64  // requests run took from intake (tests wait on it)
 	stopOnce sync.Once
+
+	// limits is stamped into every entry (Config.applyLimits; read only).
+	limits *logstorepb.ApplyLimits
 }
 
 // newAggregator returns a started aggregator.
@@ -170,6 +173,7 @@ func buildAggregator(r applier, cfg *Config, m *metrics) *aggregator {
 		raft: r, metrics: m, now: cfg.Now,
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
 		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
+		limits:   cfg.applyLimits(),
 		intake:   make(chan *pending, cfg.IntakeQueue),
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),
@@ -338,7 +342,7 @@ func (a *aggregator) run() {
 func (a *aggregator) send(batch []*pending) {
 	ts := max(a.now().UnixNano(), a.lastTS)
 	a.lastTS = ts
-	e := &logstorepb.Entry{TimestampUnixNano: ts, Commands: make([]*logstorepb.Command, len(batch))}
+	e := &logstorepb.Entry{TimestampUnixNano: ts, Limits: a.limits, Commands: make([]*logstorepb.Command, len(batch))}
 	for i, p := range batch {
 		e.Commands[i] = p.cmd
 	}

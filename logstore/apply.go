@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,6 +23,64 @@ var ErrCorruptState = errors.New("logstore: corrupt FSM state")
 // time instead of on every entry.
 const producerSweepEvery = time.Minute
 
+// The legacy limits: what every node applied before the leader stamped
+// ApplyLimits into entries (the defaults of the time; cluster-wide caps did
+// not exist). An entry without limits, or a zero field, applies with these,
+// so a replayed old entry does what it did when first applied. Never change
+// them.
+const (
+	legacyMaxProducers    = 10000
+	legacyProducerIdle    = 24 * time.Hour
+	legacyMaxConsumers    = 0 // unbounded
+	legacyMaxGroupOffsets = 0 // unbounded
+)
+
+// maxLimit clamps a stamped count so it fits an int on every platform.
+const maxLimit = 1 << 31
+
+// limits are the bounds one entry is applied with (ApplyLimits decoded);
+// a zero cap is no cap.
+type limits struct {
+	maxProducers    int
+	producerIdle    time.Duration
+	maxConsumers    int
+	maxGroupOffsets int
+}
+
+// limitsOf decodes an entry's stamped limits (nil: all legacy).
+func limitsOf(l *logstorepb.ApplyLimits) limits {
+	count := func(v uint64, legacy int) int {
+		if v == 0 {
+			return legacy
+		}
+		return int(min(v, maxLimit))
+	}
+	out := limits{
+		maxProducers:    count(l.GetMaxProducers(), legacyMaxProducers),
+		producerIdle:    legacyProducerIdle,
+		maxConsumers:    count(l.GetMaxConsumers(), legacyMaxConsumers),
+		maxGroupOffsets: count(l.GetMaxGroupOffsets(), legacyMaxGroupOffsets),
+	}
+	if d := l.GetProducerIdleExpiryNanos(); d > 0 {
+		out.producerIdle = time.Duration(d)
+	}
+	return out
+}
+
+// full reports whether a table of n rows with cap limit (0: none) has no
+// room for added more rows.
+func full(n, added, limit int) bool { return limit > 0 && n+added > limit }
+
+// tableFull is apply's refusal of rows beyond a table's cap:
+// RESOURCE_EXHAUSTED / QUEUE_FULL (the one code apierr maps to
+// RESOURCE_EXHAUSTED) with limit = the cap. Nothing was changed; the
+// request may succeed once rows are removed.
+func tableFull(table string, n, limit int) error {
+	return apierr.New(logstorepb.ErrorCode_QUEUE_FULL,
+		fmt.Sprintf("%s table is full: %d rows, cap %d", table, n, limit),
+		func(d *logstorepb.ErrorDetail) { d.Limit = uint64(limit) })
+}
+
 // txnAppender is what apply needs from the segment log: append the next
 // transactions (the first's Lsn == last LSN + 1, then dense), visible to
 // readers when it returns, no fsync. Apply hands it every transaction of
@@ -39,14 +98,14 @@ type cmdResult struct {
 
 // stateMachine is the deterministic core of the FSM: a plain, synchronous
 // type that applies one Raft entry at a time to state and the segment log.
-// Its output depends only on its state, the entry's bytes and the entry's
-// timestamp; it never reads a clock, iterates a map to decide anything, or
-// draws randomness, so every replica writes the same bytes.
+// Its output depends only on its state and the entry's bytes (commands,
+// timestamp, limits); it never reads a clock or the node's configuration,
+// iterates a map to decide anything, or draws randomness, so every replica
+// writes the same bytes.
 type stateMachine struct {
-	st           *state
-	log          txnAppender
-	maxProducers int
-	producerIdle time.Duration
+	st  *state
+	log txnAppender
+	lim limits // the current entry's
 	// txns collects the entry's transactions for one AppendBatch (reused).
 	txns []*logstorepb.Transaction
 }
@@ -63,6 +122,7 @@ func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 	}
 	ts := max(e.TimestampUnixNano, st.lastTimestamp)
 	st.lastTimestamp, st.lastIndex = ts, idx
+	m.lim = limitsOf(e.Limits)
 	m.sweepProducers(ts)
 	out := make([]cmdResult, len(e.Commands))
 	for i, c := range e.Commands {
@@ -74,15 +134,7 @@ func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 			st.epoch++
 			out[i] = cmdResult{resp: &logstorepb.NextEpochResponse{Epoch: st.epoch}}
 		case *logstorepb.Command_ReportConsumer:
-			r := k.ReportConsumer
-			if r.Remove {
-				delete(st.consumers, r.Consumer)
-			} else {
-				// Set, not max: a target rebuilt from scratch may move
-				// back, and a stale report only retains more.
-				st.consumers[r.Consumer] = r.AckedLsn
-			}
-			out[i] = cmdResult{resp: &logstorepb.ReportConsumerResponse{}}
+			out[i] = m.applyReportConsumer(k.ReportConsumer)
 		case *logstorepb.Command_Member:
 			if k.Member.Remove {
 				delete(st.members, k.Member.Id)
@@ -104,15 +156,33 @@ func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 	return out
 }
 
-// sweepProducers drops producers idle for longer than producerIdle in log
-// time, at most once per producerSweepEvery of log time.
+// applyReportConsumer sets or removes a delivery consumer's acked LSN. A
+// new consumer beyond the cap is refused (nothing changes).
+func (m *stateMachine) applyReportConsumer(r *logstorepb.ReportConsumerRequest) cmdResult {
+	st := m.st
+	if r.Remove {
+		delete(st.consumers, r.Consumer)
+		return cmdResult{resp: &logstorepb.ReportConsumerResponse{}}
+	}
+	if _, ok := st.consumers[r.Consumer]; !ok && full(len(st.consumers), 1, m.lim.maxConsumers) {
+		return cmdResult{err: tableFull("consumer", len(st.consumers), m.lim.maxConsumers)}
+	}
+	// Set, not max: a target rebuilt from scratch may move back, and a
+	// stale report only retains more.
+	st.consumers[r.Consumer] = r.AckedLsn
+	return cmdResult{resp: &logstorepb.ReportConsumerResponse{}}
+}
+
+// sweepProducers drops producers idle for longer than the entry's
+// producerIdle in log time, at most once per producerSweepEvery of log
+// time.
 func (m *stateMachine) sweepProducers(ts int64) {
 	st := m.st
 	if ts-st.lastSweep < int64(producerSweepEvery) {
 		return
 	}
 	st.lastSweep = ts
-	cutoff := ts - int64(m.producerIdle)
+	cutoff := ts - int64(m.lim.producerIdle)
 	for id, p := range st.producers { // order-free: deletes only
 		if p.LastSeenUnixNano < cutoff {
 			delete(st.producers, id)
@@ -120,11 +190,17 @@ func (m *stateMachine) sweepProducers(ts int64) {
 	}
 }
 
-// applyAppend applies one AppendRequest: producer dedupe, conditions, then
-// the write. A refused request changes nothing but the producer row.
+// applyAppend applies one AppendRequest: producer dedupe, room in the group
+// offset table, conditions, then the write. A request refused for room
+// changes nothing (the producer's sequence is not consumed: like QUEUE_FULL
+// at the intake, a retry may succeed); one refused by a condition changes
+// nothing but the producer row.
 func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
 	if req.ProducerId == "" {
+		if err := m.groupRoom(req.OffsetCommits); err != nil {
+			return nil, err
+		}
 		return m.write(idx, ts, req)
 	}
 	p := st.producers[req.ProducerId]
@@ -141,6 +217,9 @@ func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendR
 			fmt.Sprintf("producer %q: sequence %d, expected %d", req.ProducerId, req.Sequence, expected),
 			func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
 	}
+	if err := m.groupRoom(req.OffsetCommits); err != nil {
+		return nil, err
+	}
 	resp, err := m.write(idx, ts, req)
 	if p == nil {
 		m.makeRoomForProducer()
@@ -156,22 +235,58 @@ func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendR
 	return resp, err
 }
 
-// makeRoomForProducer evicts the least recently seen producer (ties: the
-// smallest id, so the choice is the same on every replica) when the table
-// is full.
-func (m *stateMachine) makeRoomForProducer() {
-	st := m.st
-	if len(st.producers) < m.maxProducers {
-		return
+// groupRoom refuses offset commits that would add (group, topic) rows
+// beyond the cap.
+func (m *stateMachine) groupRoom(commits []*logstorepb.OffsetCommit) error {
+	if m.lim.maxGroupOffsets == 0 || len(commits) == 0 {
+		return nil
 	}
-	var victim *logstorepb.ProducerState
-	for _, p := range st.producers {
-		if victim == nil || p.LastSeenUnixNano < victim.LastSeenUnixNano ||
-			(p.LastSeenUnixNano == victim.LastSeenUnixNano && p.ProducerId < victim.ProducerId) {
-			victim = p
+	added := 0
+	for i, oc := range commits {
+		if _, ok := m.st.groups[groupKey{oc.Group, oc.Topic}]; ok {
+			continue
+		}
+		if !slices.ContainsFunc(commits[:i], func(p *logstorepb.OffsetCommit) bool { return p.Group == oc.Group && p.Topic == oc.Topic }) {
+			added++
 		}
 	}
-	delete(st.producers, victim.ProducerId)
+	if full(len(m.st.groups), added, m.lim.maxGroupOffsets) {
+		return tableFull("group offset", len(m.st.groups), m.lim.maxGroupOffsets)
+	}
+	return nil
+}
+
+// makeRoomForProducer evicts the least recently seen producers (ties: the
+// smallest id, so the choice is the same on every replica) until a new one
+// fits: one when the table is full, more when a leader with a smaller
+// MaxProducers took over.
+func (m *stateMachine) makeRoomForProducer() {
+	st := m.st
+	excess := len(st.producers) - m.lim.maxProducers + 1
+	if excess <= 0 {
+		return
+	}
+	older := func(a, b *logstorepb.ProducerState) int {
+		return cmp.Or(cmp.Compare(a.LastSeenUnixNano, b.LastSeenUnixNano), strings.Compare(a.ProducerId, b.ProducerId))
+	}
+	if excess == 1 { // the usual case: one linear scan
+		var victim *logstorepb.ProducerState
+		for _, p := range st.producers {
+			if victim == nil || older(p, victim) < 0 {
+				victim = p
+			}
+		}
+		delete(st.producers, victim.ProducerId)
+		return
+	}
+	all := make([]*logstorepb.ProducerState, 0, len(st.producers))
+	for _, p := range st.producers {
+		all = append(all, p)
+	}
+	slices.SortFunc(all, older)
+	for _, p := range all[:excess] {
+		delete(st.producers, p.ProducerId)
+	}
 }
 
 // storedResult answers a producer retry with the first result.

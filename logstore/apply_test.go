@@ -28,8 +28,11 @@ func (l *memLog) AppendBatch(txns []*logstorepb.Transaction) error {
 
 func newTestSM() (*stateMachine, *memLog) {
 	l := &memLog{}
-	return &stateMachine{st: newState(), log: l, maxProducers: 3, producerIdle: time.Hour}, l
+	return &stateMachine{st: newState(), log: l}, l
 }
+
+// smallLimits are the stamped limits of TestProducerTableBoundedAndExpiring.
+var smallLimits = &logstorepb.ApplyLimits{MaxProducers: 3, ProducerIdleExpiryNanos: int64(time.Hour)}
 
 func appendCmd(r *logstorepb.AppendRequest) *logstorepb.Command {
 	return &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: r}}
@@ -173,9 +176,9 @@ func TestOffsetsOnlyTxnAndEpochAndConsumers(t *testing.T) {
 }
 
 func TestProducerTableBoundedAndExpiring(t *testing.T) {
-	sm, _ := newTestSM() // maxProducers 3, idle 1h
+	sm, _ := newTestSM()
 	for i, id := range []string{"p1", "p2", "p3", "p4"} {
-		sm.applyEntry(uint64(i+1), &logstorepb.Entry{TimestampUnixNano: int64(i + 1), Commands: []*logstorepb.Command{
+		sm.applyEntry(uint64(i+1), &logstorepb.Entry{TimestampUnixNano: int64(i + 1), Limits: smallLimits, Commands: []*logstorepb.Command{
 			appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: id, Sequence: 1}),
 		}})
 	}
@@ -183,7 +186,7 @@ func TestProducerTableBoundedAndExpiring(t *testing.T) {
 		t.Fatalf("producers %v: p1 should be evicted", sortedKeys(sm.st.producers))
 	}
 	later := int64(2*time.Hour) + 10
-	sm.applyEntry(5, &logstorepb.Entry{TimestampUnixNano: later, Commands: []*logstorepb.Command{
+	sm.applyEntry(5, &logstorepb.Entry{TimestampUnixNano: later, Limits: smallLimits, Commands: []*logstorepb.Command{
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p9", Sequence: 1}),
 	}})
 	if len(sm.st.producers) != 1 {

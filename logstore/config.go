@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // Documented defaults. Config.validate fills a zero field with its default.
@@ -79,6 +81,21 @@ const (
 	DefaultRaftTimeout        = 10 * time.Second
 )
 
+// Caps of the replicated tables that have no eviction (dropping a row would
+// lose a consumer's retention floor or a group's committed position): past
+// them apply refuses a new row with RESOURCE_EXHAUSTED / QUEUE_FULL (limit =
+// the cap) and changes nothing; existing rows are always updated and
+// removed. The leader stamps them into every entry (logstorepb.ApplyLimits),
+// so a replica of another version applies an entry with the same caps.
+const (
+	// MaxConsumers bounds the registered delivery consumers
+	// (ReportConsumer; one per LogPlayer target).
+	MaxConsumers = 4096
+	// MaxGroupOffsets bounds the committed (group, topic) offsets; an
+	// Append whose offset commits would add rows beyond it is refused.
+	MaxGroupOffsets = 100000
+)
+
 // Peer names one voter of the initial cluster.
 type Peer struct {
 	ID       string
@@ -88,8 +105,10 @@ type Peer struct {
 
 // Config configures a Node. Zero fields get the documented defaults.
 //
-// The producer settings (MaxProducers, ProducerIdleExpiry) feed the
-// deterministic apply: every node of a cluster must use the same values.
+// The producer settings (MaxProducers, ProducerIdleExpiry) bound the
+// replicated producer table: the leader stamps its values into every Raft
+// entry it writes and every replica applies that entry with them, so nodes
+// may differ (the leader's values rule, and change with leadership).
 type Config struct {
 	// ID is this node's Raft server id (required).
 	ID string
@@ -269,4 +288,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: negative duration", ErrConfig)
 	}
 	return nil
+}
+
+// applyLimits returns the limits a leader with this config stamps into the
+// entries it writes (call after validate).
+func (c *Config) applyLimits() *logstorepb.ApplyLimits {
+	return &logstorepb.ApplyLimits{
+		MaxProducers:            uint64(c.MaxProducers),
+		ProducerIdleExpiryNanos: int64(c.ProducerIdleExpiry),
+		MaxConsumers:            MaxConsumers,
+		MaxGroupOffsets:         MaxGroupOffsets,
+	}
 }

@@ -43,7 +43,7 @@ var _ raft.FSM = (*fsm)(nil)
 
 func newFSM(log *segment.Log, st *state, cfg *Config, m *metrics) *fsm {
 	f := &fsm{log: log, metrics: m, dir: cfg.Dir, wake: make(chan struct{})}
-	f.mu.sm = stateMachine{st: st, log: log, maxProducers: cfg.MaxProducers, producerIdle: cfg.ProducerIdleExpiry}
+	f.mu.sm = stateMachine{st: st, log: log} // limits come with each entry
 	f.head.Store(st.lastLSN)
 	m.headLSN.Set(float64(st.lastLSN))
 	return f
