@@ -128,6 +128,13 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 			members[k] = m
 		}
 	})
+	// After the state: the segment log holds at least every topic offset
+	// the state counted, except what retention removed since.
+	firsts := n.seg.TopicFirstOffsets()
+	for _, t := range resp.Topics {
+		first, retained := firsts[t.Topic]
+		t.FirstOffset = oldestOffset(first, retained, t.NextOffset)
+	}
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
 	}
@@ -269,16 +276,25 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 	}
 	n := s.n
 	head := n.fsm.head.Load()
+	// The topic's next offset, read before the lookup: the segment log holds
+	// every offset below it unless retention removed it.
+	var next uint64
+	n.fsm.withState(func(st *state) { next = st.topics[req.Topic] })
 	from := head + 1 // offset not written by head: every later message of the topic is above head
 	lsn, err := n.seg.TopicOffsetLSN(req.Topic, req.FromOffset)
 	switch {
 	case err == nil && lsn <= head:
 		from = lsn
-	case err == nil || errors.Is(err, segment.ErrNotFound):
-	case errors.Is(err, segment.ErrBelowRetention):
+	case errors.Is(err, segment.ErrBelowRetention),
+		errors.Is(err, segment.ErrNotFound) && req.FromOffset < next: // retention removed every message of the topic
+		first, retained := n.seg.TopicFirstOffset(req.Topic)
+		oldest := oldestOffset(first, retained, next)
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
-			fmt.Sprintf("topic %q offset %d is below retention", req.Topic, req.FromOffset),
-			func(d *logstorepb.ErrorDetail) { d.Topic, d.OldestLsn = req.Topic, n.seg.FirstLSN() })
+			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
+			func(d *logstorepb.ErrorDetail) {
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, n.seg.FirstLSN(), oldest
+			})
+	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:
 		return apierr.Status(err)
 	}

@@ -242,3 +242,33 @@ func readErr(s *segment, at int64, lsn uint64, err error) error {
 		return fmt.Errorf("segment: read %s: %w", where, err)
 	}
 }
+
+// TopicFirstOffset returns the oldest retained offset of topic: the first
+// offset of the topic in the oldest segment that holds it, and false when no
+// retained segment holds a message of it. It reads only in-memory indexes.
+func (l *Log) TopicFirstOffset(topic string) (uint64, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	for _, s := range l.mu.segs {
+		if t := s.idx.topics[topic]; t != nil {
+			return t.first, true
+		}
+	}
+	return 0, false
+}
+
+// TopicFirstOffsets returns TopicFirstOffset of every topic with a retained
+// message.
+func (l *Log) TopicFirstOffsets() map[string]uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	out := map[string]uint64{}
+	for _, s := range l.mu.segs {
+		for name, t := range s.idx.topics {
+			if _, ok := out[name]; !ok {
+				out[name] = t.first
+			}
+		}
+	}
+	return out
+}
