@@ -29,10 +29,10 @@
 //     waits). A
 //     full intake answers RESOURCE_EXHAUSTED/QUEUE_FULL at once. The entry
 //     carries the leader's timestamp, non-decreasing (apply clamps it to
-//     the previous one too).
-//   - Apply is deterministic: it reads only the entry (commands and
-//     timestamp) and the replicated state, never a clock, map order or
-//     randomness. Per Append: idempotent-producer check (producer id +
+//     the previous one too), and the leader's ApplyLimits (below).
+//   - Apply is deterministic: it reads only the entry (commands, timestamp,
+//     limits) and the replicated state, never a clock, the node's Config,
+//     map order or randomness. Per Append: idempotent-producer check (producer id +
 //     sequence: the next one writes, the last one again returns the stored
 //     first result with duplicate=true, anything else is SEQUENCE_MISMATCH
 //     with the expected sequence; a new producer starts at 1), conditions
@@ -46,6 +46,21 @@
 //     are commands too; so is a member registration (id, Raft and API
 //     address) that lets every node name the leader's API address in
 //     NOT_LEADER errors.
+//   - Limits that change what apply does travel in the entry: the leader
+//     stamps logstorepb.ApplyLimits (its Config's MaxProducers and
+//     ProducerIdleExpiry, and the MaxConsumers / MaxGroupOffsets constants)
+//     into every entry, and every replica applies the entry with them, so
+//     nodes configured differently cannot diverge (the leader's values rule
+//     and change with leadership; a smaller MaxProducers evicts down to it
+//     at the next new producer). An entry without limits (written before
+//     they were stamped), or a zero field, applies with the legacy values
+//     (10000, 24h, no consumer or group-offset cap), as it did then. The
+//     tables without eviction are capped: a new delivery consumer beyond
+//     MaxConsumers (4096), or an Append whose offset commits would add
+//     (group, topic) rows beyond MaxGroupOffsets (100000), is refused with
+//     RESOURCE_EXHAUSTED / QUEUE_FULL (limit = the cap) and changes nothing
+//     (not even the producer's sequence); updates and removals of existing
+//     rows always apply.
 //   - The apply path never fsyncs: raft-boltdb is the write-ahead log.
 //   - Snapshots (snapshot.go) are directories: segment.Checkpoint hard-links
 //     sealed segments and copies the active prefix (fsynced), plus the FSM
@@ -73,7 +88,10 @@
 // visible head (an atomic), waiting on a channel that is closed and
 // replaced at every head advance. They never take a lock the apply path
 // holds across I/O. Below the oldest retained LSN: OUT_OF_RANGE /
-// BELOW_RETENTION with oldest_lsn.
+// BELOW_RETENTION with oldest_lsn; a ReadTopic below the topic's oldest
+// retained offset (also when retention removed all of the topic) gets
+// BELOW_RETENTION with oldest_offset too, the offset Status reports as the
+// topic's first_offset on this node (retention is local).
 //
 // # Goroutines
 //
