@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -31,6 +32,13 @@ var (
 type Config struct {
 	// Queue bounds every target's inner queues.
 	Queue targetqueue.Config
+	// ProgressIdle: Progress gives a marker only to a target that nothing
+	// was pushed to for at least this long (by the callers' clocks). A
+	// target that receives transactions keeps its applied LSN recent by
+	// itself; markers to it would only add a Store.Apply (an fsync) per
+	// interval, and with many targets all at the same tick. Zero: no idle
+	// requirement.
+	ProgressIdle time.Duration
 	// Logger; nil discards.
 	Logger *slog.Logger
 }
@@ -108,6 +116,7 @@ type target struct {
 	topics   map[string]struct{}
 	q        *targetqueue.Queue
 	lastAck  uint64
+	lastPush int64    // dispatch time (Unix ns) of the last message pushed
 	recovery Recovery // of the current term; meaningful in RF and FC
 	stats    TargetStats
 }
@@ -197,6 +206,7 @@ func (d *Dispatcher) Dispatch(txn *logstorepb.Transaction, dispatchedUnixNano in
 		}
 		switch res := t.q.Push(m, true, t.q.Term()); res {
 		case targetqueue.Pushed:
+			t.lastPush = dispatchedUnixNano
 			wake = append(wake, t.id)
 		case targetqueue.DroppedSuspended:
 		case targetqueue.Overflow:
@@ -293,7 +303,11 @@ func (d *Dispatcher) PushCatchup(id string, term uint64, txn *logstorepb.Transac
 	if !ok {
 		return targetqueue.Pushed
 	}
-	return t.q.Push(m, false, term)
+	res := t.q.Push(m, false, term)
+	if res == targetqueue.Pushed {
+		t.lastPush = dispatchedUnixNano
+	}
+	return res
 }
 
 // FetchingCompleted is called by the recovery fetcher of term after its last
@@ -401,27 +415,31 @@ func (t *target) ack(lsn uint64) {
 // target that is in N with empty queues and nothing in flight, and whose
 // last ack is below currentLSN: everything it needs up to currentLSN is
 // then applied, so the marker safely advances its applied LSN (shortening
-// its recovery range and the restart point). Reports whether it pushed
-// (the caller then wakes the target's sender).
+// its recovery range and the restart point). With Config.ProgressIdle, only
+// to a target nothing was pushed to for that long before nowUnixNano.
+// Reports whether it pushed (the caller then wakes the target's sender).
 func (d *Dispatcher) Progress(id string, nowUnixNano int64) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t, ok := d.mu.targets[id]
-	if !ok || !d.progressDueLocked(t) {
+	if !ok || !d.progressDueLocked(t, nowUnixNano) {
 		return false
 	}
 	m := targetqueue.Msg{LSN: d.mu.currentLSN, TimestampUnixNano: d.mu.lastTimestamp, DispatchedUnixNano: nowUnixNano}
 	if res := t.q.Push(m, true, t.q.Term()); res != targetqueue.Pushed {
 		panic(fmt.Sprintf("dispatcher: progress marker %d to empty queue of %q: %s", m.LSN, id, res))
 	}
+	t.lastPush = nowUnixNano
 	t.stats.ProgressMarkers++
 	return true
 }
 
-// progressDueLocked reports whether t should get a progress marker: in N,
-// nothing queued or in flight, last ack below currentLSN.
-func (d *Dispatcher) progressDueLocked(t *target) bool {
-	if t.q.State() != targetqueue.Normal || t.lastAck >= d.mu.currentLSN {
+// progressDueLocked reports whether t should get a progress marker at now:
+// in N, nothing queued or in flight, last ack below currentLSN, nothing
+// pushed for ProgressIdle.
+func (d *Dispatcher) progressDueLocked(t *target, now int64) bool {
+	if t.q.State() != targetqueue.Normal || t.lastAck >= d.mu.currentLSN ||
+		d.cfg.ProgressIdle > 0 && now-t.lastPush < int64(d.cfg.ProgressIdle) {
 		return false
 	}
 	n, c := t.q.Len()

@@ -362,6 +362,32 @@ func TestProgress(t *testing.T) {
 	}
 }
 
+// With ProgressIdle a target that was pushed something recently gets no
+// marker: its own deliveries keep its applied LSN recent.
+func TestProgressOnlyWhenIdle(t *testing.T) {
+	d := New(Config{ProgressIdle: 100}, 0)
+	if err := d.AddTarget("a", []string{"x"}); err != nil {
+		t.Fatal(err)
+	}
+	mustReturn(t, d, "a", 0)
+	d.Dispatch(txn(1, "x"), 1000)
+	d.Dispatch(txn(2, "y"), 1010)
+	d.NextBatch("a", 10, 1<<20)
+	d.Ack("a", 1)
+	if d.Progress("a", 1099) {
+		t.Fatal("marker 99ns after a push, idle bound 100")
+	}
+	if !d.Progress("a", 1100) {
+		t.Fatal("no marker after 100ns idle")
+	}
+	d.NextBatch("a", 10, 1<<20)
+	d.Ack("a", 2)
+	d.Dispatch(txn(3, "y"), 1150)
+	if d.Progress("a", 1199) || !d.Progress("a", 1200) {
+		t.Fatal("the marker itself counts as the last push")
+	}
+}
+
 func TestNewPanicsOnBadConfig(t *testing.T) {
 	mustPanic(t, "MaxCount -1", func() { New(Config{Queue: targetqueue.Config{MaxCount: -1}}, 0) })
 }

@@ -625,5 +625,5 @@ func (d *Dispatcher) canSend(id string, window int) bool {
 func (d *Dispatcher) progressDue(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.progressDueLocked(d.mu.targets[id])
+	return d.progressDueLocked(d.mu.targets[id], 0) // the world's Progress calls pass time 0
 }

@@ -278,7 +278,7 @@ wait:
 		p.log.Warn("targets did not answer the start handshake: they recover when they answer", "targets", silent)
 	}
 
-	d := dispatcher.New(dispatcher.Config{Queue: p.cfg.Queue, Logger: p.log}, start)
+	d := dispatcher.New(dispatcher.Config{Queue: p.cfg.Queue, Logger: p.log, ProgressIdle: max(0, p.cfg.ProgressInterval)}, start)
 	p.admin.Lock()
 	for _, r := range *p.runners.Load() {
 		if err := d.AddTarget(r.cfg.ID, r.cfg.Topics); err != nil {
