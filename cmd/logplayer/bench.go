@@ -2,8 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"os"
+	"os/exec"
+	"slices"
 	"time"
 
 	lpbench "github.com/logplayer/logplayer/logplayer/bench"
@@ -42,10 +46,18 @@ bbolt shards, fsync on) and transaction size (KB of 1 KB key-values spread
 over random shards), --producers appenders in a closed loop for --duration.
 Reports the LogPlayer delay (dispatch to the target receiving the batch) and
 the apply delay (Append call to durable apply at the target): average, p50,
-p99. Uses an in-process 3-node LogStore unless --store names a running one.`,
+p99. Uses an in-process 3-node LogStore unless --store names a running one.
+
+With --processes the LogStore and each target run in child processes of this
+binary (started with the internal flag --child), so their CPU, garbage
+collection and fsyncs do not share the LogPlayer's Go runtime (the paper runs
+them on separate machines). On a 2-core machine that is not faster: the
+LogStore and 20 targets then wake across processes and compete for the same
+two cores. Every delay is measured on this machine's wall clock.`,
 		examples: []string{
 			"logplayer bench player",
 			"logplayer bench player --targets 20 --txn-kb 1 --duration 10s",
+			"logplayer bench player --processes --targets 20",
 		},
 		new: func() runner { return &benchPlayerCmd{} },
 	})
@@ -92,6 +104,9 @@ type benchPlayerCmd struct {
 	producers        int
 	store            addrList
 	dataDir          string
+	processes        bool
+	childProcs       int
+	child            string
 }
 
 func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
@@ -104,16 +119,45 @@ func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.producers, "producers", 1, "concurrent appenders (1: serial load, latency without queueing)")
 	fs.Var(&c.store, "store", "LogStore API `addresses` of a running cluster (default: 3 nodes in this process)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the data (default: a temporary one, removed after)")
+	fs.BoolVar(&c.processes, "processes", false, "run the LogStore and each target in a child process instead of inside this one")
+	fs.IntVar(&c.childProcs, "child-gomaxprocs", 1, "with --processes: GOMAXPROCS of each target process (0: Go's default, one per core)")
+	fs.StringVar(&c.child, "child", "", "internal, set by --processes: run as its child process with these `arguments` (a JSON list)")
 }
 
 func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
-	if c.duration <= 0 || c.warmup < 0 || c.producers < 1 {
-		return usagef("--duration and --producers must be positive")
+	if c.child != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(c.child), &args); err != nil {
+			return usagef("--child: %v", err)
+		}
+		return lpbench.ServeChild(ctx, args, s.stdin, s.stdout, nil) // quiet, like the in-process components
 	}
-	t, err := lpbench.Run(ctx, lpbench.Config{
+	if c.duration <= 0 || c.warmup < 0 || c.producers < 1 || c.childProcs < 0 {
+		return usagef("--duration and --producers must be positive, --child-gomaxprocs not negative")
+	}
+	cfg := lpbench.Config{
 		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
 		Producers: c.producers, LogStore: c.store.addrs, Dir: c.dataDir,
-	})
+	}
+	if c.processes {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg.Spawn = func(args ...string) *exec.Cmd {
+			spec, err := json.Marshal(args)
+			if err != nil {
+				panic(err) // a []string always marshals
+			}
+			cmd := exec.Command(exe, "bench", "player", "--child", string(spec))
+			cmd.Stderr = s.stderr
+			if c.childProcs > 0 && slices.Contains(args, "target") {
+				cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", c.childProcs))
+			}
+			return cmd
+		}
+	}
+	t, err := lpbench.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -2,17 +2,54 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
 )
 
-// A tiny run produces a well-formed table with samples in every column.
+// childEnv marks this test binary, re-executed, as a benchmark child
+// process (Config.Spawn).
+const childEnv = "LOGPLAYER_BENCH_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		if err := ServeChild(context.Background(), os.Args[1:], os.Stdin, os.Stdout, nil); err != nil {
+			fmt.Fprintln(os.Stderr, "bench child:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// spawnSelf runs children as this test binary.
+func spawnSelf(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	return cmd
+}
+
+// A tiny run produces a well-formed table with samples in every column,
+// with everything in this process and with the LogStore and the targets in
+// child processes.
 func TestRunSmall(t *testing.T) {
-	table, err := Run(context.Background(), Config{
-		Targets: []int{2}, TxnKB: []int{1, 3}, Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond,
-	})
+	for _, procs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("processes=%v", procs), func(t *testing.T) {
+			cfg := Config{Targets: []int{2}, TxnKB: []int{1, 3}, Duration: 300 * time.Millisecond, Warmup: 100 * time.Millisecond}
+			if procs {
+				cfg.Spawn = spawnSelf
+			}
+			checkSmall(t, cfg)
+		})
+	}
+}
+
+func checkSmall(t *testing.T, cfg Config) {
+	table, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +67,7 @@ func TestRunSmall(t *testing.T) {
 		}
 	}
 	s := table.String()
-	if !strings.Contains(s, "| 2 | 3 KB |") {
+	if !strings.Contains(s, "| 2 | 3 KB |") || strings.Contains(s, "own process") != (cfg.Spawn != nil) {
 		t.Errorf("table:\n%s", s)
 	}
 	t.Logf("\n%s", s)
@@ -44,12 +81,19 @@ func TestConfigRejects(t *testing.T) {
 	}
 }
 
+var processes = flag.Bool("processes", false, "BenchmarkPlayer: LogStore and targets in child processes "+
+	"(then -cpuprofile and -trace show only the LogPlayer and the producer)")
+
 // BenchmarkPlayer is Figures 9 and 10 as sub-benchmarks: b.N transactions
 // per row (one producer), reporting the LogPlayer and apply delays.
 //
-//	go test -run '^$' -bench Player -benchtime 2000x ./logplayer/bench/
+//	go test -run '^$' -bench Player -benchtime 2000x ./logplayer/bench/ [-args -processes]
 func BenchmarkPlayer(b *testing.B) {
-	env, err := NewEnv(Config{})
+	cfg := Config{}
+	if *processes {
+		cfg.Spawn = spawnSelf
+	}
+	env, err := NewEnv(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
