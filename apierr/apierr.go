@@ -181,3 +181,24 @@ func WithDetail(c codes.Code, msg string, d *logstorepb.ErrorDetail) error {
 	}
 	return st.Err()
 }
+
+// Encode turns the error a handler would return (any error; see Status)
+// into its wire form inside a batch response, keeping code, message and
+// detail.
+func Encode(err error) *logstorepb.AppendError {
+	st := status.Convert(Status(err))
+	return &logstorepb.AppendError{GrpcCode: uint32(st.Code()), Message: st.Message(), Detail: Detail(st.Err())}
+}
+
+// Decode is Encode's inverse: the status error Append would have returned.
+// An OK or missing code (a malformed answer) decodes as INTERNAL.
+func Decode(e *logstorepb.AppendError) error {
+	c := codes.Code(e.GetGrpcCode())
+	if c == codes.OK {
+		return New(logstorepb.ErrorCode_INTERNAL, "malformed batch result: error with code OK: "+e.GetMessage(), nil)
+	}
+	if e.GetDetail() == nil {
+		return status.Error(c, e.GetMessage())
+	}
+	return WithDetail(c, e.GetMessage(), e.GetDetail())
+}

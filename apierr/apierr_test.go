@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -46,5 +47,27 @@ func TestStatusMapsSentinels(t *testing.T) {
 	}
 	if Status(nil) != nil || Detail(nil) != nil || Detail(errors.New("plain")) != nil {
 		t.Error("nil or plain errors must map to nil")
+	}
+}
+
+// TestEncodeDecode: an error travels through a batch result unchanged:
+// gRPC code, message and detail; a plain error becomes INTERNAL as Status
+// would make it.
+func TestEncodeDecode(t *testing.T) {
+	for name, err := range map[string]error{
+		"detail":    New(logstorepb.ErrorCode_CONDITION_FAILED, "topic a at 3", func(d *logstorepb.ErrorDetail) { d.Topic, d.ActualNextOffset = "a", 3 }),
+		"no detail": status.Error(codes.Unavailable, "conn reset"),
+		"sentinel":  ErrQueueFull,
+		"plain":     errors.New("boom"),
+	} {
+		want := Status(err)
+		got := Decode(Encode(err))
+		if status.Code(got) != status.Code(want) || status.Convert(got).Message() != status.Convert(want).Message() ||
+			!proto.Equal(Detail(got), Detail(want)) {
+			t.Errorf("%s: decoded %v, want %v", name, got, want)
+		}
+	}
+	if err := Decode(&logstorepb.AppendError{}); status.Code(err) != codes.Internal {
+		t.Errorf("code OK decoded as %v, want INTERNAL", err)
 	}
 }

@@ -195,6 +195,16 @@ func (a *aggregator) start() {
 // be applied: the error wraps apierr.ErrUnknownOutcome's meaning through the
 // context error.
 func (a *aggregator) submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
+	p, err := a.enqueue(cmd, size)
+	if err != nil {
+		return nil, err
+	}
+	return a.wait(ctx, p)
+}
+
+// enqueue queues cmd without waiting: a full intake is ErrQueueFull at
+// once. Requests enqueued by one goroutine reach the intake in that order.
+func (a *aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error) {
 	p := &pending{cmd: cmd, size: size, done: make(chan cmdResult, 1)}
 	select {
 	case <-a.stop:
@@ -204,9 +214,14 @@ func (a *aggregator) submit(ctx context.Context, cmd *logstorepb.Command, size i
 	select {
 	case a.intake <- p:
 		a.metrics.intakeDepth.Set(float64(len(a.intake)))
+		return p, nil
 	default:
 		return nil, apierr.ErrQueueFull
 	}
+}
+
+// wait returns p's result (see submit for a ctx that ends first).
+func (a *aggregator) wait(ctx context.Context, p *pending) (proto.Message, error) {
 	select {
 	case r := <-p.done:
 		return r.resp, r.err
@@ -357,7 +372,7 @@ func (a *aggregator) send(batch []*pending) {
 
 func (a *aggregator) complete() {
 	for ie := range a.inflight {
-		err := ie.future.Error()
+		err := a.await(ie.future)
 		if err != nil {
 			a.freed <- resolution{} // refused requests are not expected back soon
 			err = raftErr(err)
@@ -375,6 +390,28 @@ func (a *aggregator) complete() {
 		}
 		for i, p := range ie.batch {
 			p.done <- res[i]
+		}
+	}
+}
+
+// await is f.Error(), except that it stops waiting once the aggregator is
+// closed (Raft is shut down by then) and f is still unresolved:
+// hashicorp/raft never resolves a future left in its buffered apply
+// channel (BatchApplyCh) at shutdown, which would hang Node.Close. Such an
+// entry's outcome is reported unknown. The goroutine waiting on an
+// abandoned future stays blocked (at most MaxInflightEntries, once).
+func (a *aggregator) await(f raft.ApplyFuture) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-a.stop:
+		select {
+		case err := <-done:
+			return err
+		default:
+			return raft.ErrRaftShutdown
 		}
 	}
 }

@@ -64,6 +64,14 @@ func TestBadInput(t *testing.T) {
 			if status.Code(err) != tc.code || apierr.CodeOf(err) != tc.ec {
 				t.Fatalf("got %v / %v, want %v / %v", status.Code(err), apierr.CodeOf(err), tc.code, tc.ec)
 			}
+			// Inside an AppendBatch the request gets the same error.
+			resp, err := ls.AppendBatch(ctxT(t, 30*time.Second), &logstorepb.AppendBatchRequest{Requests: []*logstorepb.AppendRequest{tc.req}})
+			if err != nil || len(resp.Results) != 1 || resp.Results[0].Error == nil {
+				t.Fatalf("batch: %v %v", resp, err)
+			}
+			if berr := apierr.Decode(resp.Results[0].Error); status.Code(berr) != tc.code || apierr.CodeOf(berr) != tc.ec {
+				t.Fatalf("batch got %v / %v, want %v / %v", status.Code(berr), apierr.CodeOf(berr), tc.code, tc.ec)
+			}
 		})
 	}
 	if h := c.Nodes[0].HeadLSN(); h != 0 {

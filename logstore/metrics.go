@@ -12,22 +12,24 @@ var latencyBuckets = []float64{
 
 // metrics are a node's Prometheus collectors, registered on Config.Registry.
 type metrics struct {
-	appendDuration   *prometheus.HistogramVec // by result code
-	batchTxns        prometheus.Histogram
-	batchBytes       prometheus.Histogram
-	intakeDepth      prometheus.Gauge
-	inflightEntries  prometheus.Gauge
-	commitDuration   prometheus.Histogram
-	applyDuration    prometheus.Histogram
-	headLSN          prometheus.Gauge
-	firstLSN         prometheus.Gauge
-	segmentBytes     prometheus.Gauge
-	retentionDeleted prometheus.Counter
-	forcedDeletes    prometheus.Counter
-	snapshotDuration prometheus.Histogram
-	snapshotBytes    prometheus.Gauge
-	isLeader         prometheus.Gauge
-	readStreams      prometheus.Gauge
+	appendDuration *prometheus.HistogramVec // by result code
+	// appendBatchRequests is requests per AppendBatch call.
+	appendBatchRequests prometheus.Histogram
+	batchTxns           prometheus.Histogram
+	batchBytes          prometheus.Histogram
+	intakeDepth         prometheus.Gauge
+	inflightEntries     prometheus.Gauge
+	commitDuration      prometheus.Histogram
+	applyDuration       prometheus.Histogram
+	headLSN             prometheus.Gauge
+	firstLSN            prometheus.Gauge
+	segmentBytes        prometheus.Gauge
+	retentionDeleted    prometheus.Counter
+	forcedDeletes       prometheus.Counter
+	snapshotDuration    prometheus.Histogram
+	snapshotBytes       prometheus.Gauge
+	isLeader            prometheus.Gauge
+	readStreams         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
@@ -37,6 +39,10 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 			Name: "logstore_append_duration_seconds", Help: "Append latency at the leader, from intake to apply result, by result code.",
 			Buckets: latencyBuckets, ConstLabels: labels,
 		}, []string{"code"}),
+		appendBatchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "logstore_append_batch_requests", Help: "Requests per AppendBatch call (clients coalescing concurrent Appends).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11), ConstLabels: labels,
+		}),
 		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "logstore_aggregation_batch_txns", Help: "Commands per Raft entry written by the aggregator.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12), ConstLabels: labels,
@@ -89,7 +95,7 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.appendDuration, m.batchTxns, m.batchBytes, m.intakeDepth, m.inflightEntries, m.commitDuration,
+		m.appendDuration, m.appendBatchRequests, m.batchTxns, m.batchBytes, m.intakeDepth, m.inflightEntries, m.commitDuration,
 		m.applyDuration, m.headLSN, m.firstLSN, m.segmentBytes, m.retentionDeleted, m.forcedDeletes,
 		m.snapshotDuration, m.snapshotBytes, m.isLeader, m.readStreams,
 	} {

@@ -45,10 +45,15 @@ func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) 
 		return nil, s.notLeader()
 	}
 	resp, err := s.n.agg.submit(ctx, cmd, size)
+	return resp, s.submitErr(err)
+}
+
+// submitErr maps an aggregator error to the status a writer gets.
+func (s *server) submitErr(err error) error {
 	if errors.Is(err, apierr.ErrNotLeader) {
-		return nil, s.notLeader()
+		return s.notLeader()
 	}
-	return resp, apierr.Status(err)
+	return apierr.Status(err)
 }
 
 func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {

@@ -628,6 +628,212 @@ func (x *AppendResponse) GetDuplicate() bool {
 	return false
 }
 
+type AppendBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1..1024 requests (logstore.MaxAppendBatchRequests), each within the
+	// limits of a single Append.
+	Requests      []*AppendRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendBatchRequest) Reset() {
+	*x = AppendBatchRequest{}
+	mi := &file_logstore_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendBatchRequest) ProtoMessage() {}
+
+func (x *AppendBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendBatchRequest.ProtoReflect.Descriptor instead.
+func (*AppendBatchRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AppendBatchRequest) GetRequests() []*AppendRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// AppendError is what Append would have returned as its error: the gRPC
+// status code, message and ErrorDetail.
+type AppendError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GrpcCode      uint32                 `protobuf:"varint,1,opt,name=grpc_code,json=grpcCode,proto3" json:"grpc_code,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Detail        *ErrorDetail           `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendError) Reset() {
+	*x = AppendError{}
+	mi := &file_logstore_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendError) ProtoMessage() {}
+
+func (x *AppendError) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendError.ProtoReflect.Descriptor instead.
+func (*AppendError) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AppendError) GetGrpcCode() uint32 {
+	if x != nil {
+		return x.GrpcCode
+	}
+	return 0
+}
+
+func (x *AppendError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *AppendError) GetDetail() *ErrorDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// AppendResult is one request's outcome: exactly one field is set.
+type AppendResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Response      *AppendResponse        `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	Error         *AppendError           `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendResult) Reset() {
+	*x = AppendResult{}
+	mi := &file_logstore_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendResult) ProtoMessage() {}
+
+func (x *AppendResult) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendResult.ProtoReflect.Descriptor instead.
+func (*AppendResult) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AppendResult) GetResponse() *AppendResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *AppendResult) GetError() *AppendError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+type AppendBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per request, in request order.
+	Results       []*AppendResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppendBatchResponse) Reset() {
+	*x = AppendBatchResponse{}
+	mi := &file_logstore_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppendBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppendBatchResponse) ProtoMessage() {}
+
+func (x *AppendBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppendBatchResponse.ProtoReflect.Descriptor instead.
+func (*AppendBatchResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *AppendBatchResponse) GetResults() []*AppendResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // TxnSlice is a committed slice: its topic, the offset of its first message.
 type TxnSlice struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -640,7 +846,7 @@ type TxnSlice struct {
 
 func (x *TxnSlice) Reset() {
 	*x = TxnSlice{}
-	mi := &file_logstore_proto_msgTypes[8]
+	mi := &file_logstore_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +858,7 @@ func (x *TxnSlice) String() string {
 func (*TxnSlice) ProtoMessage() {}
 
 func (x *TxnSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[8]
+	mi := &file_logstore_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +871,7 @@ func (x *TxnSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnSlice.ProtoReflect.Descriptor instead.
 func (*TxnSlice) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{8}
+	return file_logstore_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnSlice) GetTopic() string {
@@ -705,7 +911,7 @@ type Transaction struct {
 
 func (x *Transaction) Reset() {
 	*x = Transaction{}
-	mi := &file_logstore_proto_msgTypes[9]
+	mi := &file_logstore_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -717,7 +923,7 @@ func (x *Transaction) String() string {
 func (*Transaction) ProtoMessage() {}
 
 func (x *Transaction) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[9]
+	mi := &file_logstore_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -730,7 +936,7 @@ func (x *Transaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Transaction.ProtoReflect.Descriptor instead.
 func (*Transaction) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{9}
+	return file_logstore_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Transaction) GetLsn() uint64 {
@@ -786,7 +992,7 @@ type ReadRequest struct {
 
 func (x *ReadRequest) Reset() {
 	*x = ReadRequest{}
-	mi := &file_logstore_proto_msgTypes[10]
+	mi := &file_logstore_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +1004,7 @@ func (x *ReadRequest) String() string {
 func (*ReadRequest) ProtoMessage() {}
 
 func (x *ReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[10]
+	mi := &file_logstore_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1017,7 @@ func (x *ReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadRequest.ProtoReflect.Descriptor instead.
 func (*ReadRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{10}
+	return file_logstore_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReadRequest) GetFromLsn() uint64 {
@@ -854,7 +1060,7 @@ type ReadResponse struct {
 
 func (x *ReadResponse) Reset() {
 	*x = ReadResponse{}
-	mi := &file_logstore_proto_msgTypes[11]
+	mi := &file_logstore_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1072,7 @@ func (x *ReadResponse) String() string {
 func (*ReadResponse) ProtoMessage() {}
 
 func (x *ReadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[11]
+	mi := &file_logstore_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1085,7 @@ func (x *ReadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadResponse.ProtoReflect.Descriptor instead.
 func (*ReadResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{11}
+	return file_logstore_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReadResponse) GetTransactions() []*Transaction {
@@ -909,7 +1115,7 @@ type ReadTopicRequest struct {
 
 func (x *ReadTopicRequest) Reset() {
 	*x = ReadTopicRequest{}
-	mi := &file_logstore_proto_msgTypes[12]
+	mi := &file_logstore_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1127,7 @@ func (x *ReadTopicRequest) String() string {
 func (*ReadTopicRequest) ProtoMessage() {}
 
 func (x *ReadTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[12]
+	mi := &file_logstore_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1140,7 @@ func (x *ReadTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadTopicRequest.ProtoReflect.Descriptor instead.
 func (*ReadTopicRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{12}
+	return file_logstore_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReadTopicRequest) GetTopic() string {
@@ -977,7 +1183,7 @@ type TopicMessage struct {
 
 func (x *TopicMessage) Reset() {
 	*x = TopicMessage{}
-	mi := &file_logstore_proto_msgTypes[13]
+	mi := &file_logstore_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1195,7 @@ func (x *TopicMessage) String() string {
 func (*TopicMessage) ProtoMessage() {}
 
 func (x *TopicMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[13]
+	mi := &file_logstore_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1208,7 @@ func (x *TopicMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicMessage.ProtoReflect.Descriptor instead.
 func (*TopicMessage) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{13}
+	return file_logstore_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TopicMessage) GetOffset() uint64 {
@@ -1042,7 +1248,7 @@ type ReadTopicResponse struct {
 
 func (x *ReadTopicResponse) Reset() {
 	*x = ReadTopicResponse{}
-	mi := &file_logstore_proto_msgTypes[14]
+	mi := &file_logstore_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1260,7 @@ func (x *ReadTopicResponse) String() string {
 func (*ReadTopicResponse) ProtoMessage() {}
 
 func (x *ReadTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[14]
+	mi := &file_logstore_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1273,7 @@ func (x *ReadTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadTopicResponse.ProtoReflect.Descriptor instead.
 func (*ReadTopicResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{14}
+	return file_logstore_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReadTopicResponse) GetMessages() []*TopicMessage {
@@ -1088,7 +1294,7 @@ type FetchOffsetsRequest struct {
 
 func (x *FetchOffsetsRequest) Reset() {
 	*x = FetchOffsetsRequest{}
-	mi := &file_logstore_proto_msgTypes[15]
+	mi := &file_logstore_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1306,7 @@ func (x *FetchOffsetsRequest) String() string {
 func (*FetchOffsetsRequest) ProtoMessage() {}
 
 func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[15]
+	mi := &file_logstore_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1319,7 @@ func (x *FetchOffsetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsRequest.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{15}
+	return file_logstore_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FetchOffsetsRequest) GetGroup() string {
@@ -1139,7 +1345,7 @@ type FetchOffsetsResponse struct {
 
 func (x *FetchOffsetsResponse) Reset() {
 	*x = FetchOffsetsResponse{}
-	mi := &file_logstore_proto_msgTypes[16]
+	mi := &file_logstore_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1357,7 @@ func (x *FetchOffsetsResponse) String() string {
 func (*FetchOffsetsResponse) ProtoMessage() {}
 
 func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[16]
+	mi := &file_logstore_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1370,7 @@ func (x *FetchOffsetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchOffsetsResponse.ProtoReflect.Descriptor instead.
 func (*FetchOffsetsResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{16}
+	return file_logstore_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *FetchOffsetsResponse) GetOffsets() []*OffsetCommit {
@@ -1182,7 +1388,7 @@ type NextEpochRequest struct {
 
 func (x *NextEpochRequest) Reset() {
 	*x = NextEpochRequest{}
-	mi := &file_logstore_proto_msgTypes[17]
+	mi := &file_logstore_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1400,7 @@ func (x *NextEpochRequest) String() string {
 func (*NextEpochRequest) ProtoMessage() {}
 
 func (x *NextEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[17]
+	mi := &file_logstore_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1413,7 @@ func (x *NextEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextEpochRequest.ProtoReflect.Descriptor instead.
 func (*NextEpochRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{17}
+	return file_logstore_proto_rawDescGZIP(), []int{21}
 }
 
 type NextEpochResponse struct {
@@ -1219,7 +1425,7 @@ type NextEpochResponse struct {
 
 func (x *NextEpochResponse) Reset() {
 	*x = NextEpochResponse{}
-	mi := &file_logstore_proto_msgTypes[18]
+	mi := &file_logstore_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1437,7 @@ func (x *NextEpochResponse) String() string {
 func (*NextEpochResponse) ProtoMessage() {}
 
 func (x *NextEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[18]
+	mi := &file_logstore_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1450,7 @@ func (x *NextEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextEpochResponse.ProtoReflect.Descriptor instead.
 func (*NextEpochResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{18}
+	return file_logstore_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NextEpochResponse) GetEpoch() uint64 {
@@ -1267,7 +1473,7 @@ type ReportConsumerRequest struct {
 
 func (x *ReportConsumerRequest) Reset() {
 	*x = ReportConsumerRequest{}
-	mi := &file_logstore_proto_msgTypes[19]
+	mi := &file_logstore_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1485,7 @@ func (x *ReportConsumerRequest) String() string {
 func (*ReportConsumerRequest) ProtoMessage() {}
 
 func (x *ReportConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[19]
+	mi := &file_logstore_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1498,7 @@ func (x *ReportConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportConsumerRequest.ProtoReflect.Descriptor instead.
 func (*ReportConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{19}
+	return file_logstore_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportConsumerRequest) GetConsumer() string {
@@ -1324,7 +1530,7 @@ type ReportConsumerResponse struct {
 
 func (x *ReportConsumerResponse) Reset() {
 	*x = ReportConsumerResponse{}
-	mi := &file_logstore_proto_msgTypes[20]
+	mi := &file_logstore_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1336,7 +1542,7 @@ func (x *ReportConsumerResponse) String() string {
 func (*ReportConsumerResponse) ProtoMessage() {}
 
 func (x *ReportConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[20]
+	mi := &file_logstore_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1349,7 +1555,7 @@ func (x *ReportConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ReportConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{20}
+	return file_logstore_proto_rawDescGZIP(), []int{24}
 }
 
 type StatusRequest struct {
@@ -1360,7 +1566,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_logstore_proto_msgTypes[21]
+	mi := &file_logstore_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1578,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[21]
+	mi := &file_logstore_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1591,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{21}
+	return file_logstore_proto_rawDescGZIP(), []int{25}
 }
 
 type TopicStatus struct {
@@ -1399,7 +1605,7 @@ type TopicStatus struct {
 
 func (x *TopicStatus) Reset() {
 	*x = TopicStatus{}
-	mi := &file_logstore_proto_msgTypes[22]
+	mi := &file_logstore_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1411,7 +1617,7 @@ func (x *TopicStatus) String() string {
 func (*TopicStatus) ProtoMessage() {}
 
 func (x *TopicStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[22]
+	mi := &file_logstore_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1424,7 +1630,7 @@ func (x *TopicStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatus.ProtoReflect.Descriptor instead.
 func (*TopicStatus) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{22}
+	return file_logstore_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopicStatus) GetTopic() string {
@@ -1460,7 +1666,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_logstore_proto_msgTypes[23]
+	mi := &file_logstore_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1678,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[23]
+	mi := &file_logstore_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1691,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{23}
+	return file_logstore_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Server) GetId() string {
@@ -1526,7 +1732,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logstore_proto_msgTypes[24]
+	mi := &file_logstore_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1538,7 +1744,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[24]
+	mi := &file_logstore_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1551,7 +1757,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{24}
+	return file_logstore_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Consumer) GetConsumer() string {
@@ -1593,7 +1799,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_logstore_proto_msgTypes[25]
+	mi := &file_logstore_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1811,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[25]
+	mi := &file_logstore_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1824,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{25}
+	return file_logstore_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1730,7 +1936,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_logstore_proto_msgTypes[26]
+	mi := &file_logstore_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1948,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[26]
+	mi := &file_logstore_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1961,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{26}
+	return file_logstore_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AddVoterRequest) GetId() string {
@@ -1787,7 +1993,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_logstore_proto_msgTypes[27]
+	mi := &file_logstore_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +2005,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[27]
+	mi := &file_logstore_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2018,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{27}
+	return file_logstore_proto_rawDescGZIP(), []int{31}
 }
 
 type RemoveServerRequest struct {
@@ -1824,7 +2030,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_logstore_proto_msgTypes[28]
+	mi := &file_logstore_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2042,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[28]
+	mi := &file_logstore_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2055,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{28}
+	return file_logstore_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -1867,7 +2073,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_logstore_proto_msgTypes[29]
+	mi := &file_logstore_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2085,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[29]
+	mi := &file_logstore_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2098,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{29}
+	return file_logstore_proto_rawDescGZIP(), []int{33}
 }
 
 type TransferLeadershipRequest struct {
@@ -1905,7 +2111,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_logstore_proto_msgTypes[30]
+	mi := &file_logstore_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2123,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[30]
+	mi := &file_logstore_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2136,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{30}
+	return file_logstore_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -1948,7 +2154,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_logstore_proto_msgTypes[31]
+	mi := &file_logstore_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2166,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[31]
+	mi := &file_logstore_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2179,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{31}
+	return file_logstore_proto_rawDescGZIP(), []int{35}
 }
 
 type ErrorDetail struct {
@@ -2002,7 +2208,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_logstore_proto_msgTypes[32]
+	mi := &file_logstore_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2220,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[32]
+	mi := &file_logstore_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2233,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{32}
+	return file_logstore_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ErrorDetail) GetCode() ErrorCode {
@@ -2159,7 +2365,18 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0eAppendResponse\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12:\n" +
 	"\x06slices\x18\x02 \x03(\v2\".logplayer.logstore.v1.SliceResultR\x06slices\x12\x1c\n" +
-	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\x7f\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"V\n" +
+	"\x12AppendBatchRequest\x12@\n" +
+	"\brequests\x18\x01 \x03(\v2$.logplayer.logstore.v1.AppendRequestR\brequests\"\x80\x01\n" +
+	"\vAppendError\x12\x1b\n" +
+	"\tgrpc_code\x18\x01 \x01(\rR\bgrpcCode\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12:\n" +
+	"\x06detail\x18\x03 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x06detail\"\x8b\x01\n" +
+	"\fAppendResult\x12A\n" +
+	"\bresponse\x18\x01 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\bresponse\x128\n" +
+	"\x05error\x18\x02 \x01(\v2\".logplayer.logstore.v1.AppendErrorR\x05error\"T\n" +
+	"\x13AppendBatchResponse\x12=\n" +
+	"\aresults\x18\x01 \x03(\v2#.logplayer.logstore.v1.AppendResultR\aresults\"\x7f\n" +
 	"\bTxnSlice\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\ffirst_offset\x18\x02 \x01(\x04R\vfirstOffset\x12:\n" +
@@ -2294,9 +2511,10 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14UNSUPPORTED_PROTOCOL\x10\x14\x12\x0e\n" +
 	"\n" +
 	"CONTINUITY\x10\x15\x12\x12\n" +
-	"\x0eAPPLY_REJECTED\x10\x162\xa5\x05\n" +
+	"\x0eAPPLY_REJECTED\x10\x162\x8b\x06\n" +
 	"\bLogStore\x12U\n" +
-	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12Q\n" +
+	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
+	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
 	"\x04Read\x12\".logplayer.logstore.v1.ReadRequest\x1a#.logplayer.logstore.v1.ReadResponse0\x01\x12`\n" +
 	"\tReadTopic\x12'.logplayer.logstore.v1.ReadTopicRequest\x1a(.logplayer.logstore.v1.ReadTopicResponse0\x01\x12g\n" +
 	"\fFetchOffsets\x12*.logplayer.logstore.v1.FetchOffsetsRequest\x1a+.logplayer.logstore.v1.FetchOffsetsResponse\x12^\n" +
@@ -2321,7 +2539,7 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: logplayer.logstore.v1.ErrorCode
 	(*Header)(nil),                     // 1: logplayer.logstore.v1.Header
@@ -2332,31 +2550,35 @@ var file_logstore_proto_goTypes = []any{
 	(*AppendRequest)(nil),              // 6: logplayer.logstore.v1.AppendRequest
 	(*SliceResult)(nil),                // 7: logplayer.logstore.v1.SliceResult
 	(*AppendResponse)(nil),             // 8: logplayer.logstore.v1.AppendResponse
-	(*TxnSlice)(nil),                   // 9: logplayer.logstore.v1.TxnSlice
-	(*Transaction)(nil),                // 10: logplayer.logstore.v1.Transaction
-	(*ReadRequest)(nil),                // 11: logplayer.logstore.v1.ReadRequest
-	(*ReadResponse)(nil),               // 12: logplayer.logstore.v1.ReadResponse
-	(*ReadTopicRequest)(nil),           // 13: logplayer.logstore.v1.ReadTopicRequest
-	(*TopicMessage)(nil),               // 14: logplayer.logstore.v1.TopicMessage
-	(*ReadTopicResponse)(nil),          // 15: logplayer.logstore.v1.ReadTopicResponse
-	(*FetchOffsetsRequest)(nil),        // 16: logplayer.logstore.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 17: logplayer.logstore.v1.FetchOffsetsResponse
-	(*NextEpochRequest)(nil),           // 18: logplayer.logstore.v1.NextEpochRequest
-	(*NextEpochResponse)(nil),          // 19: logplayer.logstore.v1.NextEpochResponse
-	(*ReportConsumerRequest)(nil),      // 20: logplayer.logstore.v1.ReportConsumerRequest
-	(*ReportConsumerResponse)(nil),     // 21: logplayer.logstore.v1.ReportConsumerResponse
-	(*StatusRequest)(nil),              // 22: logplayer.logstore.v1.StatusRequest
-	(*TopicStatus)(nil),                // 23: logplayer.logstore.v1.TopicStatus
-	(*Server)(nil),                     // 24: logplayer.logstore.v1.Server
-	(*Consumer)(nil),                   // 25: logplayer.logstore.v1.Consumer
-	(*StatusResponse)(nil),             // 26: logplayer.logstore.v1.StatusResponse
-	(*AddVoterRequest)(nil),            // 27: logplayer.logstore.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),           // 28: logplayer.logstore.v1.AddVoterResponse
-	(*RemoveServerRequest)(nil),        // 29: logplayer.logstore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 30: logplayer.logstore.v1.RemoveServerResponse
-	(*TransferLeadershipRequest)(nil),  // 31: logplayer.logstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 32: logplayer.logstore.v1.TransferLeadershipResponse
-	(*ErrorDetail)(nil),                // 33: logplayer.logstore.v1.ErrorDetail
+	(*AppendBatchRequest)(nil),         // 9: logplayer.logstore.v1.AppendBatchRequest
+	(*AppendError)(nil),                // 10: logplayer.logstore.v1.AppendError
+	(*AppendResult)(nil),               // 11: logplayer.logstore.v1.AppendResult
+	(*AppendBatchResponse)(nil),        // 12: logplayer.logstore.v1.AppendBatchResponse
+	(*TxnSlice)(nil),                   // 13: logplayer.logstore.v1.TxnSlice
+	(*Transaction)(nil),                // 14: logplayer.logstore.v1.Transaction
+	(*ReadRequest)(nil),                // 15: logplayer.logstore.v1.ReadRequest
+	(*ReadResponse)(nil),               // 16: logplayer.logstore.v1.ReadResponse
+	(*ReadTopicRequest)(nil),           // 17: logplayer.logstore.v1.ReadTopicRequest
+	(*TopicMessage)(nil),               // 18: logplayer.logstore.v1.TopicMessage
+	(*ReadTopicResponse)(nil),          // 19: logplayer.logstore.v1.ReadTopicResponse
+	(*FetchOffsetsRequest)(nil),        // 20: logplayer.logstore.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),       // 21: logplayer.logstore.v1.FetchOffsetsResponse
+	(*NextEpochRequest)(nil),           // 22: logplayer.logstore.v1.NextEpochRequest
+	(*NextEpochResponse)(nil),          // 23: logplayer.logstore.v1.NextEpochResponse
+	(*ReportConsumerRequest)(nil),      // 24: logplayer.logstore.v1.ReportConsumerRequest
+	(*ReportConsumerResponse)(nil),     // 25: logplayer.logstore.v1.ReportConsumerResponse
+	(*StatusRequest)(nil),              // 26: logplayer.logstore.v1.StatusRequest
+	(*TopicStatus)(nil),                // 27: logplayer.logstore.v1.TopicStatus
+	(*Server)(nil),                     // 28: logplayer.logstore.v1.Server
+	(*Consumer)(nil),                   // 29: logplayer.logstore.v1.Consumer
+	(*StatusResponse)(nil),             // 30: logplayer.logstore.v1.StatusResponse
+	(*AddVoterRequest)(nil),            // 31: logplayer.logstore.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),           // 32: logplayer.logstore.v1.AddVoterResponse
+	(*RemoveServerRequest)(nil),        // 33: logplayer.logstore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 34: logplayer.logstore.v1.RemoveServerResponse
+	(*TransferLeadershipRequest)(nil),  // 35: logplayer.logstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 36: logplayer.logstore.v1.TransferLeadershipResponse
+	(*ErrorDetail)(nil),                // 37: logplayer.logstore.v1.ErrorDetail
 }
 var file_logstore_proto_depIdxs = []int32{
 	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -2365,42 +2587,49 @@ var file_logstore_proto_depIdxs = []int32{
 	4,  // 3: logplayer.logstore.v1.AppendRequest.conditions:type_name -> logplayer.logstore.v1.Condition
 	5,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
 	7,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
-	2,  // 6: logplayer.logstore.v1.TxnSlice.messages:type_name -> logplayer.logstore.v1.Message
-	9,  // 7: logplayer.logstore.v1.Transaction.slices:type_name -> logplayer.logstore.v1.TxnSlice
-	5,  // 8: logplayer.logstore.v1.Transaction.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
-	10, // 9: logplayer.logstore.v1.ReadResponse.transactions:type_name -> logplayer.logstore.v1.Transaction
-	2,  // 10: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
-	14, // 11: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
-	5,  // 12: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	23, // 13: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
-	24, // 14: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
-	25, // 15: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
-	0,  // 16: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
-	6,  // 17: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
-	11, // 18: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
-	13, // 19: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
-	16, // 20: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	18, // 21: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	20, // 22: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	22, // 23: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	27, // 24: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	29, // 25: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	31, // 26: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	8,  // 27: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 28: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	15, // 29: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	17, // 30: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	19, // 31: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	21, // 32: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	26, // 33: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	28, // 34: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	30, // 35: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	32, // 36: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	27, // [27:37] is the sub-list for method output_type
-	17, // [17:27] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
+	37, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
+	8,  // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
+	10, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
+	11, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
+	2,  // 11: logplayer.logstore.v1.TxnSlice.messages:type_name -> logplayer.logstore.v1.Message
+	13, // 12: logplayer.logstore.v1.Transaction.slices:type_name -> logplayer.logstore.v1.TxnSlice
+	5,  // 13: logplayer.logstore.v1.Transaction.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
+	14, // 14: logplayer.logstore.v1.ReadResponse.transactions:type_name -> logplayer.logstore.v1.Transaction
+	2,  // 15: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
+	18, // 16: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
+	5,  // 17: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	27, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
+	28, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
+	29, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
+	0,  // 21: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
+	6,  // 22: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
+	9,  // 23: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
+	15, // 24: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
+	17, // 25: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
+	20, // 26: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
+	22, // 27: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	24, // 28: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	26, // 29: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	31, // 30: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	33, // 31: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	35, // 32: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	8,  // 33: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	12, // 34: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	16, // 35: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	19, // 36: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	21, // 37: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	23, // 38: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	25, // 39: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	30, // 40: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	32, // 41: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	34, // 42: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	36, // 43: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	33, // [33:44] is the sub-list for method output_type
+	22, // [22:33] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_logstore_proto_init() }
@@ -2414,7 +2643,7 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

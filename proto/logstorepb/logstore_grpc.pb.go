@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	LogStore_Append_FullMethodName         = "/logplayer.logstore.v1.LogStore/Append"
+	LogStore_AppendBatch_FullMethodName    = "/logplayer.logstore.v1.LogStore/AppendBatch"
 	LogStore_Read_FullMethodName           = "/logplayer.logstore.v1.LogStore/Read"
 	LogStore_ReadTopic_FullMethodName      = "/logplayer.logstore.v1.LogStore/ReadTopic"
 	LogStore_FetchOffsets_FullMethodName   = "/logplayer.logstore.v1.LogStore/FetchOffsets"
@@ -46,6 +47,14 @@ const (
 type LogStoreClient interface {
 	// Append commits one transaction atomically: all slices or none.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
+	// AppendBatch carries several independent Appends in one call, so
+	// concurrent writers sharing a connection pay one call's cost (the Go
+	// client coalesces its concurrent Appends into it). Each request is its own
+	// transaction, atomic on its own, with its own result or error, exactly as
+	// Append would answer it; the requests enter the leader's intake in order.
+	// The call itself fails only when no request was looked at: NOT_LEADER on a
+	// follower, INVALID_ARGUMENT for an empty or oversize batch.
+	AppendBatch(ctx context.Context, in *AppendBatchRequest, opts ...grpc.CallOption) (*AppendBatchResponse, error)
 	// Read streams committed transactions in LSN order from from_lsn; it follows
 	// forever when to_lsn is 0, else ends after to_lsn.
 	Read(ctx context.Context, in *ReadRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadResponse], error)
@@ -74,6 +83,16 @@ func (c *logStoreClient) Append(ctx context.Context, in *AppendRequest, opts ...
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AppendResponse)
 	err := c.cc.Invoke(ctx, LogStore_Append_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logStoreClient) AppendBatch(ctx context.Context, in *AppendBatchRequest, opts ...grpc.CallOption) (*AppendBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AppendBatchResponse)
+	err := c.cc.Invoke(ctx, LogStore_AppendBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +188,14 @@ func (c *logStoreClient) Status(ctx context.Context, in *StatusRequest, opts ...
 type LogStoreServer interface {
 	// Append commits one transaction atomically: all slices or none.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
+	// AppendBatch carries several independent Appends in one call, so
+	// concurrent writers sharing a connection pay one call's cost (the Go
+	// client coalesces its concurrent Appends into it). Each request is its own
+	// transaction, atomic on its own, with its own result or error, exactly as
+	// Append would answer it; the requests enter the leader's intake in order.
+	// The call itself fails only when no request was looked at: NOT_LEADER on a
+	// follower, INVALID_ARGUMENT for an empty or oversize batch.
+	AppendBatch(context.Context, *AppendBatchRequest) (*AppendBatchResponse, error)
 	// Read streams committed transactions in LSN order from from_lsn; it follows
 	// forever when to_lsn is 0, else ends after to_lsn.
 	Read(*ReadRequest, grpc.ServerStreamingServer[ReadResponse]) error
@@ -195,6 +222,9 @@ type UnimplementedLogStoreServer struct{}
 
 func (UnimplementedLogStoreServer) Append(context.Context, *AppendRequest) (*AppendResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Append not implemented")
+}
+func (UnimplementedLogStoreServer) AppendBatch(context.Context, *AppendBatchRequest) (*AppendBatchResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method AppendBatch not implemented")
 }
 func (UnimplementedLogStoreServer) Read(*ReadRequest, grpc.ServerStreamingServer[ReadResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Read not implemented")
@@ -249,6 +279,24 @@ func _LogStore_Append_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(LogStoreServer).Append(ctx, req.(*AppendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogStore_AppendBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AppendBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).AppendBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_AppendBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).AppendBatch(ctx, req.(*AppendBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -357,6 +405,10 @@ var LogStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Append",
 			Handler:    _LogStore_Append_Handler,
+		},
+		{
+			MethodName: "AppendBatch",
+			Handler:    _LogStore_AppendBatch_Handler,
 		},
 		{
 			MethodName: "FetchOffsets",

@@ -1,0 +1,63 @@
+package logstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// MaxAppendBatchRequests bounds the requests of one AppendBatch call.
+const MaxAppendBatchRequests = 1024
+
+// AppendBatch answers each request as Append would. Every valid request
+// enters the intake, in request order, before the handler waits for any of
+// them, so the aggregator can carry the whole call in one Raft entry. The
+// call fails as a whole only before any request is looked at.
+func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchRequest) (*logstorepb.AppendBatchResponse, error) {
+	n := len(req.Requests)
+	if n == 0 || n > MaxAppendBatchRequests {
+		return nil, apierr.New(logstorepb.ErrorCode_INVALID_ARGUMENT,
+			fmt.Sprintf("an AppendBatch holds 1 to %d requests, not %d", MaxAppendBatchRequests, n),
+			func(d *logstorepb.ErrorDetail) { d.Limit = MaxAppendBatchRequests })
+	}
+	if s.n.raft.State() != raft.Leader {
+		return nil, s.notLeader()
+	}
+	s.n.metrics.appendBatchRequests.Observe(float64(n))
+	start := time.Now()
+	results := make([]*logstorepb.AppendResult, n)
+	queued := make([]*pending, n)
+	for i, r := range req.Requests {
+		size, err := validateAppend(r, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
+		if err == nil {
+			queued[i], err = s.n.agg.enqueue(&logstorepb.Command{Kind: &logstorepb.Command_Append{Append: r}}, size)
+		}
+		if err != nil {
+			results[i] = s.appendResult(nil, s.submitErr(err), start)
+		}
+	}
+	for i, p := range queued {
+		if p == nil {
+			continue
+		}
+		resp, err := s.n.agg.wait(ctx, p)
+		results[i] = s.appendResult(resp, s.submitErr(err), start)
+	}
+	return &logstorepb.AppendBatchResponse{Results: results}, nil
+}
+
+// appendResult records one request's outcome in the append latency metric
+// and wraps it for the response.
+func (s *server) appendResult(resp any, err error, start time.Time) *logstorepb.AppendResult {
+	s.n.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	if err != nil {
+		return &logstorepb.AppendResult{Error: apierr.Encode(err)}
+	}
+	return &logstorepb.AppendResult{Response: resp.(*logstorepb.AppendResponse)}
+}
