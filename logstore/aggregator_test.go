@@ -341,3 +341,23 @@ func TestAggregatorQueueFull(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregatorCloseAbandonsUnresolvedFutures: a future Raft never
+// resolves (hashicorp/raft drops futures left in its buffered apply channel
+// at shutdown) does not hang close; its requests learn that their outcome
+// is unknown.
+func TestAggregatorCloseAbandonsUnresolvedFutures(t *testing.T) {
+	a, r := testAggregator(t, nil)
+	res := submitAsync(a, "stuck")
+	r.next(t) // applied, never resolved
+	closed := make(chan struct{})
+	go func() { a.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("close hangs on a future Raft never resolves")
+	}
+	if s := wait(t, res); !errors.Is(s.err, apierr.ErrUnknownOutcome) {
+		t.Fatalf("abandoned request: %v, want an unknown outcome", s.err)
+	}
+}
