@@ -77,6 +77,11 @@ type Config struct {
 	AttemptTimeout time.Duration
 	ConnectTimeout time.Duration
 	CallTimeout    time.Duration
+	// MaxBatchBytes bounds the encoded requests of one AppendBatch call
+	// into which concurrent Appends on one connection are coalesced
+	// (default DefaultMaxBatchBytes; negative: every Append is its own
+	// call). Larger requests always go alone.
+	MaxBatchBytes int
 	// DialOptions are added to the client's own (insecure credentials,
 	// bounded reconnect backoff, 64 MiB receive limit).
 	DialOptions []grpc.DialOption
@@ -102,6 +107,9 @@ func (c *Config) validate() error {
 	def(&c.AttemptTimeout, DefaultAttemptTimeout)
 	def(&c.ConnectTimeout, DefaultConnectTimeout)
 	def(&c.CallTimeout, DefaultCallTimeout)
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -113,11 +121,13 @@ type Client struct {
 	cfg Config
 	mu  struct {
 		sync.Mutex
-		conns  map[string]*grpc.ClientConn
-		addrs  []string // seeds, then learned addresses
-		leader string   // best guess; "" unknown
-		next   int      // round-robin position in addrs
-		closed bool
+		conns map[string]*grpc.ClientConn
+		// batchers coalesce the Appends sent on each connection.
+		batchers map[*grpc.ClientConn]*appendBatcher
+		addrs    []string // seeds, then learned addresses
+		leader   string   // best guess; "" unknown
+		next     int      // round-robin position in addrs
+		closed   bool
 	}
 }
 
@@ -128,6 +138,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{cfg: cfg}
 	c.mu.conns = map[string]*grpc.ClientConn{}
+	c.mu.batchers = map[*grpc.ClientConn]*appendBatcher{}
 	c.mu.addrs = slices.Clone(cfg.Addrs)
 	return c, nil
 }
@@ -142,6 +153,7 @@ func (c *Client) Close() error {
 		errs = append(errs, cc.Close())
 	}
 	c.mu.conns = map[string]*grpc.ClientConn{}
+	c.mu.batchers = map[*grpc.ClientConn]*appendBatcher{}
 	return errors.Join(errs...)
 }
 
@@ -170,6 +182,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)
 	}
 	c.mu.conns[addr] = cc
+	c.mu.batchers[cc] = newAppendBatcher(cc, c.cfg.MaxBatchBytes)
 	if !slices.Contains(c.mu.addrs, addr) {
 		c.mu.addrs = append(c.mu.addrs, addr)
 	}
@@ -348,10 +361,22 @@ func (c *Client) Append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 	var resp *logstorepb.AppendResponse
 	err := c.call(ctx, true, req.ProducerId != "", func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
-		resp, err = logstorepb.NewLogStoreClient(cc).Append(ctx, req)
+		resp, err = c.appendOn(ctx, cc, req)
 		return err
 	})
 	return resp, err
+}
+
+// appendOn sends one Append on cc, coalesced with the Appends running
+// concurrently on it (see appendBatcher).
+func (c *Client) appendOn(ctx context.Context, cc *grpc.ClientConn, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	c.mu.Lock()
+	b := c.mu.batchers[cc]
+	c.mu.Unlock()
+	if b == nil { // the client was closed after cc was handed out
+		return logstorepb.NewLogStoreClient(cc).Append(ctx, req)
+	}
+	return b.append(ctx, req)
 }
 
 // NextEpoch commits and returns a new LogPlayer epoch. Retried on unknown

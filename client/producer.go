@@ -263,7 +263,7 @@ func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, rese
 		}
 		before := maybeCommitted
 		var err error
-		resp, err = logstorepb.NewLogStoreClient(cc).Append(ctx, req)
+		resp, err = p.c.appendOn(ctx, cc, req)
 		switch {
 		case err == nil:
 			conflict = resp.Duplicate && !before

@@ -21,10 +21,8 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-const appendMethod = "/logplayer.logstore.v1.LogStore/Append"
-
-// dropper is a gRPC server interceptor that lets Append run (commit) and
-// then loses its response, for the requests drop selects.
+// dropper is a gRPC server interceptor that lets Append (or AppendBatch)
+// run (commit) and then loses its response, for the requests drop selects.
 type dropper struct {
 	mu   sync.Mutex
 	drop func(req *logstorepb.AppendRequest, seen int) (lose, hang bool) // seen: earlier sends of (producer, seq)
@@ -42,24 +40,24 @@ func (d *dropper) set(f func(req *logstorepb.AppendRequest, seen int) (lose, han
 
 func (d *dropper) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
-	ar, ok := req.(*logstorepb.AppendRequest)
-	if info.FullMethod != appendMethod || !ok || err != nil {
-		return resp, err
-	}
+	answered := logstoretest.AnsweredAppends(req, resp, err)
 	d.mu.Lock()
-	key := fmt.Sprintf("%s/%d", ar.ProducerId, ar.Sequence)
-	seen := d.seen[key]
-	d.seen[key]++
 	lose, hang := false, false
-	if d.drop != nil {
-		lose, hang = d.drop(ar, seen)
+	for _, ar := range answered {
+		key := fmt.Sprintf("%s/%d", ar.ProducerId, ar.Sequence)
+		seen := d.seen[key]
+		d.seen[key]++
+		if d.drop != nil {
+			l, h := d.drop(ar, seen)
+			lose, hang = lose || l, hang || h
+		}
 	}
 	d.mu.Unlock()
 	if !lose {
 		return resp, err
 	}
-	d.lost.Add(1)
-	if hang { // the response never comes: the client's attempt times out
+	d.lost.Add(int64(len(answered))) // a lost batch answer loses every request in it
+	if hang {                        // the response never comes: the client's attempt times out
 		<-ctx.Done()
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}

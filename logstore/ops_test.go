@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
 // TestRetentionByteCap: a delivery consumer's acked LSN holds retention
@@ -95,8 +95,10 @@ func TestRetentionByteCap(t *testing.T) {
 func dropFirstResponse(id *atomic.Pointer[string], dropped *atomic.Bool) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 		resp, err := h(ctx, req)
-		if ar, ok := req.(*logstorepb.AppendRequest); ok && err == nil && ar.ProducerId == *id.Load() && dropped.CompareAndSwap(false, true) {
-			return nil, status.Error(codes.Unavailable, "response lost")
+		for _, ar := range logstoretest.AnsweredAppends(req, resp, err) {
+			if ar.ProducerId == *id.Load() && dropped.CompareAndSwap(false, true) {
+				return nil, status.Error(codes.Unavailable, "response lost")
+			}
 		}
 		return resp, err
 	}

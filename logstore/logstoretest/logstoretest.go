@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // WaitFor polls cond every few ms until it holds, failing t after d.
@@ -272,4 +273,32 @@ func (p *Proc) Kill() {
 		p.cmd.Wait()
 		p.cmd = nil
 	}
+}
+
+// AnsweredAppends returns the Append requests a LogStore call answered
+// with success, for interceptors that lose responses: the request of an
+// Append, or each request of an AppendBatch whose result is a response
+// (the client coalesces concurrent Appends into AppendBatch calls, so
+// losing that call's response loses all of them). Nil for other calls.
+func AnsweredAppends(req, resp any, err error) []*logstorepb.AppendRequest {
+	if err != nil {
+		return nil
+	}
+	switch r := req.(type) {
+	case *logstorepb.AppendRequest:
+		return []*logstorepb.AppendRequest{r}
+	case *logstorepb.AppendBatchRequest:
+		br, ok := resp.(*logstorepb.AppendBatchResponse)
+		if !ok || len(br.Results) != len(r.Requests) {
+			return nil
+		}
+		var out []*logstorepb.AppendRequest
+		for i, res := range br.Results {
+			if res.GetResponse() != nil {
+				out = append(out, r.Requests[i])
+			}
+		}
+		return out
+	}
+	return nil
 }
