@@ -57,6 +57,10 @@ type Config struct {
 	Dir string
 	// SkipBareRaft leaves out the reference rows.
 	SkipBareRaft bool
+	// PlainAppends makes the client send each transaction in an Append
+	// call of its own instead of coalescing concurrent ones into
+	// AppendBatch calls (client.Config.MaxBatchBytes < 0).
+	PlainAppends bool
 	// Logger for the nodes (default: discard).
 	Logger *slog.Logger
 }
@@ -108,6 +112,9 @@ type Row struct {
 	// aggregator wrote during the row (LogStore rows; 0 for bare raft, one
 	// Apply per entry).
 	TxnsPerEntry float64
+	// AppendsPerCall is the mean number of transactions per gRPC call
+	// (Append or AppendBatch) the leader served during the row.
+	AppendsPerCall float64
 }
 
 // Table is Run's result.
@@ -131,8 +138,8 @@ const (
 // both systems and the LogStore/bare ratios, each marked against its goal.
 func (t Table) String() string {
 	var b strings.Builder
-	b.WriteString("| clients | logstore tx/s | bare raft tx/s | tx/s logstore/bare | logstore p50 / p99 / p99.9 | bare raft p50 / p99 / p99.9 | p50 logstore/bare | txns per entry | errors |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| clients | logstore tx/s | bare raft tx/s | tx/s logstore/bare | logstore p50 / p99 / p99.9 | bare raft p50 / p99 / p99.9 | p50 logstore/bare | txns per call | txns per entry | errors |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, n := range t.levels() {
 		ls, lsOK := t.row(SystemLogStore, n)
 		br, brOK := t.row(SystemBareRaft, n)
@@ -156,13 +163,14 @@ func (t Table) String() string {
 			}
 			return fmt.Sprintf("%.2f×", r)
 		})
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n,
 			cell(lsOK, func() string { return fmt.Sprintf("%.0f", ls.TxPerSec) }),
 			cell(brOK, func() string { return fmt.Sprintf("%.0f", br.TxPerSec) }),
 			tput,
 			cell(lsOK, func() string { return latencies(ls) }),
 			cell(brOK, func() string { return latencies(br) }),
 			lat,
+			cell(lsOK, func() string { return fmt.Sprintf("%.1f", ls.AppendsPerCall) }),
 			cell(lsOK, func() string { return fmt.Sprintf("%.1f", ls.TxnsPerEntry) }),
 			fmt.Sprint(ls.Errors+br.Errors))
 	}
@@ -251,9 +259,7 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 		}
 		before := ls.batchStats()
 		row := measure(ctx, SystemLogStore, n, cfg, appendOnce)
-		if after := ls.batchStats(); after.entries > before.entries {
-			row.TxnsPerEntry = (after.txns - before.txns) / (after.entries - before.entries)
-		}
+		row.TxnsPerEntry, row.AppendsPerCall = ls.batchStats().since(before)
 		table.Rows = append(table.Rows, row)
 		if applyOnce != nil && ctx.Err() == nil {
 			table.Rows = append(table.Rows, measure(ctx, SystemBareRaft, n, cfg, applyOnce))
@@ -264,7 +270,11 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 
 // appendOp returns one Append of cfg's shape through a client of c.
 func appendOp(c *Cluster, cfg Config) (func(context.Context) error, func(), error) {
-	cl, err := client.New(client.Config{Addrs: c.APIAddrs(), Logger: cfg.Logger})
+	ccfg := client.Config{Addrs: c.APIAddrs(), Logger: cfg.Logger}
+	if cfg.PlainAppends {
+		ccfg.MaxBatchBytes = -1
+	}
+	cl, err := client.New(ccfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -340,11 +350,14 @@ type Cluster struct {
 	regs  []*prometheus.Registry // the nodes' metrics
 }
 
-// batches is a sum of the aggregators' logstore_aggregation_batch_txns.
-type batches struct{ txns, entries float64 }
+// batches sums the leaders' aggregation and AppendBatch histograms.
+type batches struct {
+	txns, entries         float64 // logstore_aggregation_batch_txns: sum, count
+	batchReqs, batchCalls float64 // logstore_append_batch_requests: sum, count
+}
 
-// batchStats sums the aggregation batch histogram over the nodes (only
-// leaders write entries).
+// batchStats sums the histograms over the nodes (only leaders write
+// entries and serve appends).
 func (c *Cluster) batchStats() batches {
 	var out batches
 	for _, reg := range c.regs {
@@ -353,16 +366,34 @@ func (c *Cluster) batchStats() batches {
 			continue
 		}
 		for _, mf := range mfs {
-			if mf.GetName() != "logstore_aggregation_batch_txns" {
-				continue
-			}
 			for _, m := range mf.GetMetric() {
-				out.txns += m.GetHistogram().GetSampleSum()
-				out.entries += float64(m.GetHistogram().GetSampleCount())
+				h := m.GetHistogram()
+				switch mf.GetName() {
+				case "logstore_aggregation_batch_txns":
+					out.txns += h.GetSampleSum()
+					out.entries += float64(h.GetSampleCount())
+				case "logstore_append_batch_requests":
+					out.batchReqs += h.GetSampleSum()
+					out.batchCalls += float64(h.GetSampleCount())
+				}
 			}
 		}
 	}
 	return out
+}
+
+// since returns transactions per Raft entry and per Append/AppendBatch
+// call between before and b (every command of the bench is an Append).
+func (b batches) since(before batches) (perEntry, perCall float64) {
+	txns, entries := b.txns-before.txns, b.entries-before.entries
+	batched, batchCalls := b.batchReqs-before.batchReqs, b.batchCalls-before.batchCalls
+	if entries > 0 {
+		perEntry = txns / entries
+	}
+	if calls := batchCalls + (txns - batched); calls > 0 {
+		perCall = txns / calls
+	}
+	return perEntry, perCall
 }
 
 // StartCluster starts 3 bootstrapped nodes under dir with default settings

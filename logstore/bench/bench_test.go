@@ -38,9 +38,18 @@ func TestRunSmall(t *testing.T) {
 		}
 		// Every LogStore entry carries at least one txn; bare raft rows
 		// have no aggregation.
-		if (r.System == SystemLogStore) != (r.TxnsPerEntry >= 1) {
-			t.Errorf("row %+v: txns per entry %.2f", r, r.TxnsPerEntry)
+		if (r.System == SystemLogStore) != (r.TxnsPerEntry >= 1) || (r.System == SystemLogStore) != (r.AppendsPerCall >= 1) {
+			t.Errorf("row %+v: txns per entry %.2f, per call %.2f", r, r.TxnsPerEntry, r.AppendsPerCall)
 		}
+	}
+	// Without coalescing every transaction is a call of its own.
+	plain, err := Run(ctx, Config{Clients: []int{4}, Duration: time.Second, Warmup: 300 * time.Millisecond, Dir: t.TempDir(),
+		SkipBareRaft: true, PlainAppends: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := plain.Rows[0]; r.Txns == 0 || r.AppendsPerCall != 1 {
+		t.Errorf("plain appends: %+v, want exactly 1 txn per call", r)
 	}
 	for _, s := range []string{"\n| 1 | ", "\n| 8 | ", "tx/s logstore/bare", "p50 logstore/bare", "p99.9", "Goals (DESIGN.md §10)"} {
 		if !strings.Contains(out, s) {
@@ -53,17 +62,17 @@ func TestRunSmall(t *testing.T) {
 func TestTableString(t *testing.T) {
 	ms := time.Millisecond
 	table := Table{Rows: []Row{
-		{System: SystemLogStore, Clients: 1, TxPerSec: 100, P50: 11 * ms, P99: 20 * ms, P999: 30 * ms, TxnsPerEntry: 1},
+		{System: SystemLogStore, Clients: 1, TxPerSec: 100, P50: 11 * ms, P99: 20 * ms, P999: 30 * ms, TxnsPerEntry: 1, AppendsPerCall: 1},
 		{System: SystemBareRaft, Clients: 1, TxPerSec: 110, P50: 10 * ms, P99: 20 * ms, P999: 30 * ms},
-		{System: SystemLogStore, Clients: 64, TxPerSec: 3000, P50: 20 * ms, P99: 40 * ms, P999: 50 * ms, TxnsPerEntry: 40.5},
+		{System: SystemLogStore, Clients: 64, TxPerSec: 3000, P50: 20 * ms, P99: 40 * ms, P999: 50 * ms, TxnsPerEntry: 40.5, AppendsPerCall: 12.25},
 		{System: SystemBareRaft, Clients: 64, TxPerSec: 1000, P50: 60 * ms, P99: 90 * ms, P999: 99 * ms, Errors: 2},
-		{System: SystemLogStore, Clients: 256, TxPerSec: 9000, P50: 20 * ms, P99: 40 * ms, P999: 50 * ms, TxnsPerEntry: 90},
+		{System: SystemLogStore, Clients: 256, TxPerSec: 9000, P50: 20 * ms, P99: 40 * ms, P999: 50 * ms, TxnsPerEntry: 90, AppendsPerCall: 30},
 	}}
 	out := table.String()
 	for _, s := range []string{
-		"| 1 | 100 | 110 | 0.91× | 11.00 ms / 20.00 ms / 30.00 ms | 10.00 ms / 20.00 ms / 30.00 ms | 1.10× ok | 1.0 | 0 |",
-		"| 64 | 3000 | 1000 | 3.00× MISS | 20.00 ms / 40.00 ms / 50.00 ms | 60.00 ms / 90.00 ms / 99.00 ms | 0.33× | 40.5 | 2 |",
-		"| 256 | 9000 | – | – | 20.00 ms / 40.00 ms / 50.00 ms | – | – | 90.0 | 0 |",
+		"| 1 | 100 | 110 | 0.91× | 11.00 ms / 20.00 ms / 30.00 ms | 10.00 ms / 20.00 ms / 30.00 ms | 1.10× ok | 1.0 | 1.0 | 0 |",
+		"| 64 | 3000 | 1000 | 3.00× MISS | 20.00 ms / 40.00 ms / 50.00 ms | 60.00 ms / 90.00 ms / 99.00 ms | 0.33× | 12.2 | 40.5 | 2 |",
+		"| 256 | 9000 | – | – | 20.00 ms / 40.00 ms / 50.00 ms | – | – | 30.0 | 90.0 | 0 |",
 	} {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks line\n%s\n in\n%s", s, out)
@@ -91,11 +100,10 @@ func BenchmarkAppend(b *testing.B) {
 			defer closeFn()
 			before := c.batchStats()
 			row := measureN(b, clients, op)
-			after := c.batchStats()
+			perEntry, perCall := c.batchStats().since(before)
 			row.report(b)
-			if after.entries > before.entries {
-				b.ReportMetric((after.txns-before.txns)/(after.entries-before.entries), "txns/entry")
-			}
+			b.ReportMetric(perEntry, "txns/entry")
+			b.ReportMetric(perCall, "txns/call")
 		})
 	}
 }
