@@ -22,7 +22,14 @@
 // Read follows the log and resumes on another node after a failure from
 // read_through_lsn+1: no gap, no duplicate.
 //
-// Goroutines: none of its own besides grpc-go's; Read runs on the caller's.
+// Coalescing. Appends running at the same time on one connection travel
+// together in AppendBatch calls (see appendBatcher in batch.go): each is
+// still its own transaction with its own answer and the retry rules above;
+// only the gRPC call is shared. Config.MaxBatchBytes < 0 turns it off.
+//
+// Goroutines: besides grpc-go's, one short-lived flush goroutine per
+// AppendBatch call (it ends when the call answers); Read runs on the
+// caller's.
 // (The package doc is in doc.go; this describes Client.)
 
 package client

@@ -66,9 +66,10 @@
 //
 // # Goroutines and invariants
 //
-// The SDK starts no goroutine of its own: Producer and readers run on the
-// caller's goroutine (context.AfterFunc cancels a reader's stream when the
-// caller's ctx ends during a receive). A Producer's fields are owned by
+// Producer and readers run on the caller's goroutine (context.AfterFunc
+// cancels a reader's stream when the caller's ctx ends during a receive);
+// the Client's only goroutines are the short-lived flushes that send
+// concurrent Appends together in one AppendBatch call. A Producer's fields are owned by
 // the holder of its turn token. Invariants: a Producer never sends a new
 // sequence while an earlier one is in doubt, and never reuses a sequence
 // for different content; a reader's position only moves past items it has
