@@ -107,6 +107,7 @@ type benchPlayerCmd struct {
 	processes        bool
 	childProcs       int
 	child            string
+	memoryTargets    bool
 }
 
 func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
@@ -119,6 +120,7 @@ func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.producers, "producers", 1, "concurrent appenders (1: serial load, latency without queueing)")
 	fs.Var(&c.store, "store", "LogStore API `addresses` of a running cluster (default: 3 nodes in this process)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the data (default: a temporary one, removed after)")
+	fs.BoolVar(&c.memoryTargets, "memory-targets", false, "targets keep only their applied position in memory (no bbolt, no fsync): the LogPlayer delay without the targets' disk and CPU")
 	fs.BoolVar(&c.processes, "processes", false, "run the LogStore and each target in a child process instead of inside this one")
 	fs.IntVar(&c.childProcs, "child-gomaxprocs", 1, "with --processes: GOMAXPROCS of each target process (0: Go's default, one per core)")
 	fs.StringVar(&c.child, "child", "", "internal, set by --processes: run as its child process with these `arguments` (a JSON list)")
@@ -137,7 +139,7 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	}
 	cfg := lpbench.Config{
 		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
-		Producers: c.producers, LogStore: c.store.addrs, Dir: c.dataDir,
+		Producers: c.producers, LogStore: c.store.addrs, Dir: c.dataDir, MemoryTargets: c.memoryTargets,
 	}
 	if c.processes {
 		exe, err := os.Executable()

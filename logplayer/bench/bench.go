@@ -33,6 +33,21 @@
 // default load a batch holds one transaction). Every time is the machine's
 // wall clock in Unix nanoseconds, so events of different processes compare.
 //
+// Where the LogPlayer delay goes (CPU profile, runtime/trace and stage
+// timestamps at 20 targets on a 2-core VM): the LogPlayer's own part is
+// small: dispatch to the target's sender goroutine taking the batch, p50
+// 10-30 µs; taking it, encoding it and handing it to gRPC, p50 5-12 µs. The
+// rest is grpc-go's writer goroutine, loopback TCP and the target's gRPC
+// reader and receiving goroutine, which a bare stream pays as well (the
+// "Floor" line under the table): about 0.15 ms p50 after an idle gap of a
+// few ms on this machine, 0.04 ms back to back, 0.07 ms with GOMAXPROCS=1,
+// because each goroutine hand-off may wake the other, halted vCPU. With
+// 10 KB transactions about 8 of 20 targets receive each transaction and
+// their applies (bbolt: page writes and 2 fdatasyncs each) and the
+// LogStore's Raft fsyncs take the same two cores, so delay there is mostly
+// waiting for a CPU (in one process also for a P, which a goroutine in
+// fdatasync holds until sysmon retakes it).
+//
 // Goroutines: Producers appenders during a row, plus those of the LogStore,
 // the LogPlayer and in-process targets; a child process's stdin reader
 // (ServeChild).
@@ -168,6 +183,8 @@ type Table struct {
 	MemoryTargets bool
 	Processes     bool // Config.Spawn was set
 	Rows          []Row
+	// Bare is the floor: a bare gRPC stream in this process (see bare.go).
+	Bare Bare
 }
 
 // String formats the table as Markdown.
@@ -189,6 +206,11 @@ func (t Table) String() string {
 		fmt.Fprintf(&b, "| %d | %d KB | %.0f | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Targets, r.TxnKB, r.TxPerSec,
 			ms(r.Append.P50), ms(r.Player.Avg), ms(r.Player.P50), ms(r.Player.P99), ms(r.Apply.Avg), ms(r.Apply.P50), ms(r.Apply.P99), r.Player.N)
 	}
+	if t.Bare.Delay.N > 0 {
+		fmt.Fprintf(&b, "\nFloor of the LogPlayer delay: a bare gRPC Deliver stream in this process (no LogPlayer, no target SDK), "+
+			"one 1 KB delivery every %v, Send to Recv: avg %s, p50 %s, p99 %s (%d samples)\n",
+			t.Bare.Gap, ms(t.Bare.Delay.Avg), ms(t.Bare.Delay.P50), ms(t.Bare.Delay.P99), t.Bare.Delay.N)
+	}
 	return b.String()
 }
 
@@ -206,6 +228,11 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 	}
 	defer env.close()
 	table := Table{Producers: cfg.Producers, MemoryTargets: cfg.MemoryTargets, Processes: cfg.Spawn != nil}
+	// The floor first, on the machine as the rows find it (the LogStore
+	// idle).
+	if table.Bare, err = measureBare(ctx); err != nil {
+		return table, err
+	}
 	for _, kb := range cfg.TxnKB {
 		for _, n := range cfg.Targets {
 			row, err := env.row(ctx, n, kb)

@@ -66,8 +66,12 @@ func checkSmall(t *testing.T, cfg Config) {
 			t.Errorf("%d player samples for %d txns of %d KB", r.Player.N, r.Txns, r.TxnKB)
 		}
 	}
+	if b := table.Bare.Delay; b.N != bareMessages || b.P50 <= 0 || b.P99 < b.P50 {
+		t.Errorf("bare reference %+v", table.Bare)
+	}
 	s := table.String()
-	if !strings.Contains(s, "| 2 | 3 KB |") || strings.Contains(s, "own process") != (cfg.Spawn != nil) {
+	if !strings.Contains(s, "| 2 | 3 KB |") || strings.Contains(s, "own process") != (cfg.Spawn != nil) ||
+		!strings.Contains(s, "Floor of the LogPlayer delay") {
 		t.Errorf("table:\n%s", s)
 	}
 	t.Logf("\n%s", s)
