@@ -110,6 +110,9 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Raft's FSM goroutine owns st once Raft starts: log what was recovered
+	// from copies taken now.
+	recoveredLSN, recoveredIndex := st.lastLSN, st.lastIndex
 	n.fsm = newFSM(n.seg, st, &n.cfg, n.metrics)
 	n.fsm.durable = &n.durableLSN
 	n.durableLSN.Store(st.lastLSN)
@@ -201,7 +204,7 @@ func NewNode(cfg Config) (*Node, error) {
 	go func() { defer n.wg.Done(); n.retentionLoop() }()
 	ok = true
 	n.log.Info("logstore node started", "raft", n.transport.LocalAddr(), "api", n.apiLis.Addr().String(),
-		"lsn", st.lastLSN, "raft_index", st.lastIndex)
+		"recovered_lsn", recoveredLSN, "recovered_raft_index", recoveredIndex)
 	return n, nil
 }
 
