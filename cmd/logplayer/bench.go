@@ -27,12 +27,18 @@ after --warmup; right after each level, the same load on bare
 hashicorp/raft Apply (raft-boltdb, TCP transport, no-op FSM) as the
 reference, so both see the same machine. Prints one Markdown table, a line
 per client count: tx/s and p50/p99/p99.9 of both systems, the LogStore/bare
-ratios marked against the DESIGN.md goals, and transactions per Raft entry.
+ratios marked against the DESIGN.md goals, and transactions per gRPC call
+and per Raft entry.
+
+The clients share one client.Client, which sends Appends that run at the
+same time in one AppendBatch call (each still its own transaction);
+--plain-appends sends every transaction in an Append call of its own.
 
 scripts/bench.sh runs this and 'bench player' and writes docs/BENCHMARKS.md.`,
 		examples: []string{
 			"logplayer bench store",
 			"logplayer bench store --clients 1,10 --duration 5s --skip-raft",
+			"logplayer bench store --clients 64 --plain-appends",
 		},
 		new: func() runner { return &benchStoreCmd{} },
 	})
@@ -69,6 +75,7 @@ type benchStoreCmd struct {
 	topics           int
 	sliceBytes       int
 	skipRaft         bool
+	plainAppends     bool
 	dataDir          string
 }
 
@@ -80,6 +87,7 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.topics, "topics", 2, "topics per transaction")
 	fs.IntVar(&c.sliceBytes, "slice-bytes", 256, "bytes of each topic's one message")
 	fs.BoolVar(&c.skipRaft, "skip-raft", false, "leave out the bare hashicorp/raft reference rows")
+	fs.BoolVar(&c.plainAppends, "plain-appends", false, "one Append call per transaction (no coalescing of concurrent Appends into AppendBatch calls)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
 }
 
@@ -89,7 +97,7 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	}
 	t, err := lsbench.Run(ctx, lsbench.Config{
 		Clients: c.clients.ints, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
-		SliceBytes: c.sliceBytes, Dir: c.dataDir, SkipBareRaft: c.skipRaft,
+		SliceBytes: c.sliceBytes, Dir: c.dataDir, SkipBareRaft: c.skipRaft, PlainAppends: c.plainAppends,
 	})
 	if err != nil {
 		return err
