@@ -5,7 +5,8 @@
 //
 // # Write path
 //
-//	gRPC Append ─ validate (validate.go) ─▶ aggregator intake (bounded)
+//	gRPC Append, or each request of an AppendBatch (batch.go)
+//	  ─ validate (validate.go) ─▶ aggregator intake (bounded)
 //	  ─▶ one Raft entry of many commands ─▶ raft-boltdb (fsync) + replication
 //	  ─▶ fsm.Apply on every node: stateMachine.applyEntry (apply.go) appends
 //	     one CRC-framed record per txn to the segment log (AppendBatch: one
@@ -95,11 +96,13 @@
 //
 // # Goroutines
 //
-//   - aggregator.run: fed by Append/NextEpoch/ReportConsumer handlers through
-//     the intake channel; owns the batch being built, the convoy hold and
-//     the last timestamp.
+//   - aggregator.run: fed by Append/AppendBatch/NextEpoch/ReportConsumer
+//     handlers through the intake channel; owns the batch being built, the
+//     convoy hold and the last timestamp.
 //   - aggregator.complete: fed by run through the inflight channel; owns the
-//     Raft futures, answers each waiting request.
+//     Raft futures, answers each waiting request. It waits on each future
+//     through a short-lived goroutine (aggregator.await) so that, once
+//     closed, it abandons a future hashicorp/raft will never resolve.
 //   - Raft's own goroutines, among them the FSM goroutine that calls
 //     fsm.Apply / Snapshot / Restore (owns the state and the segment writer)
 //     and the snapshot goroutine that calls fsmSnapshot.Persist.
