@@ -9,7 +9,7 @@
 //
 //	NOT_LEADER, SHUTTING_DOWN          UNAVAILABLE
 //	TIMEOUT                            UNAVAILABLE (outcome unknown)
-//	QUEUE_FULL                         RESOURCE_EXHAUSTED
+//	QUEUE_FULL, TABLE_FULL             RESOURCE_EXHAUSTED
 //	EMPTY_TRANSACTION, INVALID_TOPIC,
 //	DUPLICATE_TOPIC, MESSAGE_TOO_LARGE,
 //	REQUEST_TOO_LARGE, INVALID_ARGUMENT INVALID_ARGUMENT
@@ -57,7 +57,7 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 	switch c {
 	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_TIMEOUT:
 		return codes.Unavailable
-	case logstorepb.ErrorCode_QUEUE_FULL:
+	case logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_TABLE_FULL:
 		return codes.ResourceExhausted
 	case logstorepb.ErrorCode_EMPTY_TRANSACTION, logstorepb.ErrorCode_INVALID_TOPIC,
 		logstorepb.ErrorCode_DUPLICATE_TOPIC, logstorepb.ErrorCode_MESSAGE_TOO_LARGE,

@@ -41,6 +41,7 @@ func TestRetryable(t *testing.T) {
 	}{
 		{"not leader", apierr.Newf(logstorepb.ErrorCode_NOT_LEADER, "x"), true, true},
 		{"queue full", apierr.Newf(logstorepb.ErrorCode_QUEUE_FULL, "x"), true, true},
+		{"table full", apierr.Newf(logstorepb.ErrorCode_TABLE_FULL, "x"), false, false},
 		{"shutting down", apierr.Newf(logstorepb.ErrorCode_SHUTTING_DOWN, "x"), true, true},
 		{"outcome unknown", apierr.Newf(logstorepb.ErrorCode_TIMEOUT, "x"), false, true},
 		{"transport", status.Error(codes.Unavailable, "conn reset"), false, true},

@@ -305,10 +305,11 @@ func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, rese
 
 // wroteNothing reports whether err is an answer proving that this attempt
 // wrote nothing: refused before Raft (validation, NOT_LEADER, QUEUE_FULL,
-// SHUTTING_DOWN) or refused by apply (SEQUENCE_MISMATCH, CONDITION_FAILED).
+// SHUTTING_DOWN) or refused by apply (SEQUENCE_MISMATCH, CONDITION_FAILED,
+// TABLE_FULL).
 func wroteNothing(err error) bool {
 	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED:
+	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED, logstorepb.ErrorCode_TABLE_FULL:
 		return true
 	}
 	if status.Code(err) == codes.InvalidArgument {

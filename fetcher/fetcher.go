@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -203,6 +204,9 @@ func belowRetention(err error, from uint64) error {
 // another node. Answers about the request itself (invalid argument, …) are
 // the same on every node.
 func retryable(err error) bool {
+	if apierr.CodeOf(err) == logstorepb.ErrorCode_TABLE_FULL {
+		return false // stays full until rows are removed, unlike a full intake
+	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted,
 		codes.Aborted, codes.Canceled, codes.Unknown, codes.Internal:

@@ -72,11 +72,11 @@ func limitsOf(l *logstorepb.ApplyLimits) limits {
 func full(n, added, limit int) bool { return limit > 0 && n+added > limit }
 
 // tableFull is apply's refusal of rows beyond a table's cap:
-// RESOURCE_EXHAUSTED / QUEUE_FULL (the one code apierr maps to
-// RESOURCE_EXHAUSTED) with limit = the cap. Nothing was changed; the
-// request may succeed once rows are removed.
+// RESOURCE_EXHAUSTED / TABLE_FULL with limit = the cap. Nothing was
+// changed; the request may succeed once rows are removed (clients do not
+// retry it, unlike QUEUE_FULL).
 func tableFull(table string, n, limit int) error {
-	return apierr.New(logstorepb.ErrorCode_QUEUE_FULL,
+	return apierr.New(logstorepb.ErrorCode_TABLE_FULL,
 		fmt.Sprintf("%s table is full: %d rows, cap %d", table, n, limit),
 		func(d *logstorepb.ErrorDetail) { d.Limit = uint64(limit) })
 }
@@ -192,8 +192,7 @@ func (m *stateMachine) sweepProducers(ts int64) {
 
 // applyAppend applies one AppendRequest: producer dedupe, room in the group
 // offset table, conditions, then the write. A request refused for room
-// changes nothing (the producer's sequence is not consumed: like QUEUE_FULL
-// at the intake, a retry may succeed); one refused by a condition changes
+// changes nothing (TABLE_FULL; the producer's sequence is not consumed); one refused by a condition changes
 // nothing but the producer row.
 func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st

@@ -83,7 +83,7 @@ const (
 
 // Caps of the replicated tables that have no eviction (dropping a row would
 // lose a consumer's retention floor or a group's committed position): past
-// them apply refuses a new row with RESOURCE_EXHAUSTED / QUEUE_FULL (limit =
+// them apply refuses a new row with RESOURCE_EXHAUSTED / TABLE_FULL (limit =
 // the cap) and changes nothing; existing rows are always updated and
 // removed. The leader stamps them into every entry (logstorepb.ApplyLimits),
 // so a replica of another version applies an entry with the same caps.

@@ -59,7 +59,7 @@
 //     tables without eviction are capped: a new delivery consumer beyond
 //     MaxConsumers (4096), or an Append whose offset commits would add
 //     (group, topic) rows beyond MaxGroupOffsets (100000), is refused with
-//     RESOURCE_EXHAUSTED / QUEUE_FULL (limit = the cap) and changes nothing
+//     RESOURCE_EXHAUSTED / TABLE_FULL (limit = the cap) and changes nothing
 //     (not even the producer's sequence); updates and removals of existing
 //     rows always apply.
 //   - The apply path never fsyncs: raft-boltdb is the write-ahead log.

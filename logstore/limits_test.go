@@ -21,13 +21,13 @@ func producerAppend(id string, seq uint64) *logstorepb.Command {
 	return appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: id, Sequence: seq})
 }
 
-// wantTableFull checks a cap refusal: RESOURCE_EXHAUSTED / QUEUE_FULL with
+// wantTableFull checks a cap refusal: RESOURCE_EXHAUSTED / TABLE_FULL with
 // the cap as limit.
 func wantTableFull(t *testing.T, what string, r cmdResult, limit uint64) {
 	t.Helper()
 	d := apierr.Detail(r.err)
-	if status.Code(r.err) != codes.ResourceExhausted || d.GetCode() != logstorepb.ErrorCode_QUEUE_FULL || d.GetLimit() != limit {
-		t.Fatalf("%s: got %v (detail %v), want RESOURCE_EXHAUSTED QUEUE_FULL limit %d", what, r.err, d, limit)
+	if status.Code(r.err) != codes.ResourceExhausted || d.GetCode() != logstorepb.ErrorCode_TABLE_FULL || d.GetLimit() != limit {
+		t.Fatalf("%s: got %v (detail %v), want RESOURCE_EXHAUSTED TABLE_FULL limit %d", what, r.err, d, limit)
 	}
 }
 

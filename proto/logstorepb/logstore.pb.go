@@ -57,6 +57,10 @@ const (
 	ErrorCode_UNSUPPORTED_PROTOCOL ErrorCode = 20 // INVALID_ARGUMENT; limit (highest supported version).
 	ErrorCode_CONTINUITY           ErrorCode = 21 // ABORTED; lsn, applied_lsn, topic, actual_next_offset. Reconnect and resync.
 	ErrorCode_APPLY_REJECTED       ErrorCode = 22 // DATA_LOSS; lsn. Permanent: the target cannot apply this committed delivery.
+	// A replicated table (delivery consumers, committed group offsets) is at
+	// its cap: nothing changed. Not transient like QUEUE_FULL: it succeeds
+	// only once rows are removed.
+	ErrorCode_TABLE_FULL ErrorCode = 23 // RESOURCE_EXHAUSTED; limit (the cap)
 )
 
 // Enum value maps for ErrorCode.
@@ -85,6 +89,7 @@ var (
 		20: "UNSUPPORTED_PROTOCOL",
 		21: "CONTINUITY",
 		22: "APPLY_REJECTED",
+		23: "TABLE_FULL",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -110,6 +115,7 @@ var (
 		"UNSUPPORTED_PROTOCOL":   20,
 		"CONTINUITY":             21,
 		"APPLY_REJECTED":         22,
+		"TABLE_FULL":             23,
 	}
 )
 
@@ -2481,7 +2487,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group*\xce\x03\n" +
+	"\x05group\x18\r \x01(\tR\x05group*\xde\x03\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2511,7 +2517,9 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14UNSUPPORTED_PROTOCOL\x10\x14\x12\x0e\n" +
 	"\n" +
 	"CONTINUITY\x10\x15\x12\x12\n" +
-	"\x0eAPPLY_REJECTED\x10\x162\x8b\x06\n" +
+	"\x0eAPPLY_REJECTED\x10\x16\x12\x0e\n" +
+	"\n" +
+	"TABLE_FULL\x10\x172\x8b\x06\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
