@@ -159,6 +159,9 @@ func (b *appendBatcher) send(batch []*batchCall) {
 			deadline = d
 		}
 	}
+	if deadline.IsZero() { // not from Client.call: bound it anyway
+		deadline = time.Now().Add(DefaultCallTimeout)
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	resp, err := logstorepb.NewLogStoreClient(b.cc).AppendBatch(ctx, &logstorepb.AppendBatchRequest{Requests: reqs})
