@@ -19,6 +19,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -134,13 +135,7 @@ func queueHeld(t *testing.T, ctx context.Context, b *appendBatcher, topics []str
 			out <- fmt.Sprintf("%s: lsn %d", topic, resp.Lsn)
 		}()
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for b.queued() < len(topics) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d appends queued", b.queued(), len(topics))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	logstoretest.WaitFor(t, 20*time.Second, "every append queued", func() bool { return b.queued() == len(topics) })
 	return out
 }
 
