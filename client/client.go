@@ -424,6 +424,22 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, topics ...strin
 	return out, err
 }
 
+// DeleteGroup removes every committed offset of group and returns how many
+// were removed (see logstorepb's DeleteGroup: stop the group's workers
+// first). Retried on unknown outcomes: deleting twice is harmless, but the
+// count is then that of the last attempt (0 after a lost answer).
+func (c *Client) DeleteGroup(ctx context.Context, group string) (uint64, error) {
+	var removed uint64
+	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+		resp, err := logstorepb.NewLogStoreClient(cc).DeleteGroup(ctx, &logstorepb.DeleteGroupRequest{Group: group})
+		if err == nil {
+			removed = resp.Removed
+		}
+		return err
+	})
+	return removed, err
+}
+
 // Status returns the status of the node at addr.
 func (c *Client) Status(ctx context.Context, addr string) (*logstorepb.StatusResponse, error) {
 	ctx, cancel := c.withDeadline(ctx)

@@ -230,6 +230,24 @@ func TestOffsetsCommitAndFetch(t *testing.T) {
 	if errors.Join(err1, err2) != nil || e2 <= e1 || e1 == 0 {
 		t.Fatalf("epochs %d %d (%v %v)", e1, e2, err1, err2)
 	}
+	// DeleteGroup removes the group's offsets on every node; a bad name
+	// is refused and changes nothing.
+	if _, err := cl.DeleteGroup(ctx, ""); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("delete of an invalid group name: %v", err)
+	}
+	if n, err := cl.DeleteGroup(ctx, "g1"); err != nil || n != 2 {
+		t.Fatalf("delete g1 = %d, %v; want 2 removed", n, err)
+	}
+	if got, err := cl.FetchOffsets(ctx, "g1"); err != nil || len(got) != 0 {
+		t.Fatalf("fetch after delete = %v %v", got, err)
+	}
+	head := c.waitLeader().HeadLSN()
+	for _, n := range c.Nodes {
+		waitFor(t, 30*time.Second, "every node applied the delete", func() bool { return logstore.GroupOffsetRowsForTest(n) == 0 })
+		if n.HeadLSN() != head {
+			t.Fatalf("node %s head %d, leader %d: DeleteGroup wrote a transaction", n.ID(), n.HeadLSN(), head)
+		}
+	}
 }
 
 // TestAtomicVisibility: readers during writes never see part of a txn.

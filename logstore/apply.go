@@ -135,6 +135,8 @@ func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 			out[i] = cmdResult{resp: &logstorepb.NextEpochResponse{Epoch: st.epoch}}
 		case *logstorepb.Command_ReportConsumer:
 			out[i] = m.applyReportConsumer(k.ReportConsumer)
+		case *logstorepb.Command_DeleteGroup:
+			out[i] = cmdResult{resp: &logstorepb.DeleteGroupResponse{Removed: st.deleteGroup(k.DeleteGroup.Group)}}
 		case *logstorepb.Command_Member:
 			if k.Member.Remove {
 				delete(st.members, k.Member.Id)
@@ -343,6 +345,19 @@ func (m *stateMachine) write(idx uint64, ts int64, req *logstorepb.AppendRequest
 // statusMessage is the message of a status error without the "rpc error:"
 // prefix.
 func statusMessage(err error) string { return status.Convert(err).Message() }
+
+// deleteGroup removes every committed offset of group and returns how many
+// (order-free: deletes only).
+func (s *state) deleteGroup(group string) uint64 {
+	var n uint64
+	for k := range s.groups {
+		if k.group == group {
+			delete(s.groups, k)
+			n++
+		}
+	}
+	return n
+}
 
 // groupOffsets returns group's committed offsets for topics (all when
 // empty), sorted by topic.

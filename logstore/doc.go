@@ -61,7 +61,8 @@
 //     (group, topic) rows beyond MaxGroupOffsets (100000), is refused with
 //     RESOURCE_EXHAUSTED / TABLE_FULL (limit = the cap) and changes nothing
 //     (not even the producer's sequence); updates and removals of existing
-//     rows always apply.
+//     rows always apply. Rows leave by ReportConsumer with remove and by
+//     DeleteGroup (a command removing all of a group's offsets).
 //   - The apply path never fsyncs: raft-boltdb is the write-ahead log.
 //   - Snapshots (snapshot.go) are directories: segment.Checkpoint hard-links
 //     sealed segments and copies the active prefix (fsynced), plus the FSM

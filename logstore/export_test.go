@@ -14,3 +14,9 @@ func FSMStateForTest(n *Node) (stateBytes []byte, appliedIndex uint64) {
 	})
 	return stateBytes, appliedIndex
 }
+
+// GroupOffsetRowsForTest returns how many (group, topic) offsets n holds.
+func GroupOffsetRowsForTest(n *Node) (rows int) {
+	n.fsm.withState(func(st *state) { rows = len(st.groups) })
+	return rows
+}

@@ -156,3 +156,43 @@ func TestGroupOffsetTableCap(t *testing.T) {
 		t.Fatalf("retry of the last sequence: %v / %v", res[0].resp, res[0].err)
 	}
 }
+
+// TestDeleteGroupFreesRows: DeleteGroup removes exactly that group's rows
+// (the count is answered), a second delete removes nothing, and a group
+// refused by the full table fits once rows were deleted.
+func TestDeleteGroupFreesRows(t *testing.T) {
+	sm, _ := newTestSM()
+	lim := &logstorepb.ApplyLimits{MaxGroupOffsets: 3}
+	commit := func(group string, topics ...string) *logstorepb.Command {
+		r := &logstorepb.AppendRequest{Slices: slices2("a", "b", 1)}
+		for _, tp := range topics {
+			r.OffsetCommits = append(r.OffsetCommits, &logstorepb.OffsetCommit{Group: group, Topic: tp, Offset: 7})
+		}
+		return appendCmd(r)
+	}
+	del := func(group string) *logstorepb.Command {
+		return &logstorepb.Command{Kind: &logstorepb.Command_DeleteGroup{DeleteGroup: &logstorepb.DeleteGroupRequest{Group: group}}}
+	}
+	res := sm.applyEntry(1, &logstorepb.Entry{Limits: lim, Commands: []*logstorepb.Command{
+		commit("g1", "x", "y"), commit("g2", "x"), commit("g3", "x"),
+	}})
+	wantTableFull(t, "a fourth row", res[2], 3)
+	res = sm.applyEntry(2, &logstorepb.Entry{Limits: lim, Commands: []*logstorepb.Command{
+		del("g1"), del("g1"), del("nobody"), commit("g3", "x"),
+	}})
+	for i, want := range []uint64{2, 0, 0} {
+		if r, ok := res[i].resp.(*logstorepb.DeleteGroupResponse); !ok || r.Removed != want {
+			t.Fatalf("delete %d: %v / %v, want %d removed", i, res[i].resp, res[i].err, want)
+		}
+	}
+	if res[3].err != nil {
+		t.Fatalf("commit after the delete: %v", res[3].err)
+	}
+	got := map[string]uint64{}
+	for k, off := range sm.st.groups {
+		got[k.group+"/"+k.topic] = off
+	}
+	if len(got) != 2 || got["g2/x"] != 7 || got["g3/x"] != 7 {
+		t.Fatalf("group rows %v, want g2/x and g3/x", got)
+	}
+}

@@ -106,6 +106,17 @@ func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsReq
 	return &logstorepb.FetchOffsetsResponse{Offsets: out}, nil
 }
 
+func (s *server) DeleteGroup(ctx context.Context, req *logstorepb.DeleteGroupRequest) (*logstorepb.DeleteGroupResponse, error) {
+	if err := validName("group", req.Group); err != nil {
+		return nil, err
+	}
+	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_DeleteGroup{DeleteGroup: req}}, proto.Size(req))
+	if err != nil {
+		return nil, err
+	}
+	return resp.(*logstorepb.DeleteGroupResponse), nil
+}
+
 func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.StatusResponse, error) {
 	n := s.n
 	_, id := n.raft.LeaderWithID()

@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
@@ -257,6 +259,24 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	code, out, _ = runCLI(t, nil, "status", addr+","+closedAddr(t), "--timeout", "2s")
 	if code != exitOK || !strings.Contains(out, "unreachable") {
 		t.Fatalf("status with a dead node: exit %d\n%s", code, out)
+	}
+
+	// group delete removes a group's committed offsets.
+	cl, err := client.New(client.Config{Addrs: d.storeAddrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := cl.Append(ctx, &logstorepb.AppendRequest{OffsetCommits: []*logstorepb.OffsetCommit{
+		{Group: "billing", Topic: "orders", Offset: 1}, {Group: "billing", Topic: "inventory", Offset: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, nil, "group", "delete", addr, "--group", "billing")
+	if code != exitOK || !strings.Contains(out, "deleted 2 committed offsets of group billing") {
+		t.Fatalf("group delete: exit %d, %q, %q", code, out, errOut)
+	}
+	if got, err := cl.FetchOffsets(ctx, "billing"); err != nil || len(got) != 0 {
+		t.Fatalf("offsets after group delete: %v, %v", got, err)
 	}
 }
 

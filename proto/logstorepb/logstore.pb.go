@@ -1386,6 +1386,95 @@ func (x *FetchOffsetsResponse) GetOffsets() []*OffsetCommit {
 	return nil
 }
 
+type DeleteGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupRequest) Reset() {
+	*x = DeleteGroupRequest{}
+	mi := &file_logstore_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupRequest) ProtoMessage() {}
+
+func (x *DeleteGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupRequest.ProtoReflect.Descriptor instead.
+func (*DeleteGroupRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeleteGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type DeleteGroupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// removed is how many (group, topic) offsets were deleted.
+	Removed       uint64 `protobuf:"varint,1,opt,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteGroupResponse) Reset() {
+	*x = DeleteGroupResponse{}
+	mi := &file_logstore_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteGroupResponse) ProtoMessage() {}
+
+func (x *DeleteGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteGroupResponse.ProtoReflect.Descriptor instead.
+func (*DeleteGroupResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *DeleteGroupResponse) GetRemoved() uint64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
 type NextEpochRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1394,7 +1483,7 @@ type NextEpochRequest struct {
 
 func (x *NextEpochRequest) Reset() {
 	*x = NextEpochRequest{}
-	mi := &file_logstore_proto_msgTypes[21]
+	mi := &file_logstore_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1495,7 @@ func (x *NextEpochRequest) String() string {
 func (*NextEpochRequest) ProtoMessage() {}
 
 func (x *NextEpochRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[21]
+	mi := &file_logstore_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1508,7 @@ func (x *NextEpochRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextEpochRequest.ProtoReflect.Descriptor instead.
 func (*NextEpochRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{21}
+	return file_logstore_proto_rawDescGZIP(), []int{23}
 }
 
 type NextEpochResponse struct {
@@ -1431,7 +1520,7 @@ type NextEpochResponse struct {
 
 func (x *NextEpochResponse) Reset() {
 	*x = NextEpochResponse{}
-	mi := &file_logstore_proto_msgTypes[22]
+	mi := &file_logstore_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1532,7 @@ func (x *NextEpochResponse) String() string {
 func (*NextEpochResponse) ProtoMessage() {}
 
 func (x *NextEpochResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[22]
+	mi := &file_logstore_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1545,7 @@ func (x *NextEpochResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextEpochResponse.ProtoReflect.Descriptor instead.
 func (*NextEpochResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{22}
+	return file_logstore_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *NextEpochResponse) GetEpoch() uint64 {
@@ -1479,7 +1568,7 @@ type ReportConsumerRequest struct {
 
 func (x *ReportConsumerRequest) Reset() {
 	*x = ReportConsumerRequest{}
-	mi := &file_logstore_proto_msgTypes[23]
+	mi := &file_logstore_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1580,7 @@ func (x *ReportConsumerRequest) String() string {
 func (*ReportConsumerRequest) ProtoMessage() {}
 
 func (x *ReportConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[23]
+	mi := &file_logstore_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1593,7 @@ func (x *ReportConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportConsumerRequest.ProtoReflect.Descriptor instead.
 func (*ReportConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{23}
+	return file_logstore_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReportConsumerRequest) GetConsumer() string {
@@ -1536,7 +1625,7 @@ type ReportConsumerResponse struct {
 
 func (x *ReportConsumerResponse) Reset() {
 	*x = ReportConsumerResponse{}
-	mi := &file_logstore_proto_msgTypes[24]
+	mi := &file_logstore_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1637,7 @@ func (x *ReportConsumerResponse) String() string {
 func (*ReportConsumerResponse) ProtoMessage() {}
 
 func (x *ReportConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[24]
+	mi := &file_logstore_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1650,7 @@ func (x *ReportConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportConsumerResponse.ProtoReflect.Descriptor instead.
 func (*ReportConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{24}
+	return file_logstore_proto_rawDescGZIP(), []int{26}
 }
 
 type StatusRequest struct {
@@ -1572,7 +1661,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_logstore_proto_msgTypes[25]
+	mi := &file_logstore_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1673,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[25]
+	mi := &file_logstore_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1686,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{25}
+	return file_logstore_proto_rawDescGZIP(), []int{27}
 }
 
 type TopicStatus struct {
@@ -1611,7 +1700,7 @@ type TopicStatus struct {
 
 func (x *TopicStatus) Reset() {
 	*x = TopicStatus{}
-	mi := &file_logstore_proto_msgTypes[26]
+	mi := &file_logstore_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1712,7 @@ func (x *TopicStatus) String() string {
 func (*TopicStatus) ProtoMessage() {}
 
 func (x *TopicStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[26]
+	mi := &file_logstore_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1725,7 @@ func (x *TopicStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicStatus.ProtoReflect.Descriptor instead.
 func (*TopicStatus) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{26}
+	return file_logstore_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopicStatus) GetTopic() string {
@@ -1672,7 +1761,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_logstore_proto_msgTypes[27]
+	mi := &file_logstore_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1773,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[27]
+	mi := &file_logstore_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1786,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{27}
+	return file_logstore_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Server) GetId() string {
@@ -1738,7 +1827,7 @@ type Consumer struct {
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_logstore_proto_msgTypes[28]
+	mi := &file_logstore_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1839,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[28]
+	mi := &file_logstore_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1852,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{28}
+	return file_logstore_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Consumer) GetConsumer() string {
@@ -1805,7 +1894,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_logstore_proto_msgTypes[29]
+	mi := &file_logstore_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +1906,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[29]
+	mi := &file_logstore_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +1919,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{29}
+	return file_logstore_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -1942,7 +2031,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_logstore_proto_msgTypes[30]
+	mi := &file_logstore_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2043,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[30]
+	mi := &file_logstore_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2056,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{30}
+	return file_logstore_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AddVoterRequest) GetId() string {
@@ -1999,7 +2088,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_logstore_proto_msgTypes[31]
+	mi := &file_logstore_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2100,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[31]
+	mi := &file_logstore_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2113,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{31}
+	return file_logstore_proto_rawDescGZIP(), []int{33}
 }
 
 type RemoveServerRequest struct {
@@ -2036,7 +2125,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_logstore_proto_msgTypes[32]
+	mi := &file_logstore_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2137,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[32]
+	mi := &file_logstore_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2150,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{32}
+	return file_logstore_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2079,7 +2168,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_logstore_proto_msgTypes[33]
+	mi := &file_logstore_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2180,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[33]
+	mi := &file_logstore_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2193,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{33}
+	return file_logstore_proto_rawDescGZIP(), []int{35}
 }
 
 type TransferLeadershipRequest struct {
@@ -2117,7 +2206,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_logstore_proto_msgTypes[34]
+	mi := &file_logstore_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2218,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[34]
+	mi := &file_logstore_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2231,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{34}
+	return file_logstore_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -2160,7 +2249,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_logstore_proto_msgTypes[35]
+	mi := &file_logstore_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2261,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[35]
+	mi := &file_logstore_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2274,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{35}
+	return file_logstore_proto_rawDescGZIP(), []int{37}
 }
 
 type ErrorDetail struct {
@@ -2214,7 +2303,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_logstore_proto_msgTypes[36]
+	mi := &file_logstore_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2315,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[36]
+	mi := &file_logstore_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2328,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{36}
+	return file_logstore_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ErrorDetail) GetCode() ErrorCode {
@@ -2419,7 +2508,11 @@ const file_logstore_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\"U\n" +
 	"\x14FetchOffsetsResponse\x12=\n" +
-	"\aoffsets\x18\x01 \x03(\v2#.logplayer.logstore.v1.OffsetCommitR\aoffsets\"\x12\n" +
+	"\aoffsets\x18\x01 \x03(\v2#.logplayer.logstore.v1.OffsetCommitR\aoffsets\"*\n" +
+	"\x12DeleteGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"/\n" +
+	"\x13DeleteGroupResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x01(\x04R\aremoved\"\x12\n" +
 	"\x10NextEpochRequest\")\n" +
 	"\x11NextEpochResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"h\n" +
@@ -2519,13 +2612,14 @@ const file_logstore_proto_rawDesc = "" +
 	"CONTINUITY\x10\x15\x12\x12\n" +
 	"\x0eAPPLY_REJECTED\x10\x16\x12\x0e\n" +
 	"\n" +
-	"TABLE_FULL\x10\x172\x8b\x06\n" +
+	"TABLE_FULL\x10\x172\xf1\x06\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
 	"\x04Read\x12\".logplayer.logstore.v1.ReadRequest\x1a#.logplayer.logstore.v1.ReadResponse0\x01\x12`\n" +
 	"\tReadTopic\x12'.logplayer.logstore.v1.ReadTopicRequest\x1a(.logplayer.logstore.v1.ReadTopicResponse0\x01\x12g\n" +
-	"\fFetchOffsets\x12*.logplayer.logstore.v1.FetchOffsetsRequest\x1a+.logplayer.logstore.v1.FetchOffsetsResponse\x12^\n" +
+	"\fFetchOffsets\x12*.logplayer.logstore.v1.FetchOffsetsRequest\x1a+.logplayer.logstore.v1.FetchOffsetsResponse\x12d\n" +
+	"\vDeleteGroup\x12).logplayer.logstore.v1.DeleteGroupRequest\x1a*.logplayer.logstore.v1.DeleteGroupResponse\x12^\n" +
 	"\tNextEpoch\x12'.logplayer.logstore.v1.NextEpochRequest\x1a(.logplayer.logstore.v1.NextEpochResponse\x12m\n" +
 	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12U\n" +
 	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse2\xca\x02\n" +
@@ -2547,7 +2641,7 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: logplayer.logstore.v1.ErrorCode
 	(*Header)(nil),                     // 1: logplayer.logstore.v1.Header
@@ -2571,22 +2665,24 @@ var file_logstore_proto_goTypes = []any{
 	(*ReadTopicResponse)(nil),          // 19: logplayer.logstore.v1.ReadTopicResponse
 	(*FetchOffsetsRequest)(nil),        // 20: logplayer.logstore.v1.FetchOffsetsRequest
 	(*FetchOffsetsResponse)(nil),       // 21: logplayer.logstore.v1.FetchOffsetsResponse
-	(*NextEpochRequest)(nil),           // 22: logplayer.logstore.v1.NextEpochRequest
-	(*NextEpochResponse)(nil),          // 23: logplayer.logstore.v1.NextEpochResponse
-	(*ReportConsumerRequest)(nil),      // 24: logplayer.logstore.v1.ReportConsumerRequest
-	(*ReportConsumerResponse)(nil),     // 25: logplayer.logstore.v1.ReportConsumerResponse
-	(*StatusRequest)(nil),              // 26: logplayer.logstore.v1.StatusRequest
-	(*TopicStatus)(nil),                // 27: logplayer.logstore.v1.TopicStatus
-	(*Server)(nil),                     // 28: logplayer.logstore.v1.Server
-	(*Consumer)(nil),                   // 29: logplayer.logstore.v1.Consumer
-	(*StatusResponse)(nil),             // 30: logplayer.logstore.v1.StatusResponse
-	(*AddVoterRequest)(nil),            // 31: logplayer.logstore.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),           // 32: logplayer.logstore.v1.AddVoterResponse
-	(*RemoveServerRequest)(nil),        // 33: logplayer.logstore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 34: logplayer.logstore.v1.RemoveServerResponse
-	(*TransferLeadershipRequest)(nil),  // 35: logplayer.logstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 36: logplayer.logstore.v1.TransferLeadershipResponse
-	(*ErrorDetail)(nil),                // 37: logplayer.logstore.v1.ErrorDetail
+	(*DeleteGroupRequest)(nil),         // 22: logplayer.logstore.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),        // 23: logplayer.logstore.v1.DeleteGroupResponse
+	(*NextEpochRequest)(nil),           // 24: logplayer.logstore.v1.NextEpochRequest
+	(*NextEpochResponse)(nil),          // 25: logplayer.logstore.v1.NextEpochResponse
+	(*ReportConsumerRequest)(nil),      // 26: logplayer.logstore.v1.ReportConsumerRequest
+	(*ReportConsumerResponse)(nil),     // 27: logplayer.logstore.v1.ReportConsumerResponse
+	(*StatusRequest)(nil),              // 28: logplayer.logstore.v1.StatusRequest
+	(*TopicStatus)(nil),                // 29: logplayer.logstore.v1.TopicStatus
+	(*Server)(nil),                     // 30: logplayer.logstore.v1.Server
+	(*Consumer)(nil),                   // 31: logplayer.logstore.v1.Consumer
+	(*StatusResponse)(nil),             // 32: logplayer.logstore.v1.StatusResponse
+	(*AddVoterRequest)(nil),            // 33: logplayer.logstore.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),           // 34: logplayer.logstore.v1.AddVoterResponse
+	(*RemoveServerRequest)(nil),        // 35: logplayer.logstore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),       // 36: logplayer.logstore.v1.RemoveServerResponse
+	(*TransferLeadershipRequest)(nil),  // 37: logplayer.logstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 38: logplayer.logstore.v1.TransferLeadershipResponse
+	(*ErrorDetail)(nil),                // 39: logplayer.logstore.v1.ErrorDetail
 }
 var file_logstore_proto_depIdxs = []int32{
 	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -2596,7 +2692,7 @@ var file_logstore_proto_depIdxs = []int32{
 	5,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
 	7,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
 	6,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
-	37, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
+	39, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
 	8,  // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
 	10, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
 	11, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
@@ -2607,34 +2703,36 @@ var file_logstore_proto_depIdxs = []int32{
 	2,  // 15: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
 	18, // 16: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
 	5,  // 17: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	27, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
-	28, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
-	29, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
+	29, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
+	30, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
+	31, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
 	0,  // 21: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
 	6,  // 22: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
 	9,  // 23: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
 	15, // 24: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
 	17, // 25: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
 	20, // 26: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	22, // 27: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	24, // 28: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	26, // 29: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	31, // 30: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	33, // 31: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	35, // 32: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	8,  // 33: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 34: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	16, // 35: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	19, // 36: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	21, // 37: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	23, // 38: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	25, // 39: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	30, // 40: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	32, // 41: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	34, // 42: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	36, // 43: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	33, // [33:44] is the sub-list for method output_type
-	22, // [22:33] is the sub-list for method input_type
+	22, // 27: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
+	24, // 28: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	26, // 29: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	28, // 30: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	33, // 31: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	35, // 32: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	37, // 33: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	8,  // 34: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	12, // 35: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	16, // 36: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	19, // 37: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	21, // 38: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	23, // 39: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	25, // 40: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	27, // 41: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	32, // 42: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	34, // 43: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	36, // 44: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	38, // 45: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	34, // [34:46] is the sub-list for method output_type
+	22, // [22:34] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
 	22, // [22:22] is the sub-list for extension extendee
 	0,  // [0:22] is the sub-list for field type_name
@@ -2651,7 +2749,7 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

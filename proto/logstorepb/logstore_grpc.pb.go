@@ -31,6 +31,7 @@ const (
 	LogStore_Read_FullMethodName           = "/logplayer.logstore.v1.LogStore/Read"
 	LogStore_ReadTopic_FullMethodName      = "/logplayer.logstore.v1.LogStore/ReadTopic"
 	LogStore_FetchOffsets_FullMethodName   = "/logplayer.logstore.v1.LogStore/FetchOffsets"
+	LogStore_DeleteGroup_FullMethodName    = "/logplayer.logstore.v1.LogStore/DeleteGroup"
 	LogStore_NextEpoch_FullMethodName      = "/logplayer.logstore.v1.LogStore/NextEpoch"
 	LogStore_ReportConsumer_FullMethodName = "/logplayer.logstore.v1.LogStore/ReportConsumer"
 	LogStore_Status_FullMethodName         = "/logplayer.logstore.v1.LogStore/Status"
@@ -62,6 +63,12 @@ type LogStoreClient interface {
 	ReadTopic(ctx context.Context, in *ReadTopicRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadTopicResponse], error)
 	// FetchOffsets returns committed consumer-group offsets.
 	FetchOffsets(ctx context.Context, in *FetchOffsetsRequest, opts ...grpc.CallOption) (*FetchOffsetsResponse, error)
+	// DeleteGroup removes every committed offset of a consumer group (a Raft
+	// command), freeing its rows in the capped group-offset table. The group's
+	// next reader starts from offset 0, and a transaction expecting an old
+	// committed offset of the group fails its condition. Stop the group's
+	// workers first. Deleting an unknown group removes nothing.
+	DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error)
 	// NextEpoch commits and returns a LogPlayer epoch higher than every earlier one.
 	NextEpoch(ctx context.Context, in *NextEpochRequest, opts ...grpc.CallOption) (*NextEpochResponse, error)
 	// ReportConsumer records a named delivery consumer's durable acked LSN; the
@@ -147,6 +154,16 @@ func (c *logStoreClient) FetchOffsets(ctx context.Context, in *FetchOffsetsReque
 	return out, nil
 }
 
+func (c *logStoreClient) DeleteGroup(ctx context.Context, in *DeleteGroupRequest, opts ...grpc.CallOption) (*DeleteGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteGroupResponse)
+	err := c.cc.Invoke(ctx, LogStore_DeleteGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *logStoreClient) NextEpoch(ctx context.Context, in *NextEpochRequest, opts ...grpc.CallOption) (*NextEpochResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(NextEpochResponse)
@@ -203,6 +220,12 @@ type LogStoreServer interface {
 	ReadTopic(*ReadTopicRequest, grpc.ServerStreamingServer[ReadTopicResponse]) error
 	// FetchOffsets returns committed consumer-group offsets.
 	FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error)
+	// DeleteGroup removes every committed offset of a consumer group (a Raft
+	// command), freeing its rows in the capped group-offset table. The group's
+	// next reader starts from offset 0, and a transaction expecting an old
+	// committed offset of the group fails its condition. Stop the group's
+	// workers first. Deleting an unknown group removes nothing.
+	DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error)
 	// NextEpoch commits and returns a LogPlayer epoch higher than every earlier one.
 	NextEpoch(context.Context, *NextEpochRequest) (*NextEpochResponse, error)
 	// ReportConsumer records a named delivery consumer's durable acked LSN; the
@@ -234,6 +257,9 @@ func (UnimplementedLogStoreServer) ReadTopic(*ReadTopicRequest, grpc.ServerStrea
 }
 func (UnimplementedLogStoreServer) FetchOffsets(context.Context, *FetchOffsetsRequest) (*FetchOffsetsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FetchOffsets not implemented")
+}
+func (UnimplementedLogStoreServer) DeleteGroup(context.Context, *DeleteGroupRequest) (*DeleteGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DeleteGroup not implemented")
 }
 func (UnimplementedLogStoreServer) NextEpoch(context.Context, *NextEpochRequest) (*NextEpochResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method NextEpoch not implemented")
@@ -341,6 +367,24 @@ func _LogStore_FetchOffsets_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogStore_DeleteGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).DeleteGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_DeleteGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).DeleteGroup(ctx, req.(*DeleteGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _LogStore_NextEpoch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(NextEpochRequest)
 	if err := dec(in); err != nil {
@@ -413,6 +457,10 @@ var LogStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchOffsets",
 			Handler:    _LogStore_FetchOffsets_Handler,
+		},
+		{
+			MethodName: "DeleteGroup",
+			Handler:    _LogStore_DeleteGroup_Handler,
 		},
 		{
 			MethodName: "NextEpoch",

@@ -180,6 +180,7 @@ type Command struct {
 	//	*Command_NextEpoch
 	//	*Command_ReportConsumer
 	//	*Command_Member
+	//	*Command_DeleteGroup
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -258,6 +259,15 @@ func (x *Command) GetMember() *MemberCommand {
 	return nil
 }
 
+func (x *Command) GetDeleteGroup() *DeleteGroupRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_DeleteGroup); ok {
+			return x.DeleteGroup
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -280,6 +290,10 @@ type Command_Member struct {
 	Member *MemberCommand `protobuf:"bytes,4,opt,name=member,proto3,oneof"`
 }
 
+type Command_DeleteGroup struct {
+	DeleteGroup *DeleteGroupRequest `protobuf:"bytes,5,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
+}
+
 func (*Command_Append) isCommand_Kind() {}
 
 func (*Command_NextEpoch) isCommand_Kind() {}
@@ -287,6 +301,8 @@ func (*Command_NextEpoch) isCommand_Kind() {}
 func (*Command_ReportConsumer) isCommand_Kind() {}
 
 func (*Command_Member) isCommand_Kind() {}
+
+func (*Command_DeleteGroup) isCommand_Kind() {}
 
 type MemberCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -627,13 +643,14 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
 	"\rmax_consumers\x18\x03 \x01(\x04R\fmaxConsumers\x12*\n" +
-	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xb4\x02\n" +
+	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\x84\x03\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
 	"next_epoch\x18\x02 \x01(\v2'.logplayer.logstore.v1.NextEpochRequestH\x00R\tnextEpoch\x12W\n" +
 	"\x0freport_consumer\x18\x03 \x01(\v2,.logplayer.logstore.v1.ReportConsumerRequestH\x00R\x0ereportConsumer\x12>\n" +
-	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06memberB\x06\n" +
+	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
+	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroupB\x06\n" +
 	"\x04kind\"{\n" +
 	"\rMemberCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
@@ -691,10 +708,11 @@ var file_raftcmd_proto_goTypes = []any{
 	(*AppendRequest)(nil),         // 7: logplayer.logstore.v1.AppendRequest
 	(*NextEpochRequest)(nil),      // 8: logplayer.logstore.v1.NextEpochRequest
 	(*ReportConsumerRequest)(nil), // 9: logplayer.logstore.v1.ReportConsumerRequest
-	(*AppendResponse)(nil),        // 10: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 11: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 12: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 13: logplayer.logstore.v1.Consumer
+	(*DeleteGroupRequest)(nil),    // 10: logplayer.logstore.v1.DeleteGroupRequest
+	(*AppendResponse)(nil),        // 11: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 12: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 13: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 14: logplayer.logstore.v1.Consumer
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
@@ -703,18 +721,19 @@ var file_raftcmd_proto_depIdxs = []int32{
 	8,  // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
 	9,  // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
 	3,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	10, // 6: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	11, // 7: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	5,  // 8: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	4,  // 9: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	12, // 10: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	13, // 11: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	3,  // 12: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
+	11, // 7: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	12, // 8: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	5,  // 9: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	4,  // 10: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	13, // 11: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	14, // 12: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	3,  // 13: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -728,6 +747,7 @@ func file_raftcmd_proto_init() {
 		(*Command_NextEpoch)(nil),
 		(*Command_ReportConsumer)(nil),
 		(*Command_Member)(nil),
+		(*Command_DeleteGroup)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
