@@ -34,9 +34,9 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 	results := make([]*logstorepb.AppendResult, n)
 	queued := make([]*pending, n)
 	for i, r := range req.Requests {
-		size, err := validateAppend(r, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
+		cmd, size, err := s.appendCommand(r)
 		if err == nil {
-			queued[i], err = s.n.agg.enqueue(&logstorepb.Command{Kind: &logstorepb.Command_Append{Append: r}}, size)
+			queued[i], err = s.n.agg.enqueue(cmd, size)
 		}
 		if err != nil {
 			results[i] = s.appendResult(nil, s.submitErr(err), start)

@@ -64,15 +64,25 @@ func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 }
 
 func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
-	size, err := validateAppend(req, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
+	cmd, size, err := s.appendCommand(req)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size)
+	resp, err := s.submit(ctx, cmd, size)
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*logstorepb.AppendResponse), nil
+}
+
+// appendCommand validates req (the typed INVALID_ARGUMENT errors) and wraps
+// it as the Raft command of its transaction, with its encoded size.
+func (s *server) appendCommand(req *logstorepb.AppendRequest) (*logstorepb.Command, int, error) {
+	size, err := validateAppend(req, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size, nil
 }
 
 func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest) (*logstorepb.NextEpochResponse, error) {
