@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/fetcher/fetchertest"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -57,18 +58,6 @@ func slice(topic string, values ...string) *logstorepb.Slice {
 	return s
 }
 
-// waitFor polls cond every few milliseconds until it holds or the deadline.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // The main stream hands out every LSN exactly once and in order while nodes
 // break their streams and stop one after another under load.
 func TestFollowSurvivesNodeFailures(t *testing.T) {
@@ -106,7 +95,7 @@ func TestFollowSurvivesNodeFailures(t *testing.T) {
 		case 500, 900, 1300:
 			// Break whichever node serves the stream right now, once the
 			// previous break has been followed by a new stream.
-			waitFor(t, 10*time.Second, "a live stream", func() bool {
+			logstoretest.WaitFor(t, 10*time.Second, "a live stream", func() bool {
 				return reads() == 1 && counterValue(t, c.f.metrics.reconnects.WithLabelValues("main")) == float64(breaks)
 			})
 			for _, n := range c.nodes {
@@ -114,7 +103,7 @@ func TestFollowSurvivesNodeFailures(t *testing.T) {
 			}
 			breaks++
 		case 2000:
-			waitFor(t, 10*time.Second, "some progress", func() bool { return count() >= 1600 })
+			logstoretest.WaitFor(t, 10*time.Second, "some progress", func() bool { return count() >= 1600 })
 			c.nodes[0].Stop()
 			c.nodes[1].Stop()
 		}
@@ -376,7 +365,7 @@ func TestFollowPrefersLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = c.f.Follow(ctx, 1, func(*logstorepb.Transaction) error { return nil }) }()
-	waitFor(t, 10*time.Second, "a stream on the leader", func() bool { return c.nodes[2].Reads() == 1 })
+	logstoretest.WaitFor(t, 10*time.Second, "a stream on the leader", func() bool { return c.nodes[2].Reads() == 1 })
 	if c.nodes[0].Reads()+c.nodes[1].Reads() != 0 {
 		t.Fatal("a follower serves the main stream")
 	}
@@ -403,14 +392,14 @@ func TestFollowLeavesStalledNode(t *testing.T) {
 	}()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	c.store.Append(slice("a", "1"))
-	waitFor(t, 10*time.Second, "lsn 1", func() bool { return count() == 1 })
+	logstoretest.WaitFor(t, 10*time.Second, "lsn 1", func() bool { return count() == 1 })
 	// Node 0 is cut off (it still thinks it leads, until its lease ends);
 	// node 1 is elected.
 	c.nodes[0].Freeze()
 	c.nodes[1].SetRole("leader", 2)
 	c.store.Append(slice("a", "2"))
 	c.store.Append(slice("a", "3"))
-	waitFor(t, 10*time.Second, "lsns 2 and 3 from the other node", func() bool { return count() == 3 })
+	logstoretest.WaitFor(t, 10*time.Second, "lsns 2 and 3 from the other node", func() bool { return count() == 3 })
 	if c.nodes[1].Reads() != 1 {
 		t.Errorf("stream not on the live node")
 	}

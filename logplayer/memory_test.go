@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
@@ -175,13 +176,7 @@ func TestMemoryBounded(t *testing.T) {
 	// Waits scale with the traffic: at least 1 MB/s even under -race.
 	waitLong := func(what string, cond func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(targettest.WaitMax + time.Duration(trafficMB)*time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		logstoretest.WaitFor(t, targettest.WaitMax+time.Duration(trafficMB)*time.Second, what, cond)
 	}
 	store := newFakeStore(t)
 	store.Generate(genTxn)

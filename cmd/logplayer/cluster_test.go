@@ -16,6 +16,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -84,19 +85,10 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 	}
 }
 
-// waitFor polls cond every 10 ms until it holds, failing after timeout.
+// waitFor is logstoretest.WaitFor for a condition with no name.
 func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(timeout)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("condition not met within %v", timeout)
-		}
-	}
+	logstoretest.WaitFor(t, timeout, "condition", cond)
 }
 
 // closedAddr is a loopback address nothing listens on.
