@@ -116,7 +116,9 @@ func NewNode(cfg Config) (*Node, error) {
 	n.fsm.durable = &n.durableLSN
 	n.durableLSN.Store(st.lastLSN)
 	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
-	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
+	if b, err := n.segmentDiskBytes(); err == nil {
+		n.metrics.segmentBytes.Set(float64(b))
+	}
 
 	hl := raftlog.New(n.log, 0)
 	if n.raftStore, err = openRaftStore(cfg.Dir, cfg.RaftLogStore, hl.Named("raft-log")); err != nil {

@@ -83,8 +83,8 @@ type snapshotStore struct {
 
 	mu struct {
 		sync.Mutex
-		pins    map[string]int      // snapshot id -> open readers
-		reaping map[string]struct{} // ids being removed: Open refuses them
+		pins map[string]int      // snapshot id -> open readers
+		busy map[string]struct{} // ids being removed or trimmed: Open refuses them
 	}
 }
 
@@ -106,19 +106,38 @@ func newSnapshotStore(dir string, retain int, log *slog.Logger, now func() time.
 		}
 	}
 	s := &snapshotStore{dir: dir, retain: retain, log: log, now: now}
-	s.mu.pins, s.mu.reaping = map[string]int{}, map[string]struct{}{}
+	s.mu.pins, s.mu.busy = map[string]int{}, map[string]struct{}{}
 	return s, nil
 }
 
-// pin marks snapshot id as being read; false if it is being reaped.
+// pin marks snapshot id as being read; false if it is being removed or
+// trimmed.
 func (s *snapshotStore) pin(id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.mu.reaping[id]; ok {
+	if _, ok := s.mu.busy[id]; ok {
 		return false
 	}
 	s.mu.pins[id]++
 	return true
+}
+
+// lock takes snapshot id for removal or trimming: false while a reader has
+// it pinned or another lock holds it.
+func (s *snapshotStore) lock(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.mu.busy[id]; busy || s.mu.pins[id] > 0 {
+		return false
+	}
+	s.mu.busy[id] = struct{}{}
+	return true
+}
+
+func (s *snapshotStore) unlock(id string) {
+	s.mu.Lock()
+	delete(s.mu.busy, id)
+	s.mu.Unlock()
 }
 
 // unpin releases one pin of id and reaps what is no longer needed.
@@ -248,6 +267,9 @@ func (s *snapshotStore) open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	if err := json.Unmarshal(mjson, &man); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshot, id, err)
 	}
+	// The size of what is streamed, from the manifest read now: retention
+	// may have trimmed the snapshot since meta.json was written.
+	m.Size = archiveSize(state, mjson, man)
 	pr, pw := io.Pipe()
 	go func() { // one per open stream; ends when the reader closes or the files are sent
 		bw := bufio.NewWriterSize(pw, 256<<10)
@@ -268,27 +290,15 @@ func (s *snapshotStore) reap() {
 		s.log.Warn("listing snapshots to reap", "err", err)
 		return
 	}
-	var victims []string
-	s.mu.Lock()
 	for _, m := range metas[min(len(metas), s.retain):] {
-		_, busy := s.mu.reaping[m.ID]
-		if s.mu.pins[m.ID] > 0 || busy {
-			continue
+		if !s.lock(m.ID) {
+			continue // pinned: its last reader's Close reaps it
 		}
-		s.mu.reaping[m.ID] = struct{}{}
-		victims = append(victims, m.ID)
-	}
-	s.mu.Unlock()
-	for _, id := range victims { // outside the lock: Open of another id never waits on this I/O
-		if err := os.RemoveAll(filepath.Join(s.dir, id)); err != nil {
-			s.log.Warn("reaping snapshot", "snapshot", id, "err", err)
+		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil { // outside s.mu: Open of another id never waits on this I/O
+			s.log.Warn("reaping snapshot", "snapshot", m.ID, "err", err)
 		}
+		s.unlock(m.ID)
 	}
-	s.mu.Lock()
-	for _, id := range victims {
-		delete(s.mu.reaping, id)
-	}
-	s.mu.Unlock()
 }
 
 // archiveSize is the length of the archive stream.
