@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -43,7 +44,7 @@ type Node struct {
 
 	seg       *segment.Log
 	snaps     *snapshotStore
-	fsm       *fsm
+	fsm       *raftFSM
 	bolt      *raftboltdb.BoltStore
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
@@ -112,10 +113,10 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	// Raft's FSM goroutine owns st once Raft starts: log what was recovered
 	// from copies taken now.
-	recoveredLSN, recoveredIndex := st.lastLSN, st.lastIndex
+	recoveredLSN, recoveredIndex := st.LastLSN(), st.LastIndex()
 	n.fsm = newFSM(n.seg, st, &n.cfg, n.metrics)
 	n.fsm.durable = &n.durableLSN
-	n.durableLSN.Store(st.lastLSN)
+	n.durableLSN.Store(uint64(st.LastLSN()))
 	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
 	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
 
@@ -211,12 +212,12 @@ func NewNode(cfg Config) (*Node, error) {
 // recover loads the newest snapshot's state and cuts the segment log back
 // to it (Raft then re-applies the entries after the snapshot), or starts
 // empty when there is no snapshot.
-func (n *Node) recover() (*state, error) {
+func (n *Node) recover() (*fsm.State, error) {
 	ls, err := n.snaps.loadNewest()
 	if err != nil {
 		return nil, err
 	}
-	st, idx := newState(), uint64(0)
+	st, idx := fsm.NewState(), uint64(0)
 	if ls != nil {
 		st, idx = ls.state, ls.meta.Index
 	}
@@ -224,16 +225,16 @@ func (n *Node) recover() (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: truncate segment log after raft index %d: %w", idx, err)
 	}
-	if ls != nil && n.seg.LastLSN() < st.lastLSN {
-		n.log.Warn("segment log behind its snapshot: reinstalling", "lsn", n.seg.LastLSN(), "snapshot_lsn", st.lastLSN)
+	if ls != nil && n.seg.LastLSN() < st.LastLSN() {
+		n.log.Warn("segment log behind its snapshot: reinstalling", "lsn", n.seg.LastLSN(), "snapshot_lsn", st.LastLSN())
 		if err := ls.reinstall(n.seg, n.cfg.Dir); err != nil {
 			return nil, err
 		}
 	}
-	if n.seg.LastLSN() != st.lastLSN {
-		return nil, fmt.Errorf("logstore: segment log ends at lsn %d, snapshot state at %d (raft index %d)", n.seg.LastLSN(), st.lastLSN, idx)
+	if n.seg.LastLSN() != st.LastLSN() {
+		return nil, fmt.Errorf("logstore: segment log ends at lsn %d, snapshot state at %d (raft index %d)", n.seg.LastLSN(), st.LastLSN(), idx)
 	}
-	n.log.Info("recovered", "lsn", st.lastLSN, "raft_index", idx, "dropped_records", dropped)
+	n.log.Info("recovered", "lsn", st.LastLSN(), "raft_index", idx, "dropped_records", dropped)
 	return st, nil
 }
 
@@ -274,7 +275,7 @@ func (n *Node) registerMembers() {
 	}
 	for _, p := range want {
 		var known *logstorepb.MemberCommand
-		n.fsm.withState(func(st *state) { known = st.members[p.ID] })
+		n.fsm.withState(func(st *fsm.State) { known = st.Member(p.ID) })
 		if known != nil && known.ApiAddress == p.APIAddr && known.RaftAddress == p.RaftAddr {
 			continue
 		}

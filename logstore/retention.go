@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"time"
+
+	"github.com/logplayer/logplayer/logstore/fsm"
 )
 
 // retentionLoop applies retention every Config.RetentionInterval until
@@ -34,7 +36,7 @@ func (n *Node) retentionLoop() {
 // Retention is local to each node (it is not part of the replicated state).
 func (n *Node) RunRetention() (int64, error) {
 	floor, hasFloor := uint64(0), false
-	n.fsm.withState(func(st *state) { floor, hasFloor = st.minConsumerLSN() })
+	n.fsm.withState(func(st *fsm.State) { floor, hasFloor = st.MinConsumerLSN() })
 	durable := n.durableLSN.Load()
 	now := n.cfg.Now()
 	size := n.seg.SizeBytes()
