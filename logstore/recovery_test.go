@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -114,11 +115,12 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
 	cfg.SegmentBytes = 4 << 10
 	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
-	cfg.RaftListener, cfg.APIListener = rl, al
+	cfg.RaftListener = rl
 	n3, err := logstore.NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logstoretest.Serve(t, n3, al)
 	c.Nodes, c.Configs = append(c.Nodes, n3), append(c.Configs, cfg)
 	if err := cl2.AddVoter(ctx, "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)

@@ -209,7 +209,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 				continue
 			case <-ctx.Done():
 				return apierr.Status(ctx.Err())
-			case <-n.closing:
+			case <-n.reads:
 				return apierr.Status(apierr.ErrShuttingDown)
 			}
 		}
