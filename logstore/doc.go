@@ -112,7 +112,13 @@
 //   - Node.watchLeadership: fed by raft.LeaderCh; registers member addresses
 //     when this node becomes leader.
 //   - Node.retentionLoop: a ticker; deletes old segments.
-//   - the gRPC server and the optional /metrics HTTP server.
+//
+// The node is a library: it listens only for Raft (Config.RaftAddr, or an
+// injected RaftListener or RaftStream). The binary serves its API
+// (RegisterServices with ServerOptions, plus health and reflection) and
+// its metrics (Registry); internal/serve does both, for cmd/logplayer,
+// the dev cluster and the test helpers. Stop that server first
+// (EndReads ends the read streams), then Close the node.
 //
 // # Invariants
 //
