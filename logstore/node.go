@@ -58,7 +58,7 @@ type Node struct {
 	readsOnce sync.Once
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // background goroutines (serve, leader watch, retention)
+	wg        sync.WaitGroup // background goroutines (leader watch, retention)
 }
 
 // NewNode opens (or creates) the node's storage in cfg.Dir, recovers the
