@@ -14,16 +14,18 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // lsCluster is a real 3-node LogStore in this process (Raft, fsync on).
 type lsCluster struct {
-	t     testing.TB
-	cfgs  []logstore.Config
-	regs  []*prometheus.Registry
-	nodes []*logstore.Node
+	t      testing.TB
+	cfgs   []logstore.Config
+	stores []*serve.Store // the served nodes, parallel to nodes
+	regs   []*prometheus.Registry
+	nodes  []*logstore.Node
 }
 
 func startLogStore(t testing.TB) *lsCluster {
@@ -48,22 +50,21 @@ func startLogStore(t testing.TB) *lsCluster {
 			// Generous timeouts: the machine is shared and -race is slow.
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
 			RetentionInterval: time.Hour,
-			ServerOptions:     []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)},
 		}
 		c.cfgs = append(c.cfgs, cfg)
-		cfg.RaftListener, cfg.APIListener = rls[i], als[i]
+		cfg.RaftListener = rls[i]
 		cfg.Registry = prometheus.NewRegistry()
-		n, err := logstore.NewNode(cfg)
+		st, err := serve.StartStore(cfg, als[i], "", cfg.Logger, e2eServerOptions()...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.nodes = append(c.nodes, n)
+		c.nodes, c.stores = append(c.nodes, st.Node), append(c.stores, st)
 		c.regs = append(c.regs, cfg.Registry)
 	}
 	t.Cleanup(func() {
-		for _, n := range c.nodes {
+		for i, n := range c.nodes {
 			if n != nil {
-				_ = n.Close()
+				_ = c.stores[i].Close()
 			}
 		}
 	})
@@ -100,10 +101,16 @@ func (c *lsCluster) mainStreamNode() int {
 }
 
 func (c *lsCluster) stop(i int) {
-	if err := c.nodes[i].Close(); err != nil {
+	if err := c.stores[i].Close(); err != nil {
 		c.t.Fatal(err)
 	}
-	c.nodes[i] = nil
+	c.nodes[i], c.stores[i] = nil, nil
+}
+
+// e2eServerOptions are the LogStore API server's options: the LogPlayer's
+// keepalive pings allowed.
+func e2eServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)}
 }
 
 func (c *lsCluster) restart(i int) {
@@ -111,11 +118,11 @@ func (c *lsCluster) restart(i int) {
 	waitFor(c.t, fmt.Sprintf("node %d to restart", i), func() bool {
 		cfg := c.cfgs[i]
 		cfg.Registry = prometheus.NewRegistry()
-		n, err := logstore.NewNode(cfg)
+		st, err := serve.StartStore(cfg, nil, "", cfg.Logger, e2eServerOptions()...)
 		if err != nil {
 			return false // the old listeners' ports may linger a moment
 		}
-		c.nodes[i], c.regs[i] = n, cfg.Registry
+		c.nodes[i], c.stores[i], c.regs[i] = st.Node, st, cfg.Registry
 		return true
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -28,7 +29,7 @@ type fakeFuture struct {
 	entry *logstorepb.Entry
 	done  chan struct{}
 	once  sync.Once
-	resp  []cmdResult
+	resp  []fsm.Result
 }
 
 func holdFor(d time.Duration) func(*convoy) time.Duration {
@@ -54,7 +55,7 @@ func (f *fakeFuture) Response() any { <-f.done; return f.resp }
 func (f *fakeFuture) resolve() {
 	f.once.Do(func() {
 		for i := range f.entry.Commands {
-			f.resp = append(f.resp, cmdResult{resp: &logstorepb.AppendResponse{Lsn: uint64(i + 1)}})
+			f.resp = append(f.resp, fsm.Result{Resp: &logstorepb.AppendResponse{Lsn: uint64(i + 1)}})
 		}
 		close(f.done)
 	})

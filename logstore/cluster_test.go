@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
@@ -35,9 +37,9 @@ func testConfig(id, dir string) logstore.Config { return logstoretest.Config(id,
 
 func listen(t testing.TB) net.Listener { return logstoretest.Listen(t) }
 
-func startCluster(t testing.TB, n int, tweak func(*logstore.Config)) *testCluster {
+func startCluster(t testing.TB, n int, tweak func(*logstore.Config), opts ...grpc.ServerOption) *testCluster {
 	t.Helper()
-	lc := logstoretest.Start(t, n, tweak)
+	lc := logstoretest.Start(t, n, tweak, opts...)
 	return &testCluster{Cluster: lc, nodes: lc.Nodes, cfgs: lc.Configs}
 }
 

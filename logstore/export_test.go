@@ -4,25 +4,25 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/protobuf/proto"
+	"github.com/logplayer/logplayer/logstore/fsm"
 )
 
 // FSMStateForTest returns n's FSM state as deterministic bytes and the Raft
 // index it has applied through, read together.
 func FSMStateForTest(n *Node) (stateBytes []byte, appliedIndex uint64) {
-	n.fsm.withState(func(st *state) {
+	n.fsm.withState(func(st *fsm.State) {
 		var err error
-		if stateBytes, err = (proto.MarshalOptions{Deterministic: true}).Marshal(st.toProto()); err != nil {
+		if stateBytes, err = fsm.MarshalState(st.ToProto()); err != nil {
 			panic(err)
 		}
-		appliedIndex = st.lastIndex
+		appliedIndex = st.LastIndex()
 	})
 	return stateBytes, appliedIndex
 }
 
 // GroupOffsetRowsForTest returns how many (group, topic) offsets n holds.
 func GroupOffsetRowsForTest(n *Node) (rows int) {
-	n.fsm.withState(func(st *state) { rows = len(st.groups) })
+	n.fsm.withState(func(st *fsm.State) { rows = st.GroupOffsetRows() })
 	return rows
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
@@ -109,9 +110,7 @@ func TestLostResponse(t *testing.T) {
 	var idFilter atomic.Pointer[string]
 	lost, none := "lost", ""
 	idFilter.Store(&lost)
-	c := startCluster(t, 1, func(cfg *logstore.Config) {
-		cfg.ServerOptions = []grpc.ServerOption{grpc.UnaryInterceptor(dropFirstResponse(&idFilter, &dropped))}
-	})
+	c := startCluster(t, 1, nil, grpc.UnaryInterceptor(dropFirstResponse(&idFilter, &dropped)))
 	cl := newClient(t, c.addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	req := txnReq("once", "a")
@@ -137,7 +136,7 @@ func TestMetricsExposed(t *testing.T) {
 	if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq("m", "a", "b")); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Nodes[0].MetricsHandler())
+	srv := httptest.NewServer(serve.MetricsHandler(c.Nodes[0].Registry(), nil))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {

@@ -46,7 +46,7 @@ func TestRaftLogStoreMismatchRefused(t *testing.T) {
 
 			cfg := c.Configs[0]
 			cfg.RaftLogStore = tc.started
-			cfg.RaftListener, cfg.APIListener = logstoretest.Listen(t), logstoretest.Listen(t)
+			cfg.RaftListener = logstoretest.Listen(t)
 			n, err := logstore.NewNode(cfg)
 			if err == nil {
 				n.Close()
@@ -82,7 +82,7 @@ func TestRaftLogStoreFiles(t *testing.T) {
 	}
 	cfg := logstoretest.Config("x", t.TempDir())
 	cfg.RaftLogStore = "rocksdb"
-	cfg.RaftListener, cfg.APIListener = logstoretest.Listen(t), logstoretest.Listen(t)
+	cfg.RaftListener, cfg.APIAddr = logstoretest.Listen(t), "127.0.0.1:1"
 	if _, err := logstore.NewNode(cfg); !errors.Is(err, logstore.ErrConfig) {
 		t.Fatalf("unknown backend: err = %v, want ErrConfig", err)
 	}

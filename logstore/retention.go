@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"time"
+
+	"github.com/logplayer/logplayer/logstore/fsm"
 )
 
 // retentionLoop applies retention every Config.RetentionInterval until
@@ -48,7 +50,7 @@ func (n *Node) RunRetention() (int64, error) {
 		return 0, err
 	}
 	floor, hasFloor := uint64(0), false
-	n.fsm.withState(func(st *state) { floor, hasFloor = st.minConsumerLSN() })
+	n.fsm.withState(func(st *fsm.State) { floor, hasFloor = st.MinConsumerLSN() })
 	durable := n.durableLSN.Load()
 	now := n.cfg.Now()
 	size := before

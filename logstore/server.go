@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -29,8 +30,8 @@ func (s *server) notLeader() error {
 	_, id := s.n.raft.LeaderWithID()
 	var api string
 	if id != "" {
-		s.n.fsm.withState(func(st *state) {
-			if m := st.members[string(id)]; m != nil {
+		s.n.fsm.withState(func(st *fsm.State) {
+			if m := st.Member(string(id)); m != nil {
 				api = m.ApiAddress
 			}
 		})
@@ -112,7 +113,7 @@ func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsReq
 		return nil, err
 	}
 	var out []*logstorepb.OffsetCommit
-	s.n.fsm.withState(func(st *state) { out = st.groupOffsets(req.Group, req.Topics) })
+	s.n.fsm.withState(func(st *fsm.State) { out = st.GroupOffsets(req.Group, req.Topics) })
 	return &logstorepb.FetchOffsetsResponse{Offsets: out}, nil
 }
 
@@ -141,19 +142,15 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		FirstLsn:     n.seg.FirstLSN(),
 		SegmentBytes: uint64(n.seg.SizeBytes()),
 	}
-	members := map[string]*logstorepb.MemberCommand{}
-	n.fsm.withState(func(st *state) {
-		resp.Epoch = st.epoch
-		for _, t := range sortedKeys(st.topics) {
-			resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t, NextOffset: st.topics[t]})
-		}
-		for _, c := range sortedKeys(st.consumers) {
-			resp.Consumers = append(resp.Consumers, &logstorepb.Consumer{Consumer: c, AckedLsn: st.consumers[c]})
-		}
-		for k, m := range st.members {
-			members[k] = m
-		}
+	var members map[string]*logstorepb.MemberCommand
+	var topics []*logstorepb.TopicState
+	n.fsm.withState(func(st *fsm.State) {
+		resp.Epoch = st.Epoch()
+		topics, resp.Consumers, members = st.Topics(), st.Consumers(), st.Members()
 	})
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t.Topic, NextOffset: t.NextOffset})
+	}
 	// After the state: the segment log holds at least every topic offset
 	// the state counted, except what retention removed since.
 	firsts := n.seg.TopicFirstOffsets()
@@ -212,7 +209,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 				continue
 			case <-ctx.Done():
 				return apierr.Status(ctx.Err())
-			case <-n.closing:
+			case <-n.reads:
 				return apierr.Status(apierr.ErrShuttingDown)
 			}
 		}
@@ -305,7 +302,7 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 	// The topic's next offset, read before the lookup: the segment log holds
 	// every offset below it unless retention removed it.
 	var next uint64
-	n.fsm.withState(func(st *state) { next = st.topics[req.Topic] })
+	n.fsm.withState(func(st *fsm.State) { next = st.NextOffset(req.Topic) })
 	from := head + 1 // offset not written by head: every later message of the topic is above head
 	lsn, err := n.seg.TopicOffsetLSN(req.Topic, req.FromOffset)
 	switch {

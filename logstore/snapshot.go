@@ -2,9 +2,7 @@ package logstore
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +16,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -36,24 +34,20 @@ import (
 // archive.bin, the byte stream the leader sent.
 //
 // The archive stream, which Open produces (lazily, file by file, for a local
-// snapshot) and Restore consumes:
-//
-//	"LPSNAP01" | u64 len | FSMState | u64 len | manifest JSON | files (segment.Manifest.WriteFiles)
-//
-// so a new voter receives every retained segment along with the state.
+// snapshot) and Restore consumes, is fsm.ArchiveHeader (state and manifest
+// JSON) followed by the files (segment.Manifest.WriteFiles), so a new voter
+// receives every retained segment along with the state.
 const (
-	archiveMagic  = "LPSNAP01"
-	metaFile      = "meta.json"
-	stateFile     = "state.bin"
-	manifestFile  = "manifest.json"
-	dataDir       = "data"
-	archiveFile   = "archive.bin"
-	tmpSuffix     = ".tmp"
-	kindLocal     = "local"
-	kindArchive   = "archive"
-	restoreStage  = "restore.tmp"
-	exportStage   = "export.tmp"
-	maxHeaderPart = 1 << 30 // a state or manifest longer than this is corrupt
+	metaFile     = "meta.json"
+	stateFile    = "state.bin"
+	manifestFile = "manifest.json"
+	dataDir      = "data"
+	archiveFile  = "archive.bin"
+	tmpSuffix    = ".tmp"
+	kindLocal    = "local"
+	kindArchive  = "archive"
+	restoreStage = "restore.tmp"
+	exportStage  = "export.tmp"
 )
 
 // ErrSnapshot wraps snapshot store errors.
@@ -303,17 +297,11 @@ func (s *snapshotStore) reap() {
 
 // archiveSize is the length of the archive stream.
 func archiveSize(state, mjson []byte, m segment.Manifest) int64 {
-	return int64(len(archiveMagic)+8+len(state)+8+len(mjson)) + m.Bytes()
+	return fsm.ArchiveHeaderSize(state, mjson) + m.Bytes()
 }
 
 func writeArchive(w io.Writer, state, mjson []byte, m segment.Manifest, dataDir string) error {
-	var hdr bytes.Buffer
-	hdr.WriteString(archiveMagic)
-	hdr.Write(binary.BigEndian.AppendUint64(nil, uint64(len(state))))
-	hdr.Write(state)
-	hdr.Write(binary.BigEndian.AppendUint64(nil, uint64(len(mjson))))
-	hdr.Write(mjson)
-	if _, err := w.Write(hdr.Bytes()); err != nil {
+	if _, err := w.Write(fsm.ArchiveHeader(state, mjson)); err != nil {
 		return err
 	}
 	_, err := m.WriteFiles(w, dataDir)
@@ -321,58 +309,27 @@ func writeArchive(w io.Writer, state, mjson []byte, m segment.Manifest, dataDir 
 }
 
 // readArchiveHeader reads the state and manifest that start an archive.
-func readArchiveHeader(r io.Reader) (*logstorepb.FSMState, segment.Manifest, error) {
+func readArchiveHeader(r io.Reader) (*fsm.State, segment.Manifest, error) {
 	var man segment.Manifest
-	magic := make([]byte, len(archiveMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != archiveMagic {
-		return nil, man, fmt.Errorf("%w: archive: bad magic (%v)", ErrSnapshot, err)
-	}
-	part := func(name string) ([]byte, error) {
-		var n [8]byte
-		if _, err := io.ReadFull(r, n[:]); err != nil {
-			return nil, fmt.Errorf("%w: archive %s length: %w", ErrSnapshot, name, err)
-		}
-		l := binary.BigEndian.Uint64(n[:])
-		if l > maxHeaderPart {
-			return nil, fmt.Errorf("%w: archive %s length %d", ErrSnapshot, name, l)
-		}
-		b := make([]byte, l)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, fmt.Errorf("%w: archive %s: %w", ErrSnapshot, name, err)
-		}
-		return b, nil
-	}
-	sb, err := part("state")
+	st, mb, err := fsm.ReadArchiveHeader(r)
 	if err != nil {
-		return nil, man, err
-	}
-	mb, err := part("manifest")
-	if err != nil {
-		return nil, man, err
-	}
-	var st logstorepb.FSMState
-	if err := proto.Unmarshal(sb, &st); err != nil {
-		return nil, man, fmt.Errorf("%w: %w", ErrCorruptState, err)
+		return nil, man, fmt.Errorf("%w: archive: %w", ErrSnapshot, err)
 	}
 	if err := json.Unmarshal(mb, &man); err != nil {
 		return nil, man, fmt.Errorf("%w: archive manifest: %w", ErrSnapshot, err)
 	}
-	return &st, man, nil
+	return st, man, nil
 }
 
 // restoreArchive reads an archive stream, installs its segments into log
 // (through a staging directory under nodeDir) and returns its state.
-func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*state, error) {
-	sp, man, err := readArchiveHeader(r)
+func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*fsm.State, error) {
+	st, man, err := readArchiveHeader(r)
 	if err != nil {
 		return nil, err
 	}
-	st, err := stateFromProto(sp)
-	if err != nil {
-		return nil, err
-	}
-	if man.LastLSN != st.lastLSN {
-		return nil, fmt.Errorf("%w: archive manifest ends at lsn %d, state at %d", ErrSnapshot, man.LastLSN, st.lastLSN)
+	if man.LastLSN != st.LastLSN() {
+		return nil, fmt.Errorf("%w: archive manifest ends at lsn %d, state at %d", ErrSnapshot, man.LastLSN, st.LastLSN())
 	}
 	stage := filepath.Join(nodeDir, restoreStage)
 	if err := os.RemoveAll(stage); err != nil {
@@ -523,9 +480,9 @@ func syncDir(dir string) error {
 	return err
 }
 
-// fsmSnapshot is the state captured by fsm.Snapshot.
+// fsmSnapshot is the state captured by raftFSM.Snapshot.
 type fsmSnapshot struct {
-	f     *fsm
+	f     *raftFSM
 	state *logstorepb.FSMState
 }
 
@@ -550,7 +507,7 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
-	state, err := proto.MarshalOptions{Deterministic: true}.Marshal(s.state)
+	state, err := fsm.MarshalState(s.state)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
@@ -584,7 +541,7 @@ func (s *fsmSnapshot) Release() {}
 // localSnapshot is the newest snapshot in the store, loaded at start.
 type localSnapshot struct {
 	meta  snapMeta
-	state *state
+	state *fsm.State
 	man   segment.Manifest
 	dir   string
 }
@@ -598,14 +555,14 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 	}
 	m := metas[0]
 	dir := filepath.Join(s.dir, m.ID)
-	var sp *logstorepb.FSMState
+	var st *fsm.State
 	var man segment.Manifest
 	if m.Kind == kindArchive {
 		f, err := os.Open(filepath.Join(dir, archiveFile))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
-		sp, man, err = readArchiveHeader(bufio.NewReader(f))
+		st, man, err = readArchiveHeader(bufio.NewReader(f))
 		f.Close()
 		if err != nil {
 			return nil, err
@@ -615,9 +572,8 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
-		sp = &logstorepb.FSMState{}
-		if err := proto.Unmarshal(b, sp); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrCorruptState, m.ID, err)
+		if st, err = fsm.UnmarshalState(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.ID, err)
 		}
 		mb, err := os.ReadFile(filepath.Join(dir, manifestFile))
 		if err != nil {
@@ -626,10 +582,6 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 		if err := json.Unmarshal(mb, &man); err != nil {
 			return nil, fmt.Errorf("%w: %s manifest: %w", ErrSnapshot, m.ID, err)
 		}
-	}
-	st, err := stateFromProto(sp)
-	if err != nil {
-		return nil, err
 	}
 	return &localSnapshot{meta: m, state: st, man: man, dir: dir}, nil
 }
@@ -648,3 +600,7 @@ func (ls *localSnapshot) reinstall(log *segment.Log, nodeDir string) error {
 	_, err = restoreArchive(bufio.NewReader(f), log, nodeDir)
 	return err
 }
+
+// ErrCorruptState marks FSM state bytes (in a snapshot) that do not decode:
+// fsm.ErrCorruptState, named here for the node's callers.
+var ErrCorruptState = fsm.ErrCorruptState

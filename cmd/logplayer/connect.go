@@ -16,18 +16,9 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// Default ports: `logplayer dev` uses them from --port-base 7400, and the
-// client commands default to its LogStore nodes.
-const (
-	defaultPortBase = 7400
-	// Offsets from the port base of each role's ports.
-	storeAPIPort   = 0  // 7400, 7401, 7402
-	storeRaftPort  = 10 // 7410, 7411, 7412
-	playerPort     = 20 // 7420
-	shardPort      = 30 // 7430, 7431, 7432; the events target next
-	metricsPort    = 40 // 7440
-	defaultTimeout = 10 * time.Second
-)
+// The client commands default to the LogStore nodes of `logplayer dev` on
+// its default ports (devcluster's layout from port 7400).
+const defaultTimeout = 10 * time.Second
 
 var defaultStoreAddrs = []string{"127.0.0.1:7400", "127.0.0.1:7401", "127.0.0.1:7402"}
 

@@ -6,8 +6,7 @@ import (
 	"flag"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 )
 
@@ -88,10 +87,8 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		RaftLogStore:      logstore.RaftLogStore(c.raftLogStore),
 		RaftAddr:          c.raftAddr.addr,
 		APIAddr:           c.apiAddr.addr,
-		MetricsAddr:       c.metricsAddr.addr,
-		ServerOptions:     []grpc.ServerOption{allowPlayerPings()},
 		Logger:            s.log,
-		Registry:          processRegistry(),
+		Registry:          serve.ProcessRegistry(),
 		IntakeQueue:       c.intakeQueue,
 		MaxBatchTxns:      c.maxBatchTxns,
 		MaxBatchBytes:     int(c.maxBatchBytes.bytes),
@@ -115,7 +112,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 }
 
 func (c *storeCmd) run(ctx context.Context, s *sys) error {
-	node, err := logstore.NewNode(c.config(s))
+	st, err := serve.StartStore(c.config(s), nil, c.metricsAddr.addr, s.log, allowPlayerPings())
 	if errors.Is(err, logstore.ErrConfig) {
 		return usagef("%v", err)
 	}
@@ -124,5 +121,5 @@ func (c *storeCmd) run(ctx context.Context, s *sys) error {
 	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "node", c.id)
-	return node.Close()
+	return st.Close()
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -346,8 +347,9 @@ func measure(ctx context.Context, system string, clients int, cfg Config, op fun
 
 // Cluster is 3 in-process LogStore nodes on loopback.
 type Cluster struct {
-	Nodes []*logstore.Node
-	regs  []*prometheus.Registry // the nodes' metrics
+	Nodes  []*logstore.Node
+	regs   []*prometheus.Registry // the nodes' metrics
+	stores []*serve.Store         // the served nodes, parallel to Nodes
 }
 
 // batches sums the leaders' aggregation and AppendBatch histograms.
@@ -419,21 +421,21 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 	c := &Cluster{}
 	for i, p := range peers {
 		reg := prometheus.NewRegistry()
-		n, err := logstore.NewNode(logstore.Config{
+		st, err := serve.StartStore(logstore.Config{
 			ID: p.ID, Dir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
-			RaftListener: rls[i], APIListener: als[i], Bootstrap: peers, Logger: logger,
+			RaftListener: rls[i], Bootstrap: peers, Logger: logger,
 			Registry: reg,
 			// The bare-raft reference rows run on raft-boltdb: the
 			// LogStore runs on the same backend so the ratios compare
 			// like with like (rows on raft-wal, the node default, are
 			// issue 11's benchmark work).
 			RaftLogStore: logstore.RaftLogBoltDB,
-		})
+		}, als[i], "", logger)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.Nodes, c.regs = append(c.Nodes, n), append(c.regs, reg)
+		c.Nodes, c.regs, c.stores = append(c.Nodes, st.Node), append(c.regs, reg), append(c.stores, st)
 	}
 	if err := waitUntil(60*time.Second, func() bool {
 		for _, n := range c.Nodes {
@@ -458,10 +460,10 @@ func (c *Cluster) APIAddrs() []string {
 	return out
 }
 
-// Close stops every node.
+// Close stops every node (its API server first).
 func (c *Cluster) Close() {
-	for _, n := range c.Nodes {
-		n.Close()
+	for _, st := range c.stores {
+		st.Close()
 	}
 }
 

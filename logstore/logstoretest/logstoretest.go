@@ -11,7 +11,10 @@
 // Processes: call logstoretest.MaybeRunNode() first thing in TestMain, then
 // NewProcCluster(t, 3, backend) / (*Proc).Kill / (*Proc).Start.
 //
-// Goroutines: none of its own besides the nodes'.
+// The nodes are served as the binary serves them (internal/serve): an API
+// server per node with the node's services, health and reflection.
+//
+// Goroutines: none of its own besides the nodes' and their servers'.
 package logstoretest
 
 import (
@@ -28,6 +31,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -68,18 +74,22 @@ func Listen(t testing.TB) net.Listener {
 	return l
 }
 
-// Cluster is N in-process nodes.
+// Cluster is N in-process nodes, each served on its APIAddr.
 type Cluster struct {
 	T       testing.TB
 	Configs []logstore.Config
 	Nodes   []*logstore.Node // nil while stopped
+	// ServerOptions are added to each node's API server (interceptors).
+	ServerOptions []grpc.ServerOption
+	apis          []*serve.StoreAPI // parallel to Nodes
 }
 
 // Start bootstraps n nodes (ids n0, n1, …) under t.TempDir(), applies
-// tweak to each config, waits for a leader and closes them at cleanup.
-func Start(t testing.TB, n int, tweak func(*logstore.Config)) *Cluster {
+// tweak to each config, serves each node's API with opts added (fault
+// injection interceptors), waits for a leader and closes them at cleanup.
+func Start(t testing.TB, n int, tweak func(*logstore.Config), opts ...grpc.ServerOption) *Cluster {
 	t.Helper()
-	c := &Cluster{T: t}
+	c := &Cluster{T: t, ServerOptions: opts}
 	var peers []logstore.Peer
 	var raftLis, apiLis []net.Listener
 	for i := range n {
@@ -96,22 +106,26 @@ func Start(t testing.TB, n int, tweak func(*logstore.Config)) *Cluster {
 			tweak(&cfg)
 		}
 		c.Configs = append(c.Configs, cfg)
-		cfg.RaftListener, cfg.APIListener = raftLis[i], apiLis[i]
-		node, err := logstore.NewNode(cfg)
+		cfg.RaftListener = raftLis[i]
+		st, err := serve.StartStore(cfg, apiLis[i], "", cfg.Logger, c.ServerOptions...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Nodes = append(c.Nodes, node)
+		c.Nodes, c.apis = append(c.Nodes, st.Node), append(c.apis, st.API)
 	}
 	t.Cleanup(c.Close)
 	c.WaitLeader()
 	return c
 }
 
-// Close stops every running node.
+// Close stops every running node (its API server first). Nodes a test
+// appended to Nodes itself are closed too (serve them with Serve).
 func (c *Cluster) Close() {
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
 		if n != nil {
+			if i < len(c.apis) {
+				c.apis[i].Stop()
+			}
 			n.Close()
 		}
 	}
@@ -132,22 +146,34 @@ func (c *Cluster) WaitLeader() *logstore.Node {
 	return leader
 }
 
-// Stop closes node i.
+// Stop stops node i's API server and closes the node.
 func (c *Cluster) Stop(i int) {
+	c.apis[i].Stop()
 	if err := c.Nodes[i].Close(); err != nil {
 		c.T.Fatal(err)
 	}
-	c.Nodes[i] = nil
+	c.Nodes[i], c.apis[i] = nil, nil
 }
 
-// Restart opens node i again on its dir and addresses.
+// Restart opens node i again on its dir and addresses and serves it.
 func (c *Cluster) Restart(i int) {
 	c.T.Helper()
-	var err error
 	WaitFor(c.T, 30*time.Second, "node restart", func() bool {
-		c.Nodes[i], err = logstore.NewNode(c.Configs[i])
-		return err == nil // the old listeners' ports may linger a moment
+		st, err := serve.StartStore(c.Configs[i], nil, "", c.Configs[i].Logger, c.ServerOptions...)
+		if err != nil {
+			return false // the old listeners' ports may linger a moment
+		}
+		c.Nodes[i], c.apis[i] = st.Node, st.API
+		return true
 	})
+}
+
+// Serve serves node n's API on lis as the binary does (with opts added)
+// and stops it at t's cleanup, before closing n: for tests that open a
+// node themselves (logstore.NewNode) with Config.APIAddr = lis's address.
+func Serve(t testing.TB, n *logstore.Node, lis net.Listener, opts ...grpc.ServerOption) {
+	api := serve.StartStoreAPI(n, lis, QuietLogger(), opts...)
+	t.Cleanup(func() { api.Stop(); n.Close() })
 }
 
 // Addrs returns the nodes' API addresses.
@@ -212,7 +238,7 @@ func runNode(spec string) int {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = 64, 16
 	}
 	cfg.SnapshotInterval = 200 * time.Millisecond
-	n, err := logstore.NewNode(cfg)
+	st, err := serve.StartStore(cfg, nil, "", cfg.Logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -220,7 +246,7 @@ func runNode(spec string) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
-	n.Close()
+	st.Close()
 	return 0
 }
 
