@@ -1,19 +1,22 @@
 // A Client holds one gRPC connection per node address it knows (the
 // configured seeds plus leaders learned from NOT_LEADER errors) and sends
 // writes to the node it believes leads. It is safe for concurrent use.
+// Node rotation, retries and following the log are internal/storeconn's,
+// the access layer the LogPlayer's fetcher uses too; the retry table is
+// apierr.Classify's.
 //
 // Retries. Every call runs within the caller's context deadline and retries
 // with exponential backoff (cenkalti/backoff/v4, capped at
 // Config.MaxBackoff) only when a retry cannot write twice:
 //   - the server answered NOT_LEADER (the request was refused before Raft;
 //     the detail's leader address is tried next), QUEUE_FULL or
-//     SHUTTING_DOWN;
+//     SHUTTING_DOWN (apierr.NotApplied);
 //   - the node could not be reached at all (its connection never became
 //     ready, so nothing was sent);
 //   - or the request is idempotent: an Append with a producer id (the FSM
 //     answers a repeated sequence with the first result), ReportConsumer,
-//     FetchOffsets, Status. Then a lost response or a timed-out attempt is
-//     retried too.
+//     FetchOffsets, Status. Then a lost response or a timed-out attempt
+//     (apierr.MaybeApplied) is retried too.
 //
 // A non-idempotent Append whose outcome is unknown (the connection broke
 // after sending, the attempt timed out, leadership was lost in flight)

@@ -148,11 +148,7 @@ func (c *Client) NewTopicReader(cfg TopicReaderConfig) (*TopicReader, error) {
 		if r.cfg.Limit != 0 {
 			req.MaxMessages = r.cfg.Limit - r.read
 		}
-		s, err := ls.ReadTopic(ctx, req)
-		if err != nil {
-			return nil, err
-		}
-		return s.Recv, nil
+		return storeconn.Recv(ls.ReadTopic(ctx, req))
 	})
 	return r, nil
 }

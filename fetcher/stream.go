@@ -92,11 +92,7 @@ func (f *Fetcher) opener(kind string, want func() uint64) storeconn.LogOpener {
 		}
 		opened = true
 		if want == nil || f.cfg.StallTimeout <= 0 {
-			s, err := ls.Read(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			return s.Recv, nil
+			return storeconn.Recv(ls.Read(ctx, req))
 		}
 		ctx, cancel := context.WithCancelCause(ctx)
 		var last atomic.Int64
@@ -138,8 +134,8 @@ func (f *Fetcher) watchStall(ctx context.Context, cancel context.CancelCauseFunc
 		if time.Since(time.Unix(0, last.Load())) < f.cfg.StallTimeout {
 			continue
 		}
-		f.sc.Heads(ctx, node, func(i int, head uint64) bool {
-			if head < want() {
+		f.sc.Heads(ctx, node, func(i int, head types.LSN) bool {
+			if head < types.LSN(want()) {
 				return false
 			}
 			f.metrics.stalls.Inc()

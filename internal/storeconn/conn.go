@@ -44,6 +44,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // ErrUnreachable wraps the error of an attempt that sent nothing because
@@ -74,7 +75,8 @@ type Config struct {
 	// so that successive streams and leaderless attempts go round the
 	// nodes; without it the cursor stays on a node until it fails.
 	Spread bool
-	// InitialBackoff and MaxBackoff bound the wait between attempts.
+	// InitialBackoff is the first wait between attempts, MaxBackoff the
+	// cap of the waits after it (both > 0).
 	InitialBackoff, MaxBackoff time.Duration
 	// AttemptTimeout bounds one attempt of a Call (0: none).
 	AttemptTimeout time.Duration
@@ -93,7 +95,7 @@ func (c *Config) validate() error {
 	if c.Node == nil {
 		return errors.New("storeconn: Config.Node is nil")
 	}
-	if c.InitialBackoff <= 0 || c.MaxBackoff < c.InitialBackoff {
+	if c.InitialBackoff <= 0 || c.MaxBackoff <= 0 {
 		return fmt.Errorf("storeconn: bad backoff bounds %v..%v", c.InitialBackoff, c.MaxBackoff)
 	}
 	if c.Logger == nil {
@@ -214,7 +216,7 @@ func (c *Conn) ProbeLeader(ctx context.Context) {
 	}
 }
 
-// Status returns node's status (one attempt).
+// status returns node's status (one attempt).
 func (c *Conn) status(ctx context.Context, node int) (*logstorepb.StatusResponse, error) {
 	ls, err := c.cfg.Node(ctx, node)
 	if err != nil {
@@ -225,7 +227,7 @@ func (c *Conn) status(ctx context.Context, node int) (*logstorepb.StatusResponse
 
 // Heads calls fn with the head LSN of every node but skip that answers
 // Status within ProbeTimeout, until fn returns true.
-func (c *Conn) Heads(ctx context.Context, skip int, fn func(node int, head uint64) bool) {
+func (c *Conn) Heads(ctx context.Context, skip int, fn func(node int, head types.LSN) bool) {
 	for i := range c.Len() {
 		if i == skip {
 			continue
@@ -233,7 +235,7 @@ func (c *Conn) Heads(ctx context.Context, skip int, fn func(node int, head uint6
 		pctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 		st, err := c.status(pctx, i)
 		cancel()
-		if err == nil && fn(i, st.HeadLsn) {
+		if err == nil && fn(i, types.LSN(st.HeadLsn)) {
 			return
 		}
 	}

@@ -95,11 +95,7 @@ type LogReader struct {
 func NewLogReader(c *Conn, p StreamPolicy, req *logstorepb.ReadRequest, open LogOpener) *LogReader {
 	if open == nil {
 		open = func(ctx context.Context, _ int, ls logstorepb.LogStoreClient, req *logstorepb.ReadRequest) (func() (*logstorepb.ReadResponse, error), error) {
-			s, err := ls.Read(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			return s.Recv, nil
+			return Recv(ls.Read(ctx, req))
 		}
 	}
 	tmpl := proto.Clone(req).(*logstorepb.ReadRequest)

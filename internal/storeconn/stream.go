@@ -31,6 +31,15 @@ type StreamPolicy struct {
 // stream's receive function.
 type Opener[R any] func(ctx context.Context, node int, ls logstorepb.LogStoreClient) (recv func() (R, error), err error)
 
+// Recv turns what a gRPC stream call returned into an Opener's results:
+// return storeconn.Recv(ls.Read(ctx, req)).
+func Recv[R any, S interface{ Recv() (R, error) }](s S, err error) (func() (R, error), error) {
+	if err != nil {
+		return nil, err
+	}
+	return s.Recv, nil
+}
+
 // A Stream follows one server stream at a time over a Conn's nodes,
 // reopening it (with backoff) on another node after a failure. It runs on
 // its caller's goroutine and is not safe for concurrent use; Close it when
