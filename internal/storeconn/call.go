@@ -64,7 +64,7 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 			return err
 		}
 		wait := b.NextBackOff()
-		c.cfg.Logger.Log(ctx, c.cfg.FailureLevel, "logstore call failed, trying again",
+		c.cfg.Logger.Debug("logstore call failed, trying again",
 			"call", p.Name, "node", node, "retry_in", wait, "err", err)
 		if sleep(ctx, wait) != nil {
 			return err

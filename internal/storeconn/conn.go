@@ -83,7 +83,8 @@ type Config struct {
 	// CallTimeout is the deadline of a Call whose context has none (0:
 	// none: the call retries until its context ends).
 	CallTimeout time.Duration
-	// Logger gets a record per retried failure, at FailureLevel.
+	// Logger gets a record per retried failure: a stream's at
+	// FailureLevel, a call's at Debug (nil: discard).
 	Logger       *slog.Logger
 	FailureLevel slog.Level
 }
