@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
 )
@@ -35,8 +36,8 @@ func startAdmin(t *testing.T, p *Player) playerpb.PlayerAdminClient {
 func wantStatus(t *testing.T, err error, code codes.Code, ec logstorepb.ErrorCode) {
 	t.Helper()
 	st, _ := status.FromError(err)
-	if st.Code() != code || errorCode(err) != ec {
-		t.Fatalf("err = %v (detail %v), want %v with %v", err, errorCode(err), code, ec)
+	if st.Code() != code || apierr.CodeOf(err) != ec {
+		t.Fatalf("err = %v (detail %v), want %v with %v", err, apierr.CodeOf(err), code, ec)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/dispatcher"
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -52,7 +53,7 @@ func classify(err error) failure {
 	case errors.Is(err, errBlocked):
 		return failPermanent
 	}
-	switch errorCode(err) {
+	switch apierr.CodeOf(err) {
 	case logstorepb.ErrorCode_STALE_EPOCH:
 		return failFenced
 	case logstorepb.ErrorCode_APPLY_REJECTED, logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL:
@@ -62,21 +63,6 @@ func classify(err error) failure {
 		return failPermanent
 	}
 	return failTransient
-}
-
-// errorCode returns the ErrorDetail code of a gRPC status error (UNSPECIFIED
-// when there is none).
-func errorCode(err error) logstorepb.ErrorCode {
-	st, ok := status.FromError(err)
-	if !ok {
-		return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
-	}
-	for _, d := range st.Details() {
-		if ed, ok := d.(*logstorepb.ErrorDetail); ok {
-			return ed.Code
-		}
-	}
-	return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
 }
 
 // quietFailures: while a target stays unreachable, one reconnect failure in
@@ -141,7 +127,7 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 			return
 		}
 		kind := classify(err)
-		if code := errorCode(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		if code := apierr.CodeOf(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
 			r.m.refusals.WithLabelValues(code.String()).Inc()
 		}
 		r.mu.Lock()
