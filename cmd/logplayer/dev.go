@@ -32,6 +32,7 @@ import (
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/types"
 )
 
 const (
@@ -372,7 +373,7 @@ func startDev(ctx context.Context, s *sys, c *devCmd) (_ *devCluster, err error)
 	for i := range devShards {
 		id := demo.ShardTopic(i)
 		sh, err := shard.Open(shard.Config{
-			Dir: filepath.Join(d.dir, id), ID: id, Logger: s.log, Registerer: targetReg,
+			Dir: filepath.Join(d.dir, id), ID: types.TargetID(id), Logger: s.log, Registerer: targetReg,
 			WrapStore: func(st target.Store) target.Store { return d.rec.Record(id, st) },
 		})
 		if err != nil {
