@@ -224,13 +224,13 @@ func (n *Node) recover() (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: truncate segment log after raft index %d: %w", idx, err)
 	}
-	if ls != nil && n.seg.LastLSN() < st.lastLSN {
+	if ls != nil && uint64(n.seg.LastLSN()) < st.lastLSN {
 		n.log.Warn("segment log behind its snapshot: reinstalling", "lsn", n.seg.LastLSN(), "snapshot_lsn", st.lastLSN)
 		if err := ls.reinstall(n.seg, n.cfg.Dir); err != nil {
 			return nil, err
 		}
 	}
-	if n.seg.LastLSN() != st.lastLSN {
+	if uint64(n.seg.LastLSN()) != st.lastLSN {
 		return nil, fmt.Errorf("logstore: segment log ends at lsn %d, snapshot state at %d (raft index %d)", n.seg.LastLSN(), st.lastLSN, idx)
 	}
 	n.log.Info("recovered", "lsn", st.lastLSN, "raft_index", idx, "dropped_records", dropped)

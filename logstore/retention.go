@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"time"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // retentionLoop applies retention every Config.RetentionInterval until
@@ -39,16 +41,16 @@ func (n *Node) RunRetention() (int64, error) {
 	now := n.cfg.Now()
 	size := n.seg.SizeBytes()
 	segs := n.seg.Segments()
-	cut, forced := uint64(0), 0
+	cut, forced := types.LSN(0), 0
 	for _, s := range segs {
-		if !s.Sealed || s.LastLSN < s.FirstLSN || s.LastLSN > durable {
+		if !s.Sealed || s.LastLSN < s.FirstLSN || uint64(s.LastLSN) > durable {
 			break
 		}
 		age := now.Sub(s.LastTime)
 		if size <= n.cfg.RetentionBytes && age <= n.cfg.RetentionAge {
 			break
 		}
-		if hasFloor && s.LastLSN > floor {
+		if hasFloor && uint64(s.LastLSN) > floor {
 			if size <= n.cfg.RetentionCapBytes && age <= n.cfg.RetentionCapAge {
 				break
 			}

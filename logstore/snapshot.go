@@ -21,6 +21,7 @@ import (
 
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Snapshots (DESIGN.md §4): a snapshot is a directory, not a blob.
@@ -279,7 +280,7 @@ func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*state, erro
 	if err != nil {
 		return nil, err
 	}
-	if man.LastLSN != st.lastLSN {
+	if uint64(man.LastLSN) != st.lastLSN {
 		return nil, fmt.Errorf("%w: archive manifest ends at lsn %d, state at %d", ErrSnapshot, man.LastLSN, st.lastLSN)
 	}
 	stage := filepath.Join(nodeDir, restoreStage)
@@ -463,7 +464,7 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	if k, ok := sink.(*snapSink); ok {
-		m, err := s.f.log.Checkpoint(k.dataPath(), s.state.LastLsn)
+		m, err := s.f.log.Checkpoint(k.dataPath(), types.LSN(s.state.LastLsn))
 		if err != nil {
 			return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
 		}
@@ -475,7 +476,7 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	defer os.RemoveAll(stage)
-	m, err := s.f.log.Checkpoint(stage, s.state.LastLsn)
+	m, err := s.f.log.Checkpoint(stage, types.LSN(s.state.LastLsn))
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
 	}
