@@ -166,6 +166,12 @@ func TestSlowTargetRecovers(t *testing.T) {
 		c.WindowBatches = 2
 		c.MaxBatchCount = 4
 	})
+	// Both targets in N before the burst: a target still returning would
+	// take it through its catchup queue, which waits and never suspends.
+	waitFor(t, "both targets delivering", func() bool {
+		ts := pr.p.Targets()
+		return len(ts) == 2 && ts[0].State == "N" && ts[1].State == "N"
+	})
 	for i := range 300 {
 		store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte{byte(i)}}}})
 	}

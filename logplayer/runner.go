@@ -39,7 +39,7 @@ type failure uint8
 
 const (
 	failTransient failure = iota // reconnect with backoff
-	failSlow                     // reconnect at once: the target is up, just behind
+	failSlow                     // reconnect after RetryInitial, no backoff: the target is up, just behind
 	failPermanent                // reconnect after PermanentRetry: an operator must act
 	failFenced                   // a newer LogPlayer owns the target: this one must stop
 )
