@@ -19,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/types"
 )
 
 // fakeLog is a LogStore stand-in: dense LSNs and per-topic offsets, an
@@ -316,13 +317,13 @@ func TestRecordingEventStore(t *testing.T) {
 	ev := &EventStore{}
 	st := rec.Record("events", ev)
 	ds := deliveries(f.txns, OrdersTopic, InventoryTopic)
-	if err := st.Apply(ds, target.State{AppliedLSN: ds[len(ds)-1].Lsn}); err != nil {
+	if err := st.Apply(ds, target.State{AppliedLSN: types.LSN(ds[len(ds)-1].Lsn)}); err != nil {
 		t.Fatal(err)
 	}
 	if ev.Events() != 2*len(f.txns) {
 		t.Fatalf("events = %d, want %d", ev.Events(), 2*len(f.txns))
 	}
-	if got, _ := st.State(); got.AppliedLSN != m.LastLSN() {
+	if got, _ := st.State(); got.AppliedLSN != types.LSN(m.LastLSN()) {
 		t.Fatalf("applied lsn %d, want %d", got.AppliedLSN, m.LastLSN())
 	}
 	if p := rec.Progress()["events"]; p.Messages != ev.Events() || p.LastLSN != m.LastLSN() {
@@ -331,7 +332,7 @@ func TestRecordingEventStore(t *testing.T) {
 
 	// A failed apply of the inner store is not recorded.
 	failing := rec.Record("failing", failStore{})
-	if err := failing.Apply(ds, target.State{AppliedLSN: ds[len(ds)-1].Lsn}); err == nil {
+	if err := failing.Apply(ds, target.State{AppliedLSN: types.LSN(ds[len(ds)-1].Lsn)}); err == nil {
 		t.Fatal("failStore applied")
 	}
 	if p, ok := rec.Progress()["failing"]; ok {
@@ -344,7 +345,7 @@ type failStore struct{}
 
 func (failStore) State() (target.State, error) { return target.State{}, nil }
 func (failStore) Apply(ds []*targetpb.Delivery, _ target.State) error {
-	return target.Permanent(ds[0].Lsn, errors.New("refused"))
+	return target.Permanent(types.LSN(ds[0].Lsn), errors.New("refused"))
 }
 
 func TestApplyLatencies(t *testing.T) {

@@ -44,6 +44,7 @@ import (
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/types"
 )
 
 // The port layout: offsets from Config.PortBase of each role's ports.
@@ -350,7 +351,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	for i := range Shards {
 		id := demo.ShardTopic(i)
 		sh, err := shard.Open(shard.Config{
-			Dir: filepath.Join(c.Dir, id), ID: id, Logger: log, Registerer: targetReg,
+			Dir: filepath.Join(c.Dir, id), ID: types.TargetID(id), Logger: log, Registerer: targetReg,
 			WrapStore: func(st target.Store) target.Store { return c.Recorder.Record(id, st) },
 		})
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/types"
 )
 
 // TestStartDeliversAndStopReleases: a dev cluster on random ports delivers
@@ -37,7 +38,7 @@ func TestStartDeliversAndStopReleases(t *testing.T) {
 	}
 	logstoretest.WaitFor(t, 60*time.Second, "shard-1 acks the append", func() bool {
 		for _, ts := range c.Player.Targets() {
-			if ts.ID == "shard-1" && ts.LastAck >= resp.Lsn {
+			if ts.ID == "shard-1" && ts.LastAck >= types.LSN(resp.Lsn) {
 				return true
 			}
 		}

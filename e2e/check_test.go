@@ -225,13 +225,13 @@ func checkDurable(t testing.TB, shards []*shardNode, f *logFacts, head, epoch ui
 			continue
 		}
 		want := uint64(f.model.Messages(s.id, 0, head))
-		if got := st.Topics[s.id]; got != want {
+		if got := uint64(st.Topics[s.id]); got != want {
 			t.Errorf("%s: durable next offset %d, the log has %d messages for it", s.id, got, want)
 		}
-		if last := f.model.LastLSNOf(s.id, head); st.AppliedLSN < last || st.AppliedLSN > head {
+		if last := f.model.LastLSNOf(s.id, head); uint64(st.AppliedLSN) < last || uint64(st.AppliedLSN) > head {
 			t.Errorf("%s: durable applied lsn %d, want in [%d, %d]", s.id, st.AppliedLSN, last, head)
 		}
-		if st.Epoch != epoch {
+		if uint64(st.Epoch) != epoch {
 			t.Errorf("%s: durable epoch %d, want the last LogPlayer's %d", s.id, st.Epoch, epoch)
 		}
 		if d := f.model.CompareShard(s.id, data); !d.OK() || d.Keys == 0 {

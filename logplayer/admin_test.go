@@ -74,7 +74,7 @@ func TestAdminAPI(t *testing.T) {
 		}
 		return len(list.Targets) == 2 && list.Targets[0].LastAckLsn == 30 && list.Targets[1].LastAckLsn == 30
 	})
-	if list.Epoch != pr.p.Epoch() || list.CurrentLsn != 30 || list.PlayerId == "" {
+	if list.Epoch != uint64(pr.p.Epoch()) || list.CurrentLsn != 30 || list.PlayerId == "" {
 		t.Errorf("list header %+v", list)
 	}
 	for _, ts := range list.Targets {

@@ -24,6 +24,7 @@ import (
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
 var waitFor = targettest.WaitFor
@@ -76,7 +77,7 @@ type testTarget struct {
 	topics []string
 	addr   string
 	dir    string               // shard: bbolt directory
-	skip   []uint64             // shard: target.Config.SkipLSNs
+	skip   []types.LSN          // shard: target.Config.SkipLSNs
 	store  target.Store         // non-shard target: survives restarts
 	mem    *targettest.MemStore // recording target (also store)
 
@@ -127,14 +128,14 @@ func (tt *testTarget) start() {
 	tt.reg = prometheus.NewRegistry()
 	gs := grpc.NewServer(append(target.ServerOptions(), grpc.KeepaliveEnforcementPolicy(ServerKeepalive))...)
 	if tt.dir != "" {
-		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: tt.id, Topics: tt.topics, SkipLSNs: tt.skip, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
+		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: types.TargetID(tt.id), Topics: tt.topics, SkipLSNs: tt.skip, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tt.t.Fatal(err)
 		}
 		sh.Register(gs)
 		tt.sh = sh
 	} else {
-		srv, err := target.NewServer(target.Config{TargetID: tt.id, Store: tt.store, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
+		srv, err := target.NewServer(target.Config{TargetID: types.TargetID(tt.id), Store: tt.store, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tt.t.Fatal(err)
 		}
@@ -194,10 +195,10 @@ func (tt *testTarget) applied() uint64 {
 	defer tt.mu.Unlock()
 	switch {
 	case tt.sh != nil:
-		return tt.sh.AppliedLSN()
+		return uint64(tt.sh.AppliedLSN())
 	case tt.store != nil:
 		st, _ := tt.store.State()
-		return st.AppliedLSN
+		return uint64(st.AppliedLSN)
 	}
 	return 0
 }
@@ -338,7 +339,7 @@ func (tt *testTarget) checkShard(t testing.TB, log []*logstorepb.Transaction) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.AppliedLSN != uint64(len(log)) {
+	if st.AppliedLSN != types.LSN(len(log)) {
 		t.Errorf("shard %s: applied %d, log head %d", tt.id, st.AppliedLSN, len(log))
 	}
 	if fmt.Sprint(st.Topics) != fmt.Sprint(offsets) {
@@ -484,6 +485,13 @@ func startPlayer(t testing.TB, store *fakeStore, targets []*testTarget, tweak fu
 	r := &playerRun{p: p, reg: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
+	// AddTarget and the admin calls answer ErrNotRunning until Run marked
+	// the Player started: wait for that, so a test can call them at once.
+	waitFor(t, "Run to start", func() bool {
+		p.admin.Lock()
+		defer p.admin.Unlock()
+		return p.admin.started
+	})
 	return r
 }
 

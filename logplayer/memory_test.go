@@ -19,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 var memoryMB = flag.Int("memory-mb", 0, "MB of log traffic in TestMemoryBounded (default 100, 8 under -race; 1024 for the 1 GB run)")
@@ -90,7 +91,7 @@ type digestStore struct {
 }
 
 func newDigestStore(topics ...string) *digestStore {
-	return &digestStore{topics: topics, h: sha256.New(), st: target.State{Topics: map[string]uint64{}}}
+	return &digestStore{topics: topics, h: sha256.New(), st: target.State{Topics: map[string]types.Offset{}}}
 }
 
 func (d *digestStore) State() (target.State, error) {
@@ -112,7 +113,7 @@ func (d *digestStore) Apply(ds []*targetpb.Delivery, next target.State) error {
 func (d *digestStore) digest() (uint64, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.st.AppliedLSN, fmt.Sprintf("%x", d.h.Sum(nil))
+	return uint64(d.st.AppliedLSN), fmt.Sprintf("%x", d.h.Sum(nil))
 }
 
 // heapSampler records the peak HeapInuse while it runs.

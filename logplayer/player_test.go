@@ -12,6 +12,7 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Three shards and a recording target get exactly their topics' slices, in
@@ -165,12 +166,18 @@ func TestSlowTargetRecovers(t *testing.T) {
 		c.WindowBatches = 2
 		c.MaxBatchCount = 4
 	})
+	// Both targets in N before the burst: a target still returning would
+	// take it through its catchup queue, which waits and never suspends.
+	waitFor(t, "both targets delivering", func() bool {
+		ts := pr.p.Targets()
+		return len(ts) == 2 && ts[0].State == "N" && ts[1].State == "N"
+	})
 	for i := range 300 {
 		store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte{byte(i)}}}})
 	}
 	waitApplied(t, store, fast)
 	waitFor(t, "slow target suspended", func() bool {
-		return metricValue(t, pr.reg, "logplayer_target_slow_total", map[string]string{"target": "slow"}) >= 1
+		return metricValue(t, pr.reg, "logplayer_target_slow_suspends_total", map[string]string{"target": "slow"}) >= 1
 	})
 	once.Do(func() { close(release) })
 	waitApplied(t, store, slow)
@@ -283,7 +290,7 @@ func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
 
 	// The operator restarts the shard skipping the LSN and resumes it.
 	bad.stop()
-	bad.skip = []uint64{badLSN}
+	bad.skip = []types.LSN{types.LSN(badLSN)}
 	bad.start()
 	ctx := context.Background()
 	if err := pr.p.RemoveTarget(ctx, "shard-0"); err != nil {

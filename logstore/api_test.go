@@ -379,7 +379,7 @@ func TestReadBelowRetentionAndBeyondHead(t *testing.T) {
 		_, err := n.RunRetention()
 		return err == nil && n.SegmentLog().FirstLSN() > 1
 	})
-	first := n.SegmentLog().FirstLSN()
+	first := uint64(n.SegmentLog().FirstLSN())
 	st, err := rawConn(t, n.APIAddr()).Read(ctx, &logstorepb.ReadRequest{FromLsn: 1})
 	if err == nil {
 		_, err = st.Recv()

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/logstore/fsm"
+	"github.com/logplayer/logplayer/types"
 )
 
 // retentionLoop applies retention every Config.RetentionInterval until
@@ -49,15 +50,15 @@ func (n *Node) RunRetention() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	floor, hasFloor := uint64(0), false
+	floor, hasFloor := types.LSN(0), false
 	n.fsm.withState(func(st *fsm.State) { floor, hasFloor = st.MinConsumerLSN() })
 	durable := n.durableLSN.Load()
 	now := n.cfg.Now()
 	size := before
 	segs := n.seg.Segments()
-	cut, forced := uint64(0), 0
+	cut, forced := types.LSN(0), 0
 	for _, s := range segs {
-		if !s.Sealed || s.LastLSN < s.FirstLSN || s.LastLSN > durable {
+		if !s.Sealed || s.LastLSN < s.FirstLSN || uint64(s.LastLSN) > durable {
 			break
 		}
 		age := now.Sub(s.LastTime)

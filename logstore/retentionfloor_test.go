@@ -112,7 +112,7 @@ func TestRetentionFloorAndCap(t *testing.T) {
 
 	skew.Store(int64(3 * time.Hour)) // beyond RetentionCapAge: the cap forces it
 	run()
-	first := n.SegmentLog().FirstLSN()
+	first := uint64(n.SegmentLog().FirstLSN())
 	if first <= 121 {
 		t.Fatalf("first lsn %d: the cap did not force deleting beyond the floor", first)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // server implements the LogStore and Cluster gRPC services of a Node. Every
@@ -139,13 +140,13 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
 		HeadLsn:      n.fsm.head.Load(),
-		FirstLsn:     n.seg.FirstLSN(),
+		FirstLsn:     uint64(n.seg.FirstLSN()),
 		SegmentBytes: uint64(n.seg.SizeBytes()),
 	}
 	var members map[string]*logstorepb.MemberCommand
 	var topics []*logstorepb.TopicState
 	n.fsm.withState(func(st *fsm.State) {
-		resp.Epoch = st.Epoch()
+		resp.Epoch = uint64(st.Epoch())
 		topics, resp.Consumers, members = st.Topics(), st.Consumers(), st.Members()
 	})
 	for _, t := range topics {
@@ -156,7 +157,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 	firsts := n.seg.TopicFirstOffsets()
 	for _, t := range resp.Topics {
 		first, retained := firsts[t.Topic]
-		t.FirstOffset = oldestOffset(first, retained, t.NextOffset)
+		t.FirstOffset = oldestOffset(uint64(first), retained, t.NextOffset)
 	}
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
@@ -194,7 +195,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 	n := s.n
 	s.n.metrics.readStreams.Inc()
 	defer s.n.metrics.readStreams.Dec()
-	if first := n.seg.FirstLSN(); from < first && from <= n.fsm.head.Load() {
+	if first := uint64(n.seg.FirstLSN()); from < first && from <= n.fsm.head.Load() {
 		return belowRetention(from, first)
 	}
 	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
@@ -219,7 +220,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 		}
 		var batch []*logstorepb.Transaction
 		bytes, through := 0, from-1
-		err := n.seg.Read(from, end, func(txn *logstorepb.Transaction) (bool, error) {
+		err := n.seg.Read(types.LSN(from), types.LSN(end), func(txn *logstorepb.Transaction) (bool, error) {
 			through = txn.Lsn
 			if txn = filterTxn(txn, topics); txn != nil {
 				batch = append(batch, txn)
@@ -228,7 +229,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 			return bytes < n.cfg.ReadBatchBytes, nil
 		})
 		if errors.Is(err, segment.ErrBelowRetention) {
-			return belowRetention(from, n.seg.FirstLSN())
+			return belowRetention(from, uint64(n.seg.FirstLSN()))
 		}
 		if err != nil {
 			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
@@ -302,20 +303,20 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 	// The topic's next offset, read before the lookup: the segment log holds
 	// every offset below it unless retention removed it.
 	var next uint64
-	n.fsm.withState(func(st *fsm.State) { next = st.NextOffset(req.Topic) })
+	n.fsm.withState(func(st *fsm.State) { next = uint64(st.NextOffset(req.Topic)) })
 	from := head + 1 // offset not written by head: every later message of the topic is above head
-	lsn, err := n.seg.TopicOffsetLSN(req.Topic, req.FromOffset)
+	lsn, err := n.seg.TopicOffsetLSN(req.Topic, types.Offset(req.FromOffset))
 	switch {
-	case err == nil && lsn <= head:
-		from = lsn
+	case err == nil && uint64(lsn) <= head:
+		from = uint64(lsn)
 	case errors.Is(err, segment.ErrBelowRetention),
 		errors.Is(err, segment.ErrNotFound) && req.FromOffset < next: // retention removed every message of the topic
 		first, retained := n.seg.TopicFirstOffset(req.Topic)
-		oldest := oldestOffset(first, retained, next)
+		oldest := oldestOffset(uint64(first), retained, next)
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
 			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
 			func(d *logstorepb.ErrorDetail) {
-				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, n.seg.FirstLSN(), oldest
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.FirstLSN()), oldest
 			})
 	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:

@@ -20,6 +20,7 @@ import (
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Snapshots (DESIGN.md §4): a snapshot is a directory, not a blob.
@@ -512,7 +513,7 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	if k, ok := sink.(*snapSink); ok {
-		m, err := s.f.log.Checkpoint(k.dataPath(), s.state.LastLsn)
+		m, err := s.f.log.Checkpoint(k.dataPath(), types.LSN(s.state.LastLsn))
 		if err != nil {
 			return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
 		}
@@ -524,7 +525,7 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	defer os.RemoveAll(stage)
-	m, err := s.f.log.Checkpoint(stage, s.state.LastLsn)
+	m, err := s.f.log.Checkpoint(stage, types.LSN(s.state.LastLsn))
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Retention and snapshots share the disk: a local snapshot hard-links the
@@ -24,7 +25,7 @@ import (
 // trimmed by a later retention run. Snapshots received from a leader as one
 // archive file are left as they are (reap removes them once newer local
 // snapshots exist).
-func (s *snapshotStore) trimBefore(lsn uint64) error {
+func (s *snapshotStore) trimBefore(lsn types.LSN) error {
 	metas, err := s.list()
 	if err != nil {
 		return err
@@ -40,7 +41,7 @@ func (s *snapshotStore) trimBefore(lsn uint64) error {
 	return errors.Join(errs...)
 }
 
-func (s *snapshotStore) trimOne(id string, lsn uint64) error {
+func (s *snapshotStore) trimOne(id string, lsn types.LSN) error {
 	dir := filepath.Join(s.dir, id)
 	b, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if errors.Is(err, os.ErrNotExist) {

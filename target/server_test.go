@@ -15,6 +15,7 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
 func TestHandshakeReportsDurableState(t *testing.T) {
@@ -334,7 +335,7 @@ func TestFencingUnderLoad(t *testing.T) {
 	if err := s2.Send(&targetpb.Delivery{Lsn: next, Slices: []*logstorepb.TxnSlice{{Topic: "e2", Messages: []*logstorepb.Message{{Value: []byte("e2")}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.WaitAck(ctxT(t), next); err != nil {
+	if err := s2.WaitAck(ctxT(t), types.LSN(next)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -347,7 +348,7 @@ func TestFencingUnderLoad(t *testing.T) {
 	}
 }
 
-func TestSameEpochNewerTermTakesOver(t *testing.T) {
+func TestSameEpochNewerSessionTakesOver(t *testing.T) {
 	e := newEnv(t, &targettest.MemStore{}, nil)
 	s1, _ := e.open(3, 1)
 	_, _ = e.open(3, 2)
@@ -373,7 +374,7 @@ func TestPermanentApplyError(t *testing.T) {
 			for _, sl := range d.Slices {
 				for _, m := range sl.Messages {
 					if string(m.Value) == "bad" {
-						return target.Permanent(d.Lsn, errors.New("not a mutation"))
+						return target.Permanent(types.LSN(d.Lsn), errors.New("not a mutation"))
 					}
 				}
 			}
@@ -424,7 +425,7 @@ func TestPermanentApplyError(t *testing.T) {
 	}
 
 	// The operator skips LSN 5: its data is dropped, its offsets advance.
-	e2 := newEnv(t, store, func(c *target.Config) { c.SkipLSNs = []uint64{5} })
+	e2 := newEnv(t, store, func(c *target.Config) { c.SkipLSNs = []types.LSN{5} })
 	s, _ = e2.open(1, 3)
 	if err := s.Send(bad, &targetpb.Delivery{Lsn: 5, Slices: []*logstorepb.TxnSlice{{Topic: "a", FirstOffset: 4, Messages: []*logstorepb.Message{{Value: []byte("bad")}}}}},
 		&targetpb.Delivery{Lsn: 6, Slices: []*logstorepb.TxnSlice{{Topic: "a", FirstOffset: 5, Messages: []*logstorepb.Message{{Value: []byte("6")}}}}}); err != nil {
@@ -584,7 +585,7 @@ func TestConfigValidate(t *testing.T) {
 		"no target id":   {Store: &targettest.MemStore{}},
 		"no store":       {TargetID: "x"},
 		"repeated topic": {TargetID: "x", Store: &targettest.MemStore{}, Topics: []string{"a", "a"}},
-		"skip lsn 0":     {TargetID: "x", Store: &targettest.MemStore{}, SkipLSNs: []uint64{0}},
+		"skip lsn 0":     {TargetID: "x", Store: &targettest.MemStore{}, SkipLSNs: []types.LSN{0}},
 		"negative bound": {TargetID: "x", Store: &targettest.MemStore{}, MaxGroupDeliveries: -1},
 	}
 	for name, cfg := range cases {

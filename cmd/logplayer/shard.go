@@ -64,7 +64,7 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	reg := serve.ProcessRegistry()
 	sh, err := shard.Open(shard.Config{
 		Dir:        c.dataDir,
-		ID:         c.id,
+		ID:         types.TargetID(c.id),
 		Topics:     c.topics.items,
 		SkipLSNs:   c.skipLSNs.lsns,
 		Logger:     s.log,

@@ -63,16 +63,16 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 }
 
 // LastLSN is the LSN of the last transaction applied.
-func (s *State) LastLSN() types.LSN { return s.lastLSN }
+func (s *State) LastLSN() types.LSN { return types.LSN(s.lastLSN) }
 
 // LastIndex is the Raft index of the last entry applied.
 func (s *State) LastIndex() uint64 { return s.lastIndex }
 
 // Epoch is the delivery epoch (the count of NextEpoch commands applied).
-func (s *State) Epoch() types.Epoch { return s.epoch }
+func (s *State) Epoch() types.Epoch { return types.Epoch(s.epoch) }
 
 // NextOffset is topic's next offset (0 for a topic never written).
-func (s *State) NextOffset(topic string) types.Offset { return s.topics[topic] }
+func (s *State) NextOffset(topic string) types.Offset { return types.Offset(s.topics[topic]) }
 
 // Topics returns every topic's next offset, sorted by topic.
 func (s *State) Topics() []*logstorepb.TopicState {
@@ -188,7 +188,7 @@ func (s *State) MinConsumerLSN() (types.LSN, bool) {
 			lowest, first = lsn, false
 		}
 	}
-	return lowest, !first
+	return types.LSN(lowest), !first
 }
 
 // deleteGroup removes every committed offset of group and returns how many

@@ -3,11 +3,13 @@ package segment
 import (
 	"fmt"
 	"testing"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // manifestOf builds a valid manifest of sealed segments of the given
 // sizes (records per segment) starting at lsn first, plus a last segment.
-func manifestOf(first uint64, counts ...uint64) Manifest {
+func manifestOf(first types.LSN, counts ...types.LSN) Manifest {
 	m := Manifest{FirstLSN: first}
 	next := first
 	for i, c := range counts {
@@ -28,8 +30,8 @@ func TestManifestTrimBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		lsn       uint64
-		wantFirst uint64
+		lsn       types.LSN
+		wantFirst types.LSN
 		dropped   int
 	}{
 		{1, 1, 0},
