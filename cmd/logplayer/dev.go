@@ -502,10 +502,11 @@ Press Ctrl-C to stop.
 // every target audited per apply (their stores are wrapped by the
 // Recorder) and the LogPlayer's lag in the progress line.
 func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
-	w := &workload{
-		cl: d.cl, shards: map[string]string{}, rec: d.rec, recorded: map[string][]string{},
-		duration: c.demo, catchUp: c.catchUp, timeout: defaultTimeout, clients: c.demoClients, seed: c.seed,
-		lag: func() map[string]uint64 {
+	shards := map[string]string{}
+	cfg := demo.SessionConfig{
+		Cluster: d.cl, Recorder: d.rec, Recorded: map[string][]string{},
+		Duration: c.demo, CatchUp: c.catchUp, Clients: c.demoClients, Seed: c.seed,
+		Lag: func() map[string]uint64 {
 			out := map[string]uint64{}
 			for _, t := range d.player.Targets() {
 				out[t.ID] = t.LagEntries
@@ -514,10 +515,10 @@ func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
 		},
 	}
 	for _, t := range d.targets {
-		w.recorded[t.id] = t.topics
+		cfg.Recorded[t.id] = t.topics
 		if t.id != eventsTarget {
-			w.shards[t.id] = t.addr
+			shards[t.id] = t.addr
 		}
 	}
-	return w.run(ctx, s)
+	return runDemo(ctx, s, shards, cfg)
 }
