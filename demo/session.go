@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -64,7 +65,8 @@ const checkReadMax = 2 * time.Minute
 // shards' states and the deliveries against the log read back. The report
 // says whether anything is missing or duplicated (Report.OK).
 //
-// Goroutines: one WatchApplied per shard until Session returns, and Run's.
+// Goroutines: Run's, and one WatchApplied per shard, which Session stops
+// and waits for before it returns.
 func Session(ctx context.Context, cfg SessionConfig) (*Report, error) {
 	if cfg.Recorder == nil {
 		cfg.Recorder = NewRecorder(nil)
@@ -77,9 +79,11 @@ func Session(ctx context.Context, cfg SessionConfig) (*Report, error) {
 	}
 	shards := cfg.Shards
 	wctx, stopWatch := context.WithCancel(ctx)
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
 	defer stopWatch()
 	for id, c := range shards {
-		go WatchApplied(wctx, cfg.Recorder, id, c)
+		watchers.Go(func() { WatchApplied(wctx, cfg.Recorder, id, c) })
 	}
 
 	after, err := head(ctx, cfg)
