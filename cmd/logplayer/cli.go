@@ -20,6 +20,7 @@ const (
 )
 
 // sys is what a command may touch of the outside world; tests pass their own.
+// The environment is the process's (ff reads it; tests use t.Setenv).
 type sys struct {
 	stdin  io.Reader
 	stdout io.Writer

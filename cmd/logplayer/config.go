@@ -90,7 +90,9 @@ func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 // layerSettings sets the flags the command line (already parsed into fs)
 // left unset from their environment variables and then, when withFile, from
-// the --config file, with ff.Parse.
+// the --config file, with ff.Parse. The command line is parsed before, by
+// the flag package, so that the repeatable and per-invocation flags can be
+// wrapped (settingValue) between the command line and the environment.
 func layerSettings(fs *flag.FlagSet, withFile bool) error {
 	fs.VisitAll(func(f *flag.Flag) {
 		_, multi := f.Value.(repeatable)
