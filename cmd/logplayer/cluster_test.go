@@ -31,8 +31,7 @@ func startTestDev(t *testing.T) *devCluster {
 // startTestDevIn starts the dev cluster on the data in dir.
 func startTestDevIn(t *testing.T, dir string) *devCluster {
 	t.Helper()
-	s := &sys{stderr: io.Discard, getenv: func(string) string { return "" },
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &sys{stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	d, err := startDev(ctx, s, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: dir})

@@ -36,7 +36,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 
 // dial returns a LogStore client; it connects lazily.
 func (c *clientFlags) dial(s *sys) (*client.Client, error) {
-	return client.New(client.Config{Addrs: c.addrs.addrs, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout)})
+	return client.New(client.Config{Addrs: c.addrs.items, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout)})
 }
 
 // leaderStatus asks the leader for its status within the timeout; what
@@ -67,7 +67,7 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 	code := status.Code(err)
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || code == codes.Unavailable || code == codes.DeadlineExceeded {
 		return fmt.Errorf("%s failed: cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
-			what, strings.Join(c.addrs.addrs, ","), c.timeout, err)
+			what, strings.Join(c.addrs.items, ","), c.timeout, err)
 	}
 	return fmt.Errorf("%s failed: %w", what, err)
 }

@@ -167,10 +167,11 @@ Press Ctrl-C to stop.
 // every target audited per apply (their stores are wrapped by the
 // Recorder) and the LogPlayer's lag in the progress line.
 func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
-	w := &workload{
-		cl: d.Client, shards: map[string]string{}, rec: d.Recorder, recorded: map[string][]string{},
-		duration: c.demo, catchUp: c.catchUp, timeout: defaultTimeout, clients: c.demoClients, seed: c.seed,
-		lag: func() map[string]uint64 {
+	shards := map[string]string{}
+	cfg := demo.SessionConfig{
+		Cluster: d.Client, Recorder: d.Recorder, Recorded: map[string][]string{},
+		Duration: c.demo, CatchUp: c.catchUp, Clients: c.demoClients, Seed: c.seed,
+		Lag: func() map[string]uint64 {
 			out := map[string]uint64{}
 			for _, t := range d.Player.Targets() {
 				out[t.ID] = t.LagEntries
@@ -179,10 +180,10 @@ func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
 		},
 	}
 	for _, t := range d.Targets {
-		w.recorded[t.ID] = t.Topics
+		cfg.Recorded[t.ID] = t.Topics
 		if t.ID != devcluster.EventsTarget {
-			w.shards[t.ID] = t.Addr()
+			shards[t.ID] = t.Addr()
 		}
 	}
-	return w.run(ctx, s)
+	return runDemo(ctx, s, shards, cfg)
 }

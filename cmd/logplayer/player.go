@@ -73,7 +73,7 @@ func (c *playerCmd) flags(fs *flag.FlagSet) {
 func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
 	cfg := logplayer.Config{
 		PlayerID:         c.id,
-		LogStore:         c.store.addrs,
+		LogStore:         c.store.items,
 		Targets:          c.targets.targets,
 		ProgressInterval: c.progressInterval,
 		ReportInterval:   c.reportInterval,
