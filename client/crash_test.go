@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
@@ -79,7 +80,7 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	progress := func(n int, what string) {
 		t.Helper()
 		from := acked()
-		logstoretest.WaitFor(t, 90*time.Second, what, func() bool { return acked() >= from+n })
+		testwait.For(t, 90*time.Second, what, func() bool { return acked() >= from+n })
 	}
 	progress(60, "appends before the crash")
 	for round := range rounds {
@@ -124,7 +125,7 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	var logs [][]*client.Transaction
 	for _, a := range addrs {
 		ncl := newClient(t, a)
-		logstoretest.WaitFor(t, 60*time.Second, "node "+a+" catches up", func() bool {
+		testwait.For(t, 60*time.Second, "node "+a+" catches up", func() bool {
 			s, err := ncl.Status(ctxT(t, 5*time.Second), a)
 			return err == nil && s.HeadLsn >= top
 		})

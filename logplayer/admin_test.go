@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
 )
@@ -66,7 +67,7 @@ func TestAdminAPI(t *testing.T) {
 
 	waitApplied(t, store, a, b)
 	var list *playerpb.ListTargetsResponse
-	waitFor(t, "both targets listed caught up", func() bool {
+	testwait.For(t, testwait.Max, "both targets listed caught up", func() bool {
 		list, err = admin.ListTargets(ctx, &playerpb.ListTargetsRequest{})
 		if err != nil {
 			t.Fatal(err)

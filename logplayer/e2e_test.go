@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -67,7 +68,7 @@ func startLogStore(t testing.TB) *lsCluster {
 			}
 		}
 	})
-	waitFor(t, "a LogStore leader", func() bool { return c.leader() >= 0 })
+	testwait.For(t, testwait.Max, "a LogStore leader", func() bool { return c.leader() >= 0 })
 	return c
 }
 
@@ -108,7 +109,7 @@ func (c *lsCluster) stop(i int) {
 
 func (c *lsCluster) restart(i int) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("node %d to restart", i), func() bool {
+	testwait.For(c.t, testwait.Max, fmt.Sprintf("node %d to restart", i), func() bool {
 		cfg := c.cfgs[i]
 		cfg.Registry = prometheus.NewRegistry()
 		n, err := logstore.NewNode(cfg)
@@ -183,7 +184,7 @@ func (p *producer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return p.n }
 func (p *producer) waitMore(t testing.TB, n int) {
 	t.Helper()
 	target := p.count() + n
-	waitFor(t, fmt.Sprintf("%d more appends", n), func() bool { return p.count() >= target })
+	testwait.For(t, testwait.Max, fmt.Sprintf("%d more appends", n), func() bool { return p.count() >= target })
 }
 
 func (p *producer) halt() { close(p.stop); p.wg.Wait() }
@@ -224,7 +225,7 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	// The LogStore node serving the main stream stops, and comes back.
 	var node int
-	waitFor(t, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
+	testwait.For(t, testwait.Max, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
 	ls.stop(node)
 	prod.waitMore(t, 60)
 	ls.restart(node)
@@ -238,7 +239,7 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	head := ls.head()
 	for _, tt := range targets {
-		waitFor(t, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
 	}
 	if pr2.p.Epoch() <= pr.p.Epoch() {
 		t.Errorf("epochs %d then %d", pr.p.Epoch(), pr2.p.Epoch())

@@ -20,13 +20,12 @@ import (
 
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/fetcher/fetchertest"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
 )
-
-var waitFor = targettest.WaitFor
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
@@ -142,18 +141,11 @@ func (tt *testTarget) start() {
 		tt.srv = srv
 	}
 	var lis net.Listener
-	var err error
-	deadline := time.Now().Add(targettest.WaitMax)
-	for {
-		// The old incarnation's port may linger briefly after a stop.
-		if lis, err = net.Listen("tcp", tt.addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
-		tt.t.Fatal(err)
-	}
+	// The old incarnation's port may linger briefly after a stop.
+	testwait.ForErr(tt.t, testwait.Max, "listening on "+tt.addr, func() (err error) {
+		lis, err = net.Listen("tcp", tt.addr)
+		return err
+	})
 	tt.addr = lis.Addr().String()
 	tt.gs = gs
 	go func() { _ = gs.Serve(lis) }()
@@ -506,7 +498,7 @@ func waitApplied(t testing.TB, store *fakeStore, targets ...*testTarget) {
 	t.Helper()
 	head := store.Head()
 	for _, tt := range targets {
-		waitFor(t, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
@@ -28,7 +29,7 @@ func TestDeliversToSubscribers(t *testing.T) {
 		store.Append(w.next()...)
 	}
 	waitApplied(t, store, targets...)
-	waitFor(t, "consumers reported", func() bool {
+	testwait.For(t, testwait.Max, "consumers reported", func() bool {
 		c := store.Consumers()
 		for _, tt := range targets {
 			if c[ConsumerName(tt.id)] != store.Head() {
@@ -96,7 +97,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 	}
 
 	// The LogStore node serving the main stream stops.
-	waitFor(t, "a node serving the main stream", func() bool { return store.serving() != nil })
+	testwait.For(t, testwait.Max, "a node serving the main stream", func() bool { return store.serving() != nil })
 	store.serving().Stop()
 	load(200)
 	waitApplied(t, store, targets...)
@@ -169,7 +170,7 @@ func TestSlowTargetRecovers(t *testing.T) {
 		store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte{byte(i)}}}})
 	}
 	waitApplied(t, store, fast)
-	waitFor(t, "slow target suspended", func() bool {
+	testwait.For(t, testwait.Max, "slow target suspended", func() bool {
 		return metricValue(t, pr.reg, "logplayer_target_slow_total", map[string]string{"target": "slow"}) >= 1
 	})
 	once.Do(func() { close(release) })
@@ -218,14 +219,14 @@ func TestAddRemoveTargets(t *testing.T) {
 		t.Fatalf("bad address: %v", err)
 	}
 	waitApplied(t, store, a, b)
-	waitFor(t, "b reported", func() bool { return store.Consumers()[ConsumerName("b")] == store.Head() })
+	testwait.For(t, testwait.Max, "b reported", func() bool { return store.Consumers()[ConsumerName("b")] == store.Head() })
 	if err := pr.p.RemoveTarget(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	if err := pr.p.RemoveTarget(context.Background(), "a"); !errors.Is(err, ErrUnknownTarget) {
 		t.Fatalf("second remove: %v", err)
 	}
-	waitFor(t, "the removed target to leave the retention floor", func() bool {
+	testwait.For(t, testwait.Max, "the removed target to leave the retention floor", func() bool {
 		_, ok := store.Consumers()[ConsumerName("a")]
 		return !ok
 	})
@@ -263,7 +264,7 @@ func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
 		store.Append(w.next()...)
 	}
 	waitApplied(t, store, good)
-	waitFor(t, "the shard blocked", func() bool {
+	testwait.For(t, testwait.Max, "the shard blocked", func() bool {
 		ts := pr.p.Targets()
 		return len(ts) == 2 && ts[1].ID == "shard-0" && ts[1].Blocked && !ts[1].Connected
 	})
@@ -319,7 +320,7 @@ func TestRecoveryBelowRetention(t *testing.T) {
 	waitApplied(t, store, other)
 	store.Truncate(40) // retention forced past the lost target's position
 	lost.start()
-	waitFor(t, "the lost target blocked", func() bool {
+	testwait.For(t, testwait.Max, "the lost target blocked", func() bool {
 		ts := pr.p.Targets()
 		return ts[0].ID == "lost" && ts[0].Blocked && strings.Contains(ts[0].LastError, "retention")
 	})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/dispatcher"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 )
@@ -168,21 +169,21 @@ func TestSenderWindow(t *testing.T) {
 	go func() { defer wg.Done(); r.receive(c, d, &acked) }()
 	signal(r.wake)
 
-	waitFor(t, "a full window", func() bool { n, _ := c.window(); return n == 3 })
+	testwait.For(t, testwait.Max, "a full window", func() bool { n, _ := c.window(); return n == 3 })
 	if n := len(stream.batches()); n != 3 {
 		t.Fatalf("%d batches sent with a window of 3", n)
 	}
 	stream.acks <- ackOf(4) // releases the first two batches (LSNs 1-2, 3-4)
-	waitFor(t, "the window refilled", func() bool { return len(stream.batches()) == 5 })
+	testwait.For(t, testwait.Max, "the window refilled", func() bool { return len(stream.batches()) == 5 })
 	stream.acks <- ackOf(10) // the window refills with three more (LSNs 11-16)
-	waitFor(t, "the window refilled again", func() bool { return len(stream.batches()) == 8 })
+	testwait.For(t, testwait.Max, "the window refilled again", func() bool { return len(stream.batches()) == 8 })
 	stream.acks <- ackOf(16)
-	waitFor(t, "everything sent", func() bool {
+	testwait.For(t, testwait.Max, "everything sent", func() bool {
 		b := stream.batches()
 		return len(b) == 10 && b[9].Deliveries[1].Lsn == 20
 	})
 	stream.acks <- ackOf(20)
-	waitFor(t, "an empty window", func() bool { n, _ := c.window(); return n == 0 })
+	testwait.For(t, testwait.Max, "an empty window", func() bool { n, _ := c.window(); return n == 0 })
 	var next uint64 = 1
 	for _, b := range stream.batches() {
 		if len(b.Deliveries) > 2 || b.DispatchedUnixNano != int64(b.Deliveries[0].Lsn) {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
@@ -56,7 +57,7 @@ func TestRetentionByteCap(t *testing.T) {
 	}
 	// Wait for a snapshot near the head (retention never passes it), then
 	// the cap forces deletion above the floor.
-	waitFor(t, 60*time.Second, "cap-forced retention", func() bool {
+	testwait.For(t, 60*time.Second, "cap-forced retention", func() bool {
 		if _, err := n.RunRetention(); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func TestRetentionByteCap(t *testing.T) {
 	if err := n.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "retention after the consumer acked", func() bool {
+	testwait.For(t, 60*time.Second, "retention after the consumer acked", func() bool {
 		_, err := n.RunRetention()
 		return err == nil && n.SegmentLog().FirstLSN() > first
 	})

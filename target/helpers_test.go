@@ -13,10 +13,7 @@ import (
 	"github.com/logplayer/logplayer/target/targettest"
 )
 
-var (
-	ctxT    = targettest.Context
-	waitFor = targettest.WaitFor
-)
+var ctxT = targettest.Context
 
 // wantRefusal checks err is a status with code c and ErrorDetail code ec.
 func wantRefusal(t *testing.T, err error, c codes.Code, ec logstorepb.ErrorCode) *logstorepb.ErrorDetail {

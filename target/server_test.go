@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
@@ -324,7 +325,7 @@ func TestFencingUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "epoch 1 applied something", func() bool { return len(store.Applied()) > 10 })
+	testwait.For(t, testwait.Max, "epoch 1 applied something", func() bool { return len(store.Applied()) > 10 })
 	s2, ack := e.open(2, 1)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -395,7 +396,7 @@ func TestPermanentApplyError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "3 batches queued", func() bool { return target.QueueLen(e.srv) == 3 })
+	testwait.For(t, testwait.Max, "3 batches queued", func() bool { return target.QueueLen(e.srv) == 3 })
 	close(release)
 	err := s.Wait(ctxT(t))
 	d := wantRefusal(t, err, codes.DataLoss, logstorepb.ErrorCode_APPLY_REJECTED)
@@ -518,7 +519,7 @@ func TestGroupCommit(t *testing.T) {
 			<-blocked
 		}
 	}
-	waitFor(t, "5 batches queued behind the slow Apply", func() bool { return target.QueueLen(e.srv) == 5 })
+	testwait.For(t, testwait.Max, "5 batches queued behind the slow Apply", func() bool { return target.QueueLen(e.srv) == 5 })
 	close(release)
 	if err := s.WaitAck(ctxT(t), 12); err != nil {
 		t.Fatal(err)

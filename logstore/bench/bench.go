@@ -37,6 +37,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -430,7 +431,7 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 		}
 		c.Nodes, c.regs = append(c.Nodes, n), append(c.regs, reg)
 	}
-	if err := waitUntil(60*time.Second, func() bool {
+	if err := testwait.Until(60*time.Second, "a LogStore leader", func() bool {
 		for _, n := range c.Nodes {
 			if n.IsLeader() {
 				return true
@@ -458,17 +459,6 @@ func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.Close()
 	}
-}
-
-func waitUntil(d time.Duration, cond func() bool) error {
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			return errors.New("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
 }
 
 // bareRaft is 3 hashicorp/raft instances with raft-boltdb, TCP transport
@@ -528,7 +518,7 @@ func startBareRaft(dir string, logger *slog.Logger) (*bareRaft, error) {
 			return nil, err
 		}
 	}
-	if err := waitUntil(60*time.Second, func() bool { return b.leader().State() == raft.Leader }); err != nil {
+	if err := testwait.Until(60*time.Second, "a bare raft leader", func() bool { return b.leader().State() == raft.Leader }); err != nil {
 		b.close()
 		return nil, fmt.Errorf("bench: bare raft has no leader: %w", err)
 	}

@@ -28,21 +28,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
-
-// WaitFor polls cond every few ms until it holds, failing t after d.
-func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // QuietLogger discards everything.
 func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -120,7 +109,7 @@ func (c *Cluster) Close() {
 // WaitLeader waits up to 60s for a leader and returns it.
 func (c *Cluster) WaitLeader() *logstore.Node {
 	var leader *logstore.Node
-	WaitFor(c.T, 60*time.Second, "a leader", func() bool {
+	testwait.For(c.T, 60*time.Second, "a leader", func() bool {
 		for _, n := range c.Nodes {
 			if n != nil && n.IsLeader() {
 				leader = n
@@ -144,7 +133,7 @@ func (c *Cluster) Stop(i int) {
 func (c *Cluster) Restart(i int) {
 	c.T.Helper()
 	var err error
-	WaitFor(c.T, 30*time.Second, "node restart", func() bool {
+	testwait.For(c.T, 30*time.Second, "node restart", func() bool {
 		c.Nodes[i], err = logstore.NewNode(c.Configs[i])
 		return err == nil // the old listeners' ports may linger a moment
 	})
