@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target/targettest"
@@ -59,7 +60,7 @@ func benchApply(b *testing.B, batch, inflight int) {
 	}
 	b.StopTimer()
 	slices.Sort(latencies)
-	ms := func(q float64) float64 { return float64(targettest.Quantile(latencies, q).Microseconds()) / 1000 }
+	ms := func(q float64) float64 { return float64(quantile.Of(latencies, q).Microseconds()) / 1000 }
 	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(ms(0.50), "p50-ack-ms")
 	b.ReportMetric(ms(0.99), "p99-ack-ms")

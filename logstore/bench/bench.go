@@ -36,6 +36,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/internal/raftlog"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
@@ -334,15 +335,9 @@ func measure(ctx context.Context, system string, clients int, cfg Config, op fun
 	}
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
-	slices.Sort(lats)
-	q := func(p float64) time.Duration {
-		if len(lats) == 0 {
-			return 0
-		}
-		return lats[min(len(lats)-1, int(p*float64(len(lats))))]
-	}
+	s := quantile.Summarize(lats)
 	return Row{System: system, Clients: clients, Txns: len(lats), Errors: errs,
-		TxPerSec: float64(len(lats)) / elapsed.Seconds(), P50: q(0.50), P99: q(0.99), P999: q(0.999)}
+		TxPerSec: float64(len(lats)) / elapsed.Seconds(), P50: s.P50, P99: s.P99, P999: s.P999}
 }
 
 // Cluster is 3 in-process LogStore nodes on loopback.
