@@ -153,6 +153,8 @@ func TestMetricsExposed(t *testing.T) {
 		"logstore_append_duration_seconds_bucket", "logstore_aggregation_batch_txns", "logstore_intake_queue_depth",
 		"logstore_raft_commit_duration_seconds", "logstore_apply_duration_seconds", "logstore_head_lsn",
 		"logstore_segment_bytes", "logstore_retention_forced_deletes_total",
+		"logstore_segment_seal_duration_seconds_count", "logstore_segment_truncated_bytes_total",
+		"logstore_segment_truncated_records_total",
 	} {
 		if !strings.Contains(string(all), name) {
 			t.Errorf("/metrics lacks %s", name)
