@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/fetcher"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -163,16 +164,7 @@ func next(t *testing.T, ch <-chan delivered) delivered {
 
 func stalls(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "logplayer_fetcher_main_stalls_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
+	return testmetric.Value(t, reg, "logplayer_fetcher_main_stalls_total", nil)
 }
 
 // A main stream silent for StallTimeout while another node holds the next

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
@@ -93,7 +94,7 @@ func TestAdminAPI(t *testing.T) {
 	if err != nil || len(list.Targets) != 1 || list.Targets[0].Config.Id != "b" {
 		t.Fatalf("after remove: %v %v", list, err)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_last_ack_lsn", map[string]string{"target": "a"}); got != 0 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_last_ack_lsn", map[string]string{"target": "a"}); got != 0 {
 		t.Errorf("removed target still has metrics: last ack %v", got)
 	}
 

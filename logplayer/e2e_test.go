@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -93,7 +94,7 @@ func (c *lsCluster) addrs() []string {
 // stream, when no recovery runs), or -1.
 func (c *lsCluster) mainStreamNode() int {
 	for i, n := range c.nodes {
-		if n != nil && metricValue(c.t, c.regs[i], "logstore_read_streams", nil) == 1 {
+		if n != nil && testmetric.Value(c.t, c.regs[i], "logstore_read_streams", nil) == 1 {
 			return i
 		}
 	}

@@ -251,39 +251,6 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// metricValue returns the value of the series name{labels} in reg (summed
-// over other labels), or 0.
-func metricValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				if label(m, k) != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
 // shardsAndRecorder starts shard-0, shard-1 and shard-2 (each owning its
 // topic) and a recording target "rec" subscribed to recTopics.
 func shardsAndRecorder(t testing.TB, recTopics ...string) []*testTarget {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
@@ -233,7 +234,7 @@ func TestMemoryBounded(t *testing.T) {
 		}
 		targets[i].checkNoBadRefusals(t)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": down.id}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": down.id}); got < 1 {
 		t.Errorf("the returning target recovered %v times", got)
 	}
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
@@ -41,7 +42,7 @@ func TestDeliversToSubscribers(t *testing.T) {
 	if pr.p.Epoch() != 1 {
 		t.Errorf("epoch %d, want 1", pr.p.Epoch())
 	}
-	if got := metricValue(t, pr.reg, "logplayer_delivery_duration_seconds", map[string]string{"target": "rec"}); got == 0 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_delivery_duration_seconds", map[string]string{"target": "rec"}); got == 0 {
 		t.Error("no delivery durations observed for rec")
 	}
 	head := float64(store.Head())
@@ -54,14 +55,14 @@ func TestDeliversToSubscribers(t *testing.T) {
 		"logplayer_target_lag_seconds":    0,
 		"logplayer_target_suspends_total": 0,
 	} {
-		if got := metricValue(t, pr.reg, name, map[string]string{"target": "shard-1"}); got != want {
+		if got := testmetric.Value(t, pr.reg, name, map[string]string{"target": "shard-1"}); got != want {
 			t.Errorf("%s{target=shard-1} = %v, want %v", name, got, want)
 		}
 	}
-	if got := metricValue(t, pr.reg, "logplayer_current_lsn", nil); got != head {
+	if got := testmetric.Value(t, pr.reg, "logplayer_current_lsn", nil); got != head {
 		t.Errorf("current lsn %v, want %v", got, head)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_epoch", nil); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_epoch", nil); got != 1 {
 		t.Errorf("epoch gauge %v", got)
 	}
 	pr.stop(t)
@@ -92,7 +93,7 @@ func TestFaultsUnderLoad(t *testing.T) {
 	s1.start()
 	load(100)
 	waitApplied(t, store, targets...)
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": "shard-1"}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": "shard-1"}); got < 1 {
 		t.Errorf("shard-1 recoveries = %v, want >= 1", got)
 	}
 
@@ -171,7 +172,7 @@ func TestSlowTargetRecovers(t *testing.T) {
 	}
 	waitApplied(t, store, fast)
 	testwait.For(t, testwait.Max, "slow target suspended", func() bool {
-		return metricValue(t, pr.reg, "logplayer_target_slow_total", map[string]string{"target": "slow"}) >= 1
+		return testmetric.Value(t, pr.reg, "logplayer_target_slow_total", map[string]string{"target": "slow"}) >= 1
 	})
 	once.Do(func() { close(release) })
 	waitApplied(t, store, slow)
@@ -190,7 +191,7 @@ func TestProgressMarkers(t *testing.T) {
 		store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte("x")}}})
 	}
 	waitApplied(t, store, busy, idle)
-	if got := metricValue(t, pr.reg, "logplayer_target_progress_entries_total", map[string]string{"target": "idle"}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_progress_entries_total", map[string]string{"target": "idle"}); got < 1 {
 		t.Errorf("progress entries = %v", got)
 	}
 	if n := len(idle.mem.Applied()); n == 0 {
@@ -271,7 +272,7 @@ func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
 	if got := bad.applied(); got != badLSN-1 {
 		t.Errorf("shard applied %d, want %d (just below the refused LSN)", got, badLSN-1)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_refusals_total", map[string]string{"target": "shard-0", "code": "APPLY_REJECTED"}); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_refusals_total", map[string]string{"target": "shard-0", "code": "APPLY_REJECTED"}); got != 1 {
 		t.Errorf("APPLY_REJECTED refusals = %v, want 1", got)
 	}
 	for range 50 { // traffic flows on; the blocked shard is not hammered
@@ -324,10 +325,10 @@ func TestRecoveryBelowRetention(t *testing.T) {
 		ts := pr.p.Targets()
 		return ts[0].ID == "lost" && ts[0].Blocked && strings.Contains(ts[0].LastError, "retention")
 	})
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_errors_total", map[string]string{"target": "lost", "reason": "below_retention"}); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_errors_total", map[string]string{"target": "lost", "reason": "below_retention"}); got != 1 {
 		t.Errorf("below_retention recovery errors = %v", got)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_blocked", map[string]string{"target": "lost"}); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_blocked", map[string]string{"target": "lost"}); got != 1 {
 		t.Errorf("blocked gauge = %v", got)
 	}
 	for range 10 {

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/logplayer/logplayer/dispatcher"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -27,9 +27,12 @@ func TestTickerProgressAndSaturation(t *testing.T) {
 		if _, err := d.Return("a", 0); err != nil {
 			t.Fatal(err)
 		}
+		reg := prometheus.NewRegistry()
 		p := &Player{cfg: Config{ProgressInterval: interval, Now: time.Now}, m: &metrics{
 			saturation: prometheus.NewGauge(prometheus.GaugeOpts{Name: "logplayer_dispatch_saturation"}),
 		}}
+		reg.MustRegister(p.m.saturation)
+		saturation := func() float64 { return testmetric.Value(t, reg, "logplayer_dispatch_saturation", nil) }
 		p.d.Store(d)
 		r := &runner{wake: make(chan struct{}, 1)}
 		p.runners.Store(&map[string]*runner{"a": r})
@@ -50,20 +53,26 @@ func TestTickerProgressAndSaturation(t *testing.T) {
 			s, _ := d.Stats("a")
 			return s.ProgressMarkers
 		}
-		time.Sleep(interval - time.Nanosecond)
-		synctest.Wait()
-		if markers() != 0 || len(r.wake) != 0 {
-			t.Fatalf("a marker before ProgressInterval (%d, wake %d)", markers(), len(r.wake))
+		// markerAt checks that the want-th marker comes exactly at
+		// start+at (not a nanosecond before) and wakes the sender.
+		markerAt := func(at time.Duration, want uint64) {
+			t.Helper()
+			time.Sleep(time.Until(start.Add(at)) - time.Nanosecond)
+			synctest.Wait()
+			if got := markers(); got != want-1 || len(r.wake) != 0 {
+				t.Fatalf("just before %v: %d markers (wake %d), want %d", at, got, len(r.wake), want-1)
+			}
+			time.Sleep(time.Nanosecond)
+			synctest.Wait()
+			if got := markers(); got != want || len(r.wake) != 1 {
+				t.Fatalf("at %v: %d markers (wake %d), want %d and the sender woken", at, got, len(r.wake), want)
+			}
+			<-r.wake
 		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
-		if markers() != 1 || len(r.wake) != 1 {
-			t.Fatalf("at ProgressInterval: %d markers, wake %d; want 1 and the sender woken", markers(), len(r.wake))
-		}
-		if got := gaugeValue(t, p.m.saturation); got != 0.25 {
+		markerAt(interval, 1)
+		if got := saturation(); got != 0.25 {
 			t.Fatalf("saturation %v, want 0.25", got)
 		}
-		<-r.wake
 		s, _ := d.Stats("a")
 		msgs, ok := d.NextBatchForTerm("a", s.Term, 10, 1<<20)
 		if !ok || len(msgs) != 1 || !msgs[0].IsProgress() || msgs[0].LSN != 1 || msgs[0].DispatchedUnixNano != start.Add(interval).UnixNano() {
@@ -81,27 +90,9 @@ func TestTickerProgressAndSaturation(t *testing.T) {
 			t.Fatalf("%d markers to a caught-up target", markers())
 		}
 		d.Dispatch(other(2), time.Now().UnixNano())
-		time.Sleep(800*time.Millisecond - time.Nanosecond)
-		synctest.Wait()
-		if markers() != 1 {
-			t.Fatal("a marker between two ticks")
-		}
-		time.Sleep(time.Nanosecond)
-		synctest.Wait()
-		if markers() != 2 || len(r.wake) != 1 {
-			t.Fatalf("at 3s: %d markers, wake %d; want 2 and woken", markers(), len(r.wake))
-		}
-		if got := gaugeValue(t, p.m.saturation); got != 0 {
+		markerAt(3*interval, 2)
+		if got := saturation(); got != 0 {
 			t.Fatalf("saturation %v over idle seconds, want 0", got)
 		}
 	})
-}
-
-func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/dispatcher"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
@@ -126,7 +127,7 @@ func TestBogusAckEndsStream(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, dispatcher.ErrBogusAck) {
 		t.Fatalf("cause %v, want ErrBogusAck", cause)
 	}
-	if got := metricValue(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_target_bogus_acks_total", nil); got != 1 {
+	if got := testmetric.Value(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_target_bogus_acks_total", nil); got != 1 {
 		t.Errorf("bogus acks = %v", got)
 	}
 	// The same for a message that is not an ack, and for a stream the
@@ -199,7 +200,7 @@ func TestSenderWindow(t *testing.T) {
 	if st, _ := d.Stats("x"); st.LastAck != 20 || st.InFlight != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if got := metricValue(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_delivery_duration_seconds", nil); got != 20 {
+	if got := testmetric.Value(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_delivery_duration_seconds", nil); got != 20 {
 		t.Errorf("%v delivery durations observed, want 20", got)
 	}
 	cancel(errSlow)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
@@ -43,18 +44,7 @@ func TestRetentionByteCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	forced := func() float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "logstore_retention_forced_deletes_total" {
-				return mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		return -1
-	}
+	forced := func() float64 { return testmetric.Value(t, reg, "logstore_retention_forced_deletes_total", nil) }
 	// Wait for a snapshot near the head (retention never passes it), then
 	// the cap forces deletion above the floor.
 	testwait.For(t, 60*time.Second, "cap-forced retention", func() bool {

@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -26,8 +26,10 @@ func TestSegmentMetricsMove(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newSegmentCollector(l, "n1"))
-	if s := sealSummary(t, reg); s.GetSampleCount() != 0 || s.GetSampleSum() != 0 {
-		t.Fatalf("seals before any append: %v", s)
+	const seal = "logstore_segment_seal_duration_seconds"
+	node := map[string]string{"node": "n1"}
+	if n, sum := testmetric.Value(t, reg, seal, node), testmetric.Sum(t, reg, seal, node); n != 0 || sum != 0 {
+		t.Fatalf("seals before any append: %v in %vs", n, sum)
 	}
 
 	// 200 transactions of ~200 bytes over 4 KB segments: several seals.
@@ -41,9 +43,9 @@ func TestSegmentMetricsMove(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := l.Stats()
-	s := sealSummary(t, reg)
-	if st.Seals < 5 || s.GetSampleCount() != st.Seals || s.GetSampleSum() <= 0 || s.GetSampleSum() != st.SealTime.Seconds() {
-		t.Fatalf("seal summary %v, stats %+v: want the stats' count (>= 5) and time", s, st)
+	n, sum := testmetric.Value(t, reg, seal, node), testmetric.Sum(t, reg, seal, node)
+	if st.Seals < 5 || n != float64(st.Seals) || sum <= 0 || sum != st.SealTime.Seconds() {
+		t.Fatalf("%v seals in %vs exported, stats %+v: want the stats' count (>= 5) and time", n, sum, st)
 	}
 
 	// Recovery drops the records after Raft index 150.
@@ -51,7 +53,7 @@ func TestSegmentMetricsMove(t *testing.T) {
 	if err != nil || dropped != 50 {
 		t.Fatalf("TruncateAfterRaftIndex: %d, %v", dropped, err)
 	}
-	if got := counterValue(t, reg, "logstore_segment_truncated_records_total"); got != 50 {
+	if got := testmetric.Value(t, reg, "logstore_segment_truncated_records_total", node); got != 50 {
 		t.Fatalf("truncated records %v, want 50", got)
 	}
 
@@ -77,37 +79,7 @@ func TestSegmentMetricsMove(t *testing.T) {
 	defer l.Close()
 	reg = prometheus.NewRegistry()
 	reg.MustRegister(newSegmentCollector(l, "n1"))
-	if got := counterValue(t, reg, "logstore_segment_truncated_bytes_total"); got != float64(len("torn record")) {
+	if got := testmetric.Value(t, reg, "logstore_segment_truncated_bytes_total", node); got != float64(len("torn record")) {
 		t.Fatalf("truncated bytes %v, want %d", got, len("torn record"))
 	}
-}
-
-// sealSummary gathers logstore_segment_seal_duration_seconds from reg.
-func sealSummary(t *testing.T, reg *prometheus.Registry) *dto.Summary {
-	t.Helper()
-	return family(t, reg, "logstore_segment_seal_duration_seconds").GetMetric()[0].GetSummary()
-}
-
-// counterValue gathers the counter name from reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	return family(t, reg, name).GetMetric()[0].GetCounter().GetValue()
-}
-
-func family(t *testing.T, reg *prometheus.Registry, name string) *dto.MetricFamily {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			if len(mf.GetMetric()) != 1 || mf.GetMetric()[0].GetLabel()[0].GetValue() != "n1" {
-				t.Fatalf("%s: %v, want one series with node=n1", name, mf)
-			}
-			return mf
-		}
-	}
-	t.Fatalf("no %s", name)
-	return nil
 }

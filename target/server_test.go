@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
@@ -170,23 +171,7 @@ func TestContinuityRefusals(t *testing.T) {
 // refusalCount reads target_refusals_total{reason} from reg (0 if absent).
 func refusalCount(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "target_refusals_total" {
-			continue
-		}
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return testmetric.Value(t, reg, "target_refusals_total", map[string]string{"reason": reason})
 }
 
 func TestProgressMarkersAdvanceAppliedLSN(t *testing.T) {
@@ -537,17 +522,7 @@ func TestGroupCommit(t *testing.T) {
 
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.Metric[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return uint64(testmetric.Value(t, reg, name, nil))
 }
 
 func TestCloseSendEndsWithOKAfterApplying(t *testing.T) {
