@@ -11,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
@@ -21,12 +22,18 @@ import (
 // acknowledged transactions, and each producer's transactions appear
 // exactly once, in sequence order, at the LSNs their results named.
 func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testProducersSurviveLeaderSIGKILL(t, backend) })
+	}
+}
+
+func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogStore) {
 	const producers = 4
 	rounds := 1
 	if *long {
 		rounds = 6
 	}
-	procs := logstoretest.NewProcCluster(t, 3)
+	procs := logstoretest.NewProcCluster(t, 3, backend)
 	var addrs []string
 	for _, p := range procs {
 		addrs = append(addrs, p.Spec.APIAddr)

@@ -112,7 +112,8 @@ type Peer struct {
 type Config struct {
 	// ID is this node's Raft server id (required).
 	ID string
-	// Dir holds raft.db, snapshots/ and segments/ (required).
+	// Dir holds the Raft log store (raft-wal/ or raft.db), snapshots/ and
+	// segments/ (required).
 	Dir string
 
 	// RaftAddr is the Raft TCP address to bind and advertise, unless
@@ -172,9 +173,11 @@ type Config struct {
 	MaxAppendEntries   int
 	// RaftTimeout bounds Raft transport I/O and membership changes.
 	RaftTimeout time.Duration
-	// NoSync turns off raft-boltdb's fsync. Only for tests that do not
-	// crash; never in production or benchmarks.
-	NoSync bool
+	// RaftLogStore selects the backend of Raft's log and stable store:
+	// RaftLogWAL (default) or RaftLogBoltDB. A data directory keeps the
+	// backend it was created with; NewNode refuses the other one
+	// (ErrRaftLogStoreMismatch).
+	RaftLogStore RaftLogStore
 }
 
 // ErrConfig wraps every configuration error.
@@ -205,6 +208,12 @@ func (c *Config) validate() error {
 	}
 	if c.APIAddr == "" && c.APIListener == nil {
 		return fmt.Errorf("%w: APIAddr or APIListener is required", ErrConfig)
+	}
+	if c.RaftLogStore == "" {
+		c.RaftLogStore = DefaultRaftLogStore
+	}
+	if !c.RaftLogStore.valid() {
+		return fmt.Errorf("%w: RaftLogStore %q: want %q or %q", ErrConfig, c.RaftLogStore, RaftLogWAL, RaftLogBoltDB)
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Bootstrap {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -23,7 +24,13 @@ func TestMain(m *testing.M) {
 // hold the same transactions in the same LSN order, offsets are dense, and
 // idempotent producers' sequences appear exactly once, in order.
 func TestCrashLeaderProcess(t *testing.T) {
-	procs := logstoretest.NewProcCluster(t, 3)
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testCrashLeaderProcess(t, backend) })
+	}
+}
+
+func testCrashLeaderProcess(t *testing.T, backend logstore.RaftLogStore) {
+	procs := logstoretest.NewProcCluster(t, 3, backend)
 	var addrs []string
 	for _, p := range procs {
 		addrs = append(addrs, p.Spec.APIAddr)

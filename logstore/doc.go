@@ -7,7 +7,7 @@
 //
 //	gRPC Append, or each request of an AppendBatch (batch.go)
 //	  ─ validate (validate.go) ─▶ aggregator intake (bounded)
-//	  ─▶ one Raft entry of many commands ─▶ raft-boltdb (fsync) + replication
+//	  ─▶ one Raft entry of many commands ─▶ Raft log store (raftstore.go: raft-wal or raft-boltdb; fsync) + replication
 //	  ─▶ fsm.Apply on every node: stateMachine.applyEntry (apply.go) appends
 //	     one CRC-framed record per txn to the segment log (AppendBatch: one
 //	     write call per entry; no fsync)
@@ -63,7 +63,7 @@
 //     (not even the producer's sequence); updates and removals of existing
 //     rows always apply. Rows leave by ReportConsumer with remove and by
 //     DeleteGroup (a command removing all of a group's offsets).
-//   - The apply path never fsyncs: raft-boltdb is the write-ahead log.
+//   - The apply path never fsyncs: the Raft log store is the write-ahead log.
 //   - Snapshots (snapshot.go) are directories: segment.Checkpoint hard-links
 //     sealed segments and copies the active prefix (fsynced), plus the FSM
 //     state. Raft's InstallSnapshot streams state, manifest and every

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -44,7 +43,7 @@ type Node struct {
 	seg       *segment.Log
 	snaps     *snapshotStore
 	fsm       *fsm
-	bolt      *raftboltdb.BoltStore
+	raftStore raftStore // Raft log + stable store (Config.RaftLogStore)
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 	agg       *aggregator
@@ -122,8 +121,9 @@ func NewNode(cfg Config) (*Node, error) {
 	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
 	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
 
-	if n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"), NoSync: cfg.NoSync}); err != nil {
-		return nil, fmt.Errorf("logstore: open raft.db: %w", err)
+	hl := raftlog.New(n.log, 0)
+	if n.raftStore, err = openRaftStore(cfg.Dir, cfg.RaftLogStore, hl.Named("raft-log")); err != nil {
+		return nil, err
 	}
 	raftLis := cfg.RaftListener
 	if raftLis == nil {
@@ -131,7 +131,6 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("logstore: raft listen: %w", err)
 		}
 	}
-	hl := raftlog.New(n.log, 0)
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: tcpStreamLayer{raftLis}, MaxPool: 3, Timeout: cfg.RaftTimeout, Logger: hl.Named("raft-net"),
 	})
@@ -145,17 +144,17 @@ func NewNode(cfg Config) (*Node, error) {
 	rc.NoSnapshotRestoreOnStart = true
 	rc.Logger = hl.Named("raft")
 	// Replication (leader) and apply (followers) read back the entries
-	// just stored; the cache serves them from memory instead of a bolt read
+	// just stored; the cache serves them from memory instead of a log store read
 	// and msgpack decode of the whole entry each time.
-	logs, err := raft.NewLogCache(raftLogCacheEntries, n.bolt)
+	logs, err := raft.NewLogCache(raftLogCacheEntries, n.raftStore)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: raft log cache: %w", err)
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, n.snaps, n.transport); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.raftStore, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}
 	if len(cfg.Bootstrap) > 0 {
-		has, err := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+		has, err := raft.HasExistingState(n.raftStore, n.raftStore, n.snaps)
 		if err != nil {
 			return nil, fmt.Errorf("logstore: %w", err)
 		}
@@ -356,8 +355,8 @@ func (n *Node) Close() error {
 
 func (n *Node) closeStores() error {
 	var errs []error
-	if n.bolt != nil {
-		errs = append(errs, n.bolt.Close())
+	if n.raftStore != nil {
+		errs = append(errs, n.raftStore.Close())
 	}
 	if n.seg != nil {
 		errs = append(errs, n.seg.Close())

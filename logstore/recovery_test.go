@@ -13,6 +13,7 @@ import (
 
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -48,7 +49,14 @@ func sameTxns(t testing.TB, a, b []*logstorepb.Transaction) {
 // plus replay; a new voter added after Raft compacted its log receives all
 // retained data and the state through InstallSnapshot.
 func TestSnapshotRestartAndJoin(t *testing.T) {
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testSnapshotRestartAndJoin(t, backend) })
+	}
+}
+
+func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	c := startCluster(t, 3, func(cfg *logstore.Config) {
+		cfg.RaftLogStore = backend
 		cfg.SegmentBytes = 4 << 10
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 16, 4, 50*time.Millisecond
 	})
@@ -147,7 +155,13 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 // TestTornTailReapplied cuts the active segment in the middle of a record;
 // the restarted node drops the torn tail and Raft re-applies it.
 func TestTornTailReapplied(t *testing.T) {
-	c := startCluster(t, 1, nil)
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testTornTailReapplied(t, backend) })
+	}
+}
+
+func testTornTailReapplied(t *testing.T, backend logstore.RaftLogStore) {
+	c := startCluster(t, 1, func(cfg *logstore.Config) { cfg.RaftLogStore = backend })
 	cl := newClient(t, c.addrs()...)
 	acks := appendLoad(t, cl, 4, 25, "torn")
 	top := maxLSN(acks)

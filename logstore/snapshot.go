@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -65,11 +66,26 @@ type snapMeta struct {
 }
 
 // snapshotStore is a raft.SnapshotStore of snapshot directories.
+//
+// A snapshot being streamed (Open, for InstallSnapshot to a follower) is
+// pinned until its reader is closed: the archive writer opens each segment
+// file only when it reaches it, so reap must not delete the directory
+// under it, however many newer snapshots are taken meanwhile (a lagging
+// follower or a new voter could otherwise never catch up under load:
+// every retry starts over from the newest snapshot and loses the race
+// again). A pinned snapshot beyond the newest retain is reaped when its
+// last reader closes.
 type snapshotStore struct {
 	dir    string
 	retain int
 	log    *slog.Logger
 	now    func() time.Time
+
+	mu struct {
+		sync.Mutex
+		pins    map[string]int      // snapshot id -> open readers
+		reaping map[string]struct{} // ids being removed: Open refuses them
+	}
 }
 
 var _ raft.SnapshotStore = (*snapshotStore)(nil)
@@ -89,7 +105,43 @@ func newSnapshotStore(dir string, retain int, log *slog.Logger, now func() time.
 			}
 		}
 	}
-	return &snapshotStore{dir: dir, retain: retain, log: log, now: now}, nil
+	s := &snapshotStore{dir: dir, retain: retain, log: log, now: now}
+	s.mu.pins, s.mu.reaping = map[string]int{}, map[string]struct{}{}
+	return s, nil
+}
+
+// pin marks snapshot id as being read; false if it is being reaped.
+func (s *snapshotStore) pin(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.mu.reaping[id]; ok {
+		return false
+	}
+	s.mu.pins[id]++
+	return true
+}
+
+// unpin releases one pin of id and reaps what is no longer needed.
+func (s *snapshotStore) unpin(id string) {
+	s.mu.Lock()
+	if s.mu.pins[id]--; s.mu.pins[id] <= 0 {
+		delete(s.mu.pins, id)
+	}
+	s.mu.Unlock()
+	s.reap()
+}
+
+// pinnedReader releases its snapshot's pin once, when closed.
+type pinnedReader struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *pinnedReader) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
 }
 
 // Create implements raft.SnapshotStore.
@@ -158,7 +210,20 @@ func (s *snapshotStore) readMeta(id string) (snapMeta, error) {
 }
 
 // Open implements raft.SnapshotStore: the archive stream of snapshot id.
+// The snapshot is pinned (never reaped) until the reader is closed.
 func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	if !s.pin(id) {
+		return nil, nil, fmt.Errorf("%w: snapshot %s is being removed", ErrSnapshot, id)
+	}
+	m, rc, err := s.open(id)
+	if err != nil {
+		s.unpin(id)
+		return nil, nil, err
+	}
+	return m, &pinnedReader{ReadCloser: rc, release: func() { s.unpin(id) }}, nil
+}
+
+func (s *snapshotStore) open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	m, err := s.readMeta(id)
 	if err != nil {
 		return nil, nil, err
@@ -195,18 +260,35 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	return &m.SnapshotMeta, pr, nil
 }
 
-// reap removes all but the newest retain snapshots.
+// reap removes all but the newest retain snapshots, except those pinned
+// by an open reader (their last Close reaps them).
 func (s *snapshotStore) reap() {
 	metas, err := s.list()
 	if err != nil {
 		s.log.Warn("listing snapshots to reap", "err", err)
 		return
 	}
+	var victims []string
+	s.mu.Lock()
 	for _, m := range metas[min(len(metas), s.retain):] {
-		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil {
-			s.log.Warn("reaping snapshot", "snapshot", m.ID, "err", err)
+		_, busy := s.mu.reaping[m.ID]
+		if s.mu.pins[m.ID] > 0 || busy {
+			continue
+		}
+		s.mu.reaping[m.ID] = struct{}{}
+		victims = append(victims, m.ID)
+	}
+	s.mu.Unlock()
+	for _, id := range victims { // outside the lock: Open of another id never waits on this I/O
+		if err := os.RemoveAll(filepath.Join(s.dir, id)); err != nil {
+			s.log.Warn("reaping snapshot", "snapshot", id, "err", err)
 		}
 	}
+	s.mu.Lock()
+	for _, id := range victims {
+		delete(s.mu.reaping, id)
+	}
+	s.mu.Unlock()
 }
 
 // archiveSize is the length of the archive stream.

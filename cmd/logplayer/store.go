@@ -17,7 +17,8 @@ func init() {
 		summary:  "run a LogStore node (one Raft voter of the replicated log)",
 		synopsis: "--id ID --data-dir DIR --raft-addr HOST:PORT --api-addr HOST:PORT [--peer ID=RAFT/API ...] [flags]",
 		about: `
-Runs one LogStore node: Raft (hashicorp/raft, raft-boltdb), the segment log and
+Runs one LogStore node: Raft (hashicorp/raft on raft-wal, or raft-boltdb with
+--raft-log-store boltdb), the segment log and
 the gRPC API (LogStore, Cluster, health, reflection) on --api-addr.
 
 A new cluster starts with every node given the same --peer list (each voter's
@@ -42,6 +43,7 @@ Stops gracefully on SIGINT or SIGTERM.`,
 
 type storeCmd struct {
 	id, dataDir       string
+	raftLogStore      string
 	raftAddr, apiAddr addrValue
 	metricsAddr       optAddrValue
 	peers             peerList
@@ -56,7 +58,9 @@ type storeCmd struct {
 
 func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.id, "id", "", "this node's Raft server `id`")
-	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for raft.db, snapshots and segments")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the Raft log, snapshots and segments")
+	fs.StringVar(&c.raftLogStore, "raft-log-store", string(logstore.DefaultRaftLogStore),
+		"Raft log `backend`: wal (hashicorp/raft-wal, one fsync per batch) or boltdb (raft-boltdb/v2); a data directory keeps the one it was created with")
 	fs.Var(&c.raftAddr, "raft-addr", "Raft TCP `address` to bind and advertise")
 	fs.Var(&c.apiAddr, "api-addr", "gRPC API `address` to serve")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
@@ -81,6 +85,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 	cfg := logstore.Config{
 		ID:                c.id,
 		Dir:               c.dataDir,
+		RaftLogStore:      logstore.RaftLogStore(c.raftLogStore),
 		RaftAddr:          c.raftAddr.addr,
 		APIAddr:           c.apiAddr.addr,
 		MetricsAddr:       c.metricsAddr.addr,

@@ -419,6 +419,11 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 			ID: p.ID, Dir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
 			RaftListener: rls[i], APIListener: als[i], Bootstrap: peers, Logger: logger,
 			Registry: reg,
+			// The bare-raft reference rows run on raft-boltdb: the
+			// LogStore runs on the same backend so the ratios compare
+			// like with like (rows on raft-wal, the node default, are
+			// issue 11's benchmark work).
+			RaftLogStore: logstore.RaftLogBoltDB,
 		})
 		if err != nil {
 			c.Close()

@@ -9,7 +9,7 @@
 //	cl, _ := client.New(client.Config{Addrs: c.Addrs()})
 //
 // Processes: call logstoretest.MaybeRunNode() first thing in TestMain, then
-// NewProcCluster(t, 3) / (*Proc).Kill / (*Proc).Start.
+// NewProcCluster(t, 3, backend) / (*Proc).Kill / (*Proc).Start.
 //
 // Goroutines: none of its own besides the nodes'.
 package logstoretest
@@ -160,7 +160,13 @@ type ProcSpec struct {
 	SegmentBytes      int64
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// RaftLogStore is the node's Raft log backend ("": the default).
+	RaftLogStore logstore.RaftLogStore
 }
+
+// RaftLogStores lists every supported Raft log backend, for crash tests
+// that must pass on each.
+var RaftLogStores = []logstore.RaftLogStore{logstore.RaftLogWAL, logstore.RaftLogBoltDB}
 
 // MaybeRunNode runs a node and exits when the process was started by
 // (*Proc).Start; otherwise it returns at once. Call it first in TestMain.
@@ -187,6 +193,7 @@ func runNode(spec string) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(logf, nil))
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
+	cfg.RaftLogStore = s.RaftLogStore
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}
@@ -219,9 +226,9 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// NewProcCluster starts n node processes bootstrapped together and kills
-// them at cleanup.
-func NewProcCluster(t testing.TB, n int) []*Proc {
+// NewProcCluster starts n node processes bootstrapped together on the
+// given Raft log backend and kills them at cleanup.
+func NewProcCluster(t testing.TB, n int, backend logstore.RaftLogStore) []*Proc {
 	base := t.TempDir()
 	var peers []logstore.Peer
 	for i := range n {
@@ -229,7 +236,7 @@ func NewProcCluster(t testing.TB, n int) []*Proc {
 	}
 	procs := make([]*Proc, n)
 	for i, p := range peers {
-		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers}}
+		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers, RaftLogStore: backend}}
 		procs[i].Start(t)
 	}
 	t.Cleanup(func() {
