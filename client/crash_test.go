@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
@@ -86,7 +87,7 @@ func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogSto
 	progress := func(n int, what string) {
 		t.Helper()
 		from := acked()
-		logstoretest.WaitFor(t, 90*time.Second, what, func() bool { return acked() >= from+n })
+		testwait.For(t, 90*time.Second, what, func() bool { return acked() >= from+n })
 	}
 	progress(60, "appends before the crash")
 	for round := range rounds {
@@ -131,7 +132,7 @@ func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogSto
 	var logs [][]*client.Transaction
 	for _, a := range addrs {
 		ncl := newClient(t, a)
-		logstoretest.WaitFor(t, 60*time.Second, "node "+a+" catches up", func() bool {
+		testwait.For(t, 60*time.Second, "node "+a+" catches up", func() bool {
 			s, err := ncl.Status(ctxT(t, 5*time.Second), a)
 			return err == nil && s.HeadLsn >= top
 		})

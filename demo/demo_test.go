@@ -294,22 +294,6 @@ func TestModelRejectsBrokenLog(t *testing.T) {
 	}
 }
 
-func TestQuantile(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 100; i++ {
-		ds = append(ds, time.Duration(101-i)*time.Millisecond)
-	}
-	if q := Quantile(ds, 0.5); q != 50*time.Millisecond {
-		t.Fatalf("p50 = %v", q)
-	}
-	if q := Quantile(ds, 0.99); q != 99*time.Millisecond {
-		t.Fatalf("p99 = %v", q)
-	}
-	if q := Quantile(nil, 0.5); q != 0 {
-		t.Fatalf("empty p50 = %v", q)
-	}
-}
-
 func TestRecordingEventStore(t *testing.T) {
 	f, _ := runFake(t, false)
 	m := buildModel(t, f.txns)

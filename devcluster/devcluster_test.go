@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/devcluster"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
@@ -36,7 +37,7 @@ func TestStartDeliversAndStopReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logstoretest.WaitFor(t, 60*time.Second, "shard-1 acks the append", func() bool {
+	testwait.For(t, 60*time.Second, "shard-1 acks the append", func() bool {
 		for _, ts := range c.Player.Targets() {
 			if ts.ID == "shard-1" && ts.LastAck >= types.LSN(resp.Lsn) {
 				return true

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
 )
@@ -67,7 +69,7 @@ func TestAdminAPI(t *testing.T) {
 
 	waitApplied(t, store, a, b)
 	var list *playerpb.ListTargetsResponse
-	waitFor(t, "both targets listed caught up", func() bool {
+	testwait.For(t, testwait.Max, "both targets listed caught up", func() bool {
 		list, err = admin.ListTargets(ctx, &playerpb.ListTargetsRequest{})
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +95,7 @@ func TestAdminAPI(t *testing.T) {
 	if err != nil || len(list.Targets) != 1 || list.Targets[0].Config.Id != "b" {
 		t.Fatalf("after remove: %v %v", list, err)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_last_ack_lsn", map[string]string{"target": "a"}); got != 0 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_last_ack_lsn", map[string]string{"target": "a"}); got != 0 {
 		t.Errorf("removed target still has metrics: last ack %v", got)
 	}
 

@@ -15,6 +15,8 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -68,7 +70,7 @@ func startLogStore(t testing.TB) *lsCluster {
 			}
 		}
 	})
-	waitFor(t, "a LogStore leader", func() bool { return c.leader() >= 0 })
+	testwait.For(t, testwait.Max, "a LogStore leader", func() bool { return c.leader() >= 0 })
 	return c
 }
 
@@ -93,7 +95,7 @@ func (c *lsCluster) addrs() []string {
 // stream, when no recovery runs), or -1.
 func (c *lsCluster) mainStreamNode() int {
 	for i, n := range c.nodes {
-		if n != nil && metricValue(c.t, c.regs[i], "logstore_read_streams", nil) == 1 {
+		if n != nil && testmetric.Value(c.t, c.regs[i], "logstore_read_streams", nil) == 1 {
 			return i
 		}
 	}
@@ -115,7 +117,7 @@ func e2eServerOptions() []grpc.ServerOption {
 
 func (c *lsCluster) restart(i int) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("node %d to restart", i), func() bool {
+	testwait.For(c.t, testwait.Max, fmt.Sprintf("node %d to restart", i), func() bool {
 		cfg := c.cfgs[i]
 		cfg.Registry = prometheus.NewRegistry()
 		st, err := serve.StartStore(cfg, nil, "", cfg.Logger, e2eServerOptions()...)
@@ -190,7 +192,7 @@ func (p *producer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return p.n }
 func (p *producer) waitMore(t testing.TB, n int) {
 	t.Helper()
 	target := p.count() + n
-	waitFor(t, fmt.Sprintf("%d more appends", n), func() bool { return p.count() >= target })
+	testwait.For(t, testwait.Max, fmt.Sprintf("%d more appends", n), func() bool { return p.count() >= target })
 }
 
 func (p *producer) halt() { close(p.stop); p.wg.Wait() }
@@ -231,7 +233,7 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	// The LogStore node serving the main stream stops, and comes back.
 	var node int
-	waitFor(t, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
+	testwait.For(t, testwait.Max, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
 	ls.stop(node)
 	prod.waitMore(t, 60)
 	ls.restart(node)
@@ -245,7 +247,7 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	head := ls.head()
 	for _, tt := range targets {
-		waitFor(t, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
 	}
 	if pr2.p.Epoch() <= pr.p.Epoch() {
 		t.Errorf("epochs %d then %d", pr.p.Epoch(), pr2.p.Epoch())

@@ -20,14 +20,13 @@ import (
 
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/fetcher/fetchertest"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
 	"github.com/logplayer/logplayer/types"
 )
-
-var waitFor = targettest.WaitFor
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
@@ -143,18 +142,11 @@ func (tt *testTarget) start() {
 		tt.srv = srv
 	}
 	var lis net.Listener
-	var err error
-	deadline := time.Now().Add(targettest.WaitMax)
-	for {
-		// The old incarnation's port may linger briefly after a stop.
-		if lis, err = net.Listen("tcp", tt.addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
-		tt.t.Fatal(err)
-	}
+	// The old incarnation's port may linger briefly after a stop.
+	testwait.ForErr(tt.t, testwait.Max, "listening on "+tt.addr, func() (err error) {
+		lis, err = net.Listen("tcp", tt.addr)
+		return err
+	})
 	tt.addr = lis.Addr().String()
 	tt.gs = gs
 	go func() { _ = gs.Serve(lis) }()
@@ -258,39 +250,6 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
-}
-
-// metricValue returns the value of the series name{labels} in reg (summed
-// over other labels), or 0.
-func metricValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				if label(m, k) != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
 }
 
 // shardsAndRecorder starts shard-0, shard-1 and shard-2 (each owning its
@@ -487,7 +446,7 @@ func startPlayer(t testing.TB, store *fakeStore, targets []*testTarget, tweak fu
 	t.Cleanup(func() { r.stop(t) })
 	// AddTarget and the admin calls answer ErrNotRunning until Run marked
 	// the Player started: wait for that, so a test can call them at once.
-	waitFor(t, "Run to start", func() bool {
+	testwait.For(t, testwait.Max, "Run to start", func() bool {
 		p.admin.Lock()
 		defer p.admin.Unlock()
 		return p.admin.started
@@ -514,7 +473,7 @@ func waitApplied(t testing.TB, store *fakeStore, targets ...*testTarget) {
 	t.Helper()
 	head := store.Head()
 	for _, tt := range targets {
-		waitFor(t, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
 	}
 }
 

@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
-	"github.com/logplayer/logplayer/target/targettest"
 	"github.com/logplayer/logplayer/targetqueue"
 	"github.com/logplayer/logplayer/types"
 )
@@ -177,7 +177,7 @@ func TestMemoryBounded(t *testing.T) {
 	// Waits scale with the traffic: at least 1 MB/s even under -race.
 	waitLong := func(what string, cond func() bool) {
 		t.Helper()
-		logstoretest.WaitFor(t, targettest.WaitMax+time.Duration(trafficMB)*time.Second, what, cond)
+		testwait.For(t, testwait.Max+time.Duration(trafficMB)*time.Second, what, cond)
 	}
 	store := newFakeStore(t)
 	store.Generate(genTxn)
@@ -212,7 +212,7 @@ func TestMemoryBounded(t *testing.T) {
 		waitLong(fmt.Sprintf("%s to apply %d", targets[i].id, n), func() bool { lsn, _ := stores[i].digest(); return lsn >= n })
 	}
 	peakLive := heap.halt()
-	waitFor(t, "the live targets' acks reported", func() bool {
+	testwait.For(t, testwait.Max, "the live targets' acks reported", func() bool {
 		c := store.Consumers()
 		return c[ConsumerName("m0")] == n && c[ConsumerName("m1")] == n
 	})
@@ -235,7 +235,7 @@ func TestMemoryBounded(t *testing.T) {
 		}
 		targets[i].checkNoBadRefusals(t)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": down.id}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": down.id}); got < 1 {
 		t.Errorf("the returning target recovered %v times", got)
 	}
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }

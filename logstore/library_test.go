@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
@@ -30,7 +31,7 @@ func TestNodeDoesNotServeItsAPI(t *testing.T) {
 	if n.APIAddr() != api {
 		t.Fatalf("APIAddr %q, want the configured %q", n.APIAddr(), api)
 	}
-	waitFor(t, 30*time.Second, "a single voter leads", n.IsLeader)
+	testwait.For(t, 30*time.Second, "a single voter leads", n.IsLeader)
 	lis, err := net.Listen("tcp", api) // free: the node did not bind it
 	if err != nil {
 		t.Fatalf("the node bound its API address: %v", err)
@@ -84,7 +85,7 @@ func TestRaftStreamInjected(t *testing.T) {
 	if _, err := cl.Append(ctxT(t, 60*time.Second), txnReq("via-stream", "a")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "every node applied the append", func() bool {
+	testwait.For(t, 30*time.Second, "every node applied the append", func() bool {
 		for _, n := range nodes {
 			if n.HeadLSN() < 1 {
 				return false

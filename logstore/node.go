@@ -96,6 +96,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("logstore: open segment log: %w", err)
 	}
+	if err := cfg.Registry.Register(newSegmentCollector(n.seg, cfg.ID)); err != nil {
+		return nil, fmt.Errorf("logstore: metrics: %w", err)
+	}
 	if n.snaps, err = newSnapshotStore(filepath.Join(cfg.Dir, "snapshots"), cfg.SnapshotRetain, n.log, cfg.Now); err != nil {
 		return nil, err
 	}

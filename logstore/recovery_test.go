@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -75,8 +76,8 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	}
 	top := lastResp.Lsn
 	for i, n := range c.Nodes {
-		waitFor(t, 60*time.Second, "caught up", func() bool { return n.HeadLSN() >= top })
-		waitFor(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.Configs[i].Dir)) > 0 })
+		testwait.For(t, 60*time.Second, "caught up", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.Configs[i].Dir)) > 0 })
 	}
 	// Sealed segments in a snapshot are hard links of the log's files.
 	linked := false
@@ -113,7 +114,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 		t.Fatalf("offsets after restart = %v, %v", offs, err)
 	}
 	for _, n := range c.Nodes {
-		waitFor(t, 60*time.Second, "restarted node head", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "restarted node head", func() bool { return n.HeadLSN() >= top })
 		sameTxns(t, want, readAll(t, n.APIAddr(), top))
 	}
 
@@ -132,7 +133,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	if err := cl2.AddVoter(ctx, "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "new voter catches up", func() bool { return n3.HeadLSN() >= top })
+	testwait.For(t, 60*time.Second, "new voter catches up", func() bool { return n3.HeadLSN() >= top })
 	sameTxns(t, want, readAll(t, n3.APIAddr(), top))
 	if got := snapshotDirs(t, cfg.Dir); len(got) == 0 {
 		t.Fatal("the new voter received no snapshot (was the Raft log compacted?)")
@@ -141,7 +142,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	if err := cl2.TransferLeadership(ctx, "n3"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "n3 leads", n3.IsLeader)
+	testwait.For(t, 60*time.Second, "n3 leads", n3.IsLeader)
 	cl3 := newClient(t, cfg.APIAddr)
 	dup, err = cl3.Append(ctx, last)
 	if err != nil || !dup.Duplicate || dup.Lsn != lastResp.Lsn {
@@ -189,7 +190,7 @@ func testTornTailReapplied(t *testing.T, backend logstore.RaftLogStore) {
 	}
 	c.restart(0)
 	c.waitLeader()
-	waitFor(t, 60*time.Second, "re-applied", func() bool { return c.Nodes[0].HeadLSN() >= top })
+	testwait.For(t, 60*time.Second, "re-applied", func() bool { return c.Nodes[0].HeadLSN() >= top })
 	got := readAll(t, c.Nodes[0].APIAddr(), top)
 	sameTxns(t, want, got)
 	checkLog(t, got, acks)

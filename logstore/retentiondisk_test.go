@@ -13,8 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -86,16 +87,16 @@ func TestRetentionFreesDiskWhenIdle(t *testing.T) {
 	}
 	// Idle from here: the last snapshot covers (almost) everything, and
 	// no new one will be taken once Raft has nothing new to snapshot.
-	logstoretest.WaitFor(t, 30*time.Second, "snapshots of the load", func() bool {
+	testwait.For(t, 30*time.Second, "snapshots of the load", func() bool {
 		return len(logstore.SnapshotIDsForTest(n)) >= 2
 	})
 	dir := c.Configs[0].Dir
-	logstoretest.WaitFor(t, 60*time.Second, "segment data on disk under the budget", func() bool {
+	testwait.For(t, 60*time.Second, "segment data on disk under the budget", func() bool {
 		return segmentDataOnDisk(t, dir) <= budget+2*segBytes
 	})
 	onDisk := segmentDataOnDisk(t, dir)
-	logstoretest.WaitFor(t, 10*time.Second, "logstore_segment_bytes under the budget", func() bool {
-		got := gaugeValue(t, reg, "logstore_segment_bytes")
+	testwait.For(t, 10*time.Second, "logstore_segment_bytes under the budget", func() bool {
+		got := testmetric.Value(t, reg, "logstore_segment_bytes", nil)
 		return got > 0 && got <= budget && int64(got) <= segmentDataOnDisk(t, dir)
 	})
 	if first := n.SegmentLog().FirstLSN(); first <= 1 {
@@ -103,17 +104,3 @@ func TestRetentionFreesDiskWhenIdle(t *testing.T) {
 	}
 }
 
-// gaugeValue is the value of the gauge name in reg (-1 if absent).
-func gaugeValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return -1
-}

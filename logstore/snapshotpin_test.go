@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -40,7 +40,7 @@ func TestSnapshotStreamSurvivesNewerSnapshots(t *testing.T) {
 	// archive writer buffers (256 KiB), so most segment files are opened
 	// only after the reader resumes.
 	write("a", 750)
-	logstoretest.WaitFor(t, 30*time.Second, "a snapshot of the first load", func() bool {
+	testwait.For(t, 30*time.Second, "a snapshot of the first load", func() bool {
 		return len(logstore.SnapshotIDsForTest(n)) > 0
 	})
 	id, size, rc, err := logstore.OpenNewestSnapshotForTest(n)
@@ -55,7 +55,7 @@ func TestSnapshotStreamSurvivesNewerSnapshots(t *testing.T) {
 	// Two newer snapshots: id is no longer among the retained two.
 	before := logstore.SnapshotIDsForTest(n)
 	round := 0
-	logstoretest.WaitFor(t, 60*time.Second, "two snapshots newer than the open one", func() bool {
+	testwait.For(t, 60*time.Second, "two snapshots newer than the open one", func() bool {
 		newer := 0
 		for _, s := range logstore.SnapshotIDsForTest(n) {
 			if !slices.Contains(before, s) {
@@ -80,7 +80,7 @@ func TestSnapshotStreamSurvivesNewerSnapshots(t *testing.T) {
 	if err := rc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	logstoretest.WaitFor(t, 10*time.Second, "the closed snapshot reaped", func() bool {
+	testwait.For(t, 10*time.Second, "the closed snapshot reaped", func() bool {
 		return !slices.Contains(logstore.SnapshotIDsForTest(n), id)
 	})
 }

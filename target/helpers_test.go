@@ -14,10 +14,7 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-var (
-	ctxT    = targettest.Context
-	waitFor = targettest.WaitFor
-)
+var ctxT = targettest.Context
 
 // wantRefusal checks err is a status with code c and ErrorDetail code ec.
 func wantRefusal(t *testing.T, err error, c codes.Code, ec logstorepb.ErrorCode) *logstorepb.ErrorDetail {

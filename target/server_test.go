@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
@@ -170,23 +172,7 @@ func TestContinuityRefusals(t *testing.T) {
 // refusalCount reads target_refusals_total{reason} from reg (0 if absent).
 func refusalCount(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "target_refusals_total" {
-			continue
-		}
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return testmetric.Value(t, reg, "target_refusals_total", map[string]string{"reason": reason})
 }
 
 func TestProgressMarkersAdvanceAppliedLSN(t *testing.T) {
@@ -325,7 +311,7 @@ func TestFencingUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "epoch 1 applied something", func() bool { return len(store.Applied()) > 10 })
+	testwait.For(t, testwait.Max, "epoch 1 applied something", func() bool { return len(store.Applied()) > 10 })
 	s2, ack := e.open(2, 1)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -396,7 +382,7 @@ func TestPermanentApplyError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "3 batches queued", func() bool { return target.QueueLen(e.srv) == 3 })
+	testwait.For(t, testwait.Max, "3 batches queued", func() bool { return target.QueueLen(e.srv) == 3 })
 	close(release)
 	err := s.Wait(ctxT(t))
 	d := wantRefusal(t, err, codes.DataLoss, logstorepb.ErrorCode_APPLY_REJECTED)
@@ -519,7 +505,7 @@ func TestGroupCommit(t *testing.T) {
 			<-blocked
 		}
 	}
-	waitFor(t, "5 batches queued behind the slow Apply", func() bool { return target.QueueLen(e.srv) == 5 })
+	testwait.For(t, testwait.Max, "5 batches queued behind the slow Apply", func() bool { return target.QueueLen(e.srv) == 5 })
 	close(release)
 	if err := s.WaitAck(ctxT(t), 12); err != nil {
 		t.Fatal(err)
@@ -537,17 +523,7 @@ func TestGroupCommit(t *testing.T) {
 
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.Metric[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return uint64(testmetric.Value(t, reg, name, nil))
 }
 
 func TestCloseSendEndsWithOKAfterApplying(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -83,12 +83,6 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 	if err != nil || string(got.Value) != "v1" {
 		t.Fatalf("shard-1 k after restart: %v, %v", got, err)
 	}
-}
-
-// waitFor is logstoretest.WaitFor for a condition with no name.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	logstoretest.WaitFor(t, timeout, "condition", cond)
 }
 
 // closedAddr is a loopback address nothing listens on.
@@ -228,7 +222,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	}
 	// With the LogPlayer's targets: all four, none blocked, shard-0 and the
 	// events target acked the append (any JSON is an event).
-	waitFor(t, 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "status --player listing four targets", func() bool {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.AdminAddr(), "--json")
 		var st statusReport
 		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
@@ -327,7 +321,7 @@ func TestClusterMembership(t *testing.T) {
 		t.Fatalf("cluster add: exit %d, %q, %q", code, out, errOut)
 	}
 	// n4 learns the configuration from the leader.
-	waitFor(t, 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "n4 to see four voters", func() bool {
 		code, out, _ := runCLI(t, nil, "status", "--addr="+n4.APIAddr(), "--json")
 		return code == exitOK && strings.Count(out, `"voter":true`) == 4
 	})
@@ -341,7 +335,7 @@ func TestClusterMembership(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "transferred to "+target) {
 		t.Fatalf("cluster transfer: exit %d, %q, %q", code, out, errOut)
 	}
-	waitFor(t, 30*time.Second, func() bool { return leader() == target })
+	testwait.For(t, 30*time.Second, "leadership on "+target, func() bool { return leader() == target })
 
 	// Unknown ids: one line, exit 1, nothing changes.
 	code, _, errOut = runCLI(t, nil, "cluster", "remove", addr, "--id", "nosuch")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -34,7 +35,7 @@ func startStore(t *testing.T) (*serve.Store, *grpc.ClientConn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	logstoretest.WaitFor(t, 30*time.Second, "a leader", st.Node.IsLeader)
+	testwait.For(t, 30*time.Second, "a leader", st.Node.IsLeader)
 	cc, err := grpc.NewClient(st.Node.APIAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

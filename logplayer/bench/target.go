@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
@@ -263,16 +263,8 @@ func (r *recorder) stats(from, to int64) (player, apply Stats) {
 	return statsOf(p), statsOf(a)
 }
 
-// statsOf summarises d (sorting it).
+// statsOf summarises d (sorting it) by quantile.Summarize.
 func statsOf(d []time.Duration) Stats {
-	if len(d) == 0 {
-		return Stats{}
-	}
-	slices.Sort(d)
-	var sum time.Duration
-	for _, x := range d {
-		sum += x
-	}
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	return Stats{N: len(d), Avg: sum / time.Duration(len(d)), P50: q(0.50), P99: q(0.99)}
+	s := quantile.Summarize(d)
+	return Stats{N: s.N, Avg: s.Avg, P50: s.P50, P99: s.P99}
 }

@@ -34,21 +34,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
-
-// WaitFor polls cond every few ms until it holds, failing t after d.
-func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // QuietLogger discards everything.
 func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -134,7 +123,7 @@ func (c *Cluster) Close() {
 // WaitLeader waits up to 60s for a leader and returns it.
 func (c *Cluster) WaitLeader() *logstore.Node {
 	var leader *logstore.Node
-	WaitFor(c.T, 60*time.Second, "a leader", func() bool {
+	testwait.For(c.T, 60*time.Second, "a leader", func() bool {
 		for _, n := range c.Nodes {
 			if n != nil && n.IsLeader() {
 				leader = n
@@ -158,7 +147,7 @@ func (c *Cluster) Stop(i int) {
 // Restart opens node i again on its dir and addresses and serves it.
 func (c *Cluster) Restart(i int) {
 	c.T.Helper()
-	WaitFor(c.T, 30*time.Second, "node restart", func() bool {
+	testwait.For(c.T, 30*time.Second, "node restart", func() bool {
 		st, err := serve.StartStore(c.Configs[i], nil, "", c.Configs[i].Logger, c.ServerOptions...)
 		if err != nil {
 			return false // the old listeners' ports may linger a moment

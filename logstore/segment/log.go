@@ -135,9 +135,10 @@ type Log struct {
 	fileMu sync.Mutex
 
 	stats struct {
-		seals          atomic.Uint64
-		sealNanos      atomic.Int64
-		truncatedBytes atomic.Int64
+		seals            atomic.Uint64
+		sealNanos        atomic.Int64
+		truncatedBytes   atomic.Int64
+		truncatedRecords atomic.Uint64
 	}
 
 	mu struct {
@@ -484,6 +485,9 @@ type Stats struct {
 	// TruncatedBytes counts bytes of torn or corrupt tail that recovery
 	// dropped from the active segment (Open, TruncateAfterRaftIndex).
 	TruncatedBytes int64
+	// TruncatedRecords counts the whole records TruncateAfterRaftIndex
+	// dropped (the values it returned).
+	TruncatedRecords uint64
 }
 
 // Stats returns the log's current figures.
@@ -497,6 +501,7 @@ func (l *Log) Stats() Stats {
 	st.Seals = l.stats.seals.Load()
 	st.SealTime = time.Duration(l.stats.sealNanos.Load())
 	st.TruncatedBytes = l.stats.truncatedBytes.Load()
+	st.TruncatedRecords = l.stats.truncatedRecords.Load()
 	return st
 }
 

@@ -126,6 +126,7 @@ func (l *Log) TruncateAfterRaftIndex(idx uint64) (int, error) {
 		return 0, fmt.Errorf("%w: %s: records before lsn %d did not survive the copy (last %d)", ErrCorrupt, segFileName(s.base), cutLSN, lost)
 	}
 	l.setSegs(append(slices.Clone(segs[:k]), ns))
+	l.stats.truncatedRecords.Add(uint64(dropped))
 	l.log.Info("truncated after raft index", "raft_index", idx, "lsn", cutLSN-1, "dropped", dropped)
 	return dropped, nil
 }

@@ -256,6 +256,9 @@ func TestTruncateAfterRaftIndex(t *testing.T) {
 				}
 			}
 			check(l)
+			if st := l.Stats(); st.TruncatedRecords != uint64(len(want)-keep) {
+				t.Fatalf("Stats().TruncatedRecords = %d, dropped %d", st.TruncatedRecords, len(want)-keep)
+			}
 			// Raft applies the same entries again: the same records.
 			again := appendN(t, l, genAfter(keep), len(want)-keep)
 			sameTxns(t, again, want[keep:])
@@ -276,6 +279,9 @@ func TestTruncateAfterRaftIndex(t *testing.T) {
 			n, err := l.TruncateAfterRaftIndex(idx)
 			if err != nil || n != len(want)-keep {
 				t.Fatalf("second truncation dropped %d, %v", n, err)
+			}
+			if st := l.Stats(); st.TruncatedRecords != uint64(n) {
+				t.Fatalf("Stats().TruncatedRecords = %d after reopening and dropping %d", st.TruncatedRecords, n)
 			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)

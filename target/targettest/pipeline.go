@@ -49,11 +49,3 @@ func Pipeline(ctx context.Context, s *Sender, batches [][]*targetpb.Delivery, in
 	}
 	return latencies, time.Since(start), nil
 }
-
-// Quantile returns the q-quantile (0..1) of sorted durations.
-func Quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(q*float64(len(sorted)-1))]
-}
