@@ -99,7 +99,7 @@ func (s *memStream) Recv() (*logstorepb.ReadResponse, error) {
 			txn := &logstorepb.Transaction{Lsn: s.next, RaftIndex: s.next}
 			s.next++
 			s.n.mu.Unlock()
-			return &logstorepb.ReadResponse{Transactions: []*logstorepb.Transaction{txn}}, nil
+			return &logstorepb.ReadResponse{Transactions: []*logstorepb.Transaction{txn}, ReadThroughLsn: txn.Lsn}, nil
 		}
 		if s.n.mu.down {
 			s.n.mu.ends = append(s.n.mu.ends, time.Now())

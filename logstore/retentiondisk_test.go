@@ -103,4 +103,3 @@ func TestRetentionFreesDiskWhenIdle(t *testing.T) {
 		t.Fatalf("retention deleted nothing (first lsn %d, %d bytes on disk)", first, onDisk)
 	}
 }
-
