@@ -133,8 +133,8 @@ func TestRefusalsAreExplained(t *testing.T) {
 		},
 		{
 			name: "client certificate from another CA", server: &good, clientAuth: ClientAuthRequire,
-			dial:      []grpc.DialOption{dialTLS(t, ClientOptions{Files: Files{CAFile: p.caFile(), CertFile: strangerClient.CertFile, KeyFile: strangerClient.KeyFile}})},
-			reason:    ErrRefused, client: []string{"does not trust our certificate"},
+			dial:   []grpc.DialOption{dialTLS(t, ClientOptions{Files: Files{CAFile: p.caFile(), CertFile: strangerClient.CertFile, KeyFile: strangerClient.KeyFile}})},
+			reason: ErrRefused, client: []string{"does not trust our certificate"},
 			serverLog: "the certificate of client stranger at 127.0.0.1:",
 		},
 		{
@@ -293,8 +293,14 @@ func TestConfigRefusals(t *testing.T) {
 			return err
 		}(), "needs a CA file"},
 		{"client without CA", func() error { _, err := NewClientTLS(ClientOptions{}); return err }(), "needs a CA file"},
-		{"cert without key", func() error { _, err := NewClientTLS(ClientOptions{Files: Files{CAFile: f.CAFile, CertFile: f.CertFile}}); return err }(), "go together"},
-		{"missing file", func() error { _, err := NewClientTLS(ClientOptions{Files: Files{CAFile: f.CAFile + ".nope"}}); return err }(), "no such file"},
+		{"cert without key", func() error {
+			_, err := NewClientTLS(ClientOptions{Files: Files{CAFile: f.CAFile, CertFile: f.CertFile}})
+			return err
+		}(), "go together"},
+		{"missing file", func() error {
+			_, err := NewClientTLS(ClientOptions{Files: Files{CAFile: f.CAFile + ".nope"}})
+			return err
+		}(), "no such file"},
 	} {
 		if tc.err == nil || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.name, tc.err, tc.want)
