@@ -14,6 +14,7 @@ import (
 const (
 	CACertFile = "ca.crt"
 	CAKeyFile  = "ca.key"
+	TokensFile = "tokens.jsonl"
 )
 
 // NodeSpec is a node certificate to issue: the node's name (its identity,
@@ -32,6 +33,10 @@ type BundleOptions struct {
 	// the identity they carry (producer-1, player, admin, …).
 	Nodes   []NodeSpec
 	Clients []string
+	// Tokens get a bearer token each: NAME.token (mode 0600, the token for
+	// the client) and a line appended to tokens.jsonl (its hash, for the
+	// servers' token file).
+	Tokens []string
 	// CAValidity, Validity: zero means DefaultCAValidity, DefaultCertValidity.
 	CAValidity time.Duration
 	Validity   time.Duration
@@ -49,8 +54,8 @@ func WriteBundle(opts BundleOptions) ([]string, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("certs: no directory")
 	}
-	if len(opts.Nodes) == 0 && len(opts.Clients) == 0 {
-		return nil, errors.New("certs: nothing to issue (name a node or a client)")
+	if len(opts.Nodes) == 0 && len(opts.Clients) == 0 && len(opts.Tokens) == 0 {
+		return nil, errors.New("certs: nothing to issue (name a node, a client or a token)")
 	}
 	seen := map[string]bool{"ca": true} // ca.crt, ca.key
 	check := func(name string) error {
@@ -73,10 +78,20 @@ func WriteBundle(opts BundleOptions) ([]string, error) {
 			return nil, err
 		}
 	}
+	tokenSeen := map[string]bool{}
+	for _, name := range opts.Tokens {
+		if !namePattern.MatchString(name) || tokenSeen[name] {
+			return nil, fmt.Errorf("certs: token name %q: want 1-64 characters of [A-Za-z0-9._-], once", name)
+		}
+		tokenSeen[name] = true
+	}
 	if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
 		return nil, err
 	}
 	var written []string
+	if len(opts.Nodes) == 0 && len(opts.Clients) == 0 {
+		return writeTokens(opts.Dir, opts.Tokens)
+	}
 	caCert, caKey := filepath.Join(opts.Dir, CACertFile), filepath.Join(opts.Dir, CAKeyFile)
 	ca, err := LoadKeyPair(caCert, caKey)
 	switch {
@@ -127,5 +142,42 @@ func WriteBundle(opts BundleOptions) ([]string, error) {
 			return written, err
 		}
 	}
-	return written, nil
+	tokens, err := writeTokens(opts.Dir, opts.Tokens)
+	return append(written, tokens...), err
+}
+
+// writeTokens makes a token per name: NAME.token, and its hash appended to
+// tokens.jsonl (an earlier line of the same identity stays valid until
+// removed by hand: rotation without a gap).
+func writeTokens(dir string, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	var written, lines []byte
+	var files []string
+	for _, name := range names {
+		tok, line, err := NewToken(name)
+		if err != nil {
+			return files, err
+		}
+		path := filepath.Join(dir, name+".token")
+		if err := writeAtomic(path, []byte(tok+"\n"), 0o600); err != nil {
+			return files, err
+		}
+		files = append(files, path)
+		lines = append(append(lines, line...), '\n')
+	}
+	path := filepath.Join(dir, TokensFile)
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return files, err
+	}
+	if len(old) > 0 && old[len(old)-1] != '\n' {
+		old = append(old, '\n')
+	}
+	written = append(old, lines...)
+	if err := writeAtomic(path, written, 0o600); err != nil {
+		return files, err
+	}
+	return append(files, path), nil
 }
