@@ -41,11 +41,11 @@ type denial struct {
 // (PERMISSION_DENIED), and TestMethodTableCoversProtos fails when a proto
 // gains a method this table lacks.
 var methods = map[string]rule{
-	logstorepb.LogStore_Append_FullMethodName:         {roles: []Role{RoleProducer, RoleConsumer}, check: checkAppend},
-	logstorepb.LogStore_AppendBatch_FullMethodName:    {roles: []Role{RoleProducer, RoleConsumer}, check: checkAppendBatch},
-	logstorepb.LogStore_Read_FullMethodName:           {roles: []Role{RolePlayer, RoleConsumer}, check: checkRead, filterRead: true},
-	logstorepb.LogStore_ReadTopic_FullMethodName:      {roles: []Role{RolePlayer, RoleConsumer}, check: checkReadTopic},
-	logstorepb.LogStore_FetchOffsets_FullMethodName:   {roles: []Role{RoleConsumer}, check: checkFetchOffsets},
+	logstorepb.LogStore_Append_FullMethodName:         {roles: []Role{RoleProducer, RoleConsumer}, check: checkOf(checkAppend)},
+	logstorepb.LogStore_AppendBatch_FullMethodName:    {roles: []Role{RoleProducer, RoleConsumer}, check: checkOf(checkAppendBatch)},
+	logstorepb.LogStore_Read_FullMethodName:           {roles: []Role{RolePlayer, RoleConsumer}, check: checkOf(checkRead), filterRead: true},
+	logstorepb.LogStore_ReadTopic_FullMethodName:      {roles: []Role{RolePlayer, RoleConsumer}, check: checkOf(checkReadTopic)},
+	logstorepb.LogStore_FetchOffsets_FullMethodName:   {roles: []Role{RoleConsumer}, check: checkOf(checkFetchOffsets)},
 	logstorepb.LogStore_DeleteGroup_FullMethodName:    {roles: []Role{RoleAdmin}},
 	logstorepb.LogStore_NextEpoch_FullMethodName:      {roles: []Role{RolePlayer}},
 	logstorepb.LogStore_ReportConsumer_FullMethodName: {roles: []Role{RolePlayer}},
@@ -73,6 +73,18 @@ var methods = map[string]rule{
 	reflectionalphapb.ServerReflection_ServerReflectionInfo_FullMethodName: {},
 }
 
+// checkOf adapts a check of one request type to a rule's check; another
+// type (impossible: gRPC decoded the method's own type) is refused.
+func checkOf[T proto.Message](f func(g *grantSet, r T) *denial) func(*Authorizer, *grantSet, proto.Message) *denial {
+	return func(_ *Authorizer, g *grantSet, req proto.Message) *denial {
+		r, ok := req.(T)
+		if !ok {
+			return deny("", "", "unexpected request type %T", req)
+		}
+		return f(g, r)
+	}
+}
+
 func deny(topic, group, format string, args ...any) *denial {
 	return &denial{topic: topic, group: group, msg: fmt.Sprintf(format, args...)}
 }
@@ -81,15 +93,7 @@ func deny(topic, group, format string, args ...any) *denial {
 // commit and every group condition needs a consumer grant of the group
 // (read-process-write commits its offsets in the transaction it produces);
 // a plain condition needs the topic produced or read.
-func checkAppend(_ *Authorizer, g *grantSet, req proto.Message) *denial {
-	r, ok := req.(*logstorepb.AppendRequest)
-	if !ok {
-		return deny("", "", "unexpected request type %T", req)
-	}
-	return appendDenial(g, r)
-}
-
-func appendDenial(g *grantSet, r *logstorepb.AppendRequest) *denial {
+func checkAppend(g *grantSet, r *logstorepb.AppendRequest) *denial {
 	for _, s := range r.GetSlices() {
 		if !g.canProduce(s.GetTopic()) {
 			return deny(s.GetTopic(), "", "no producer grant for topic %q", s.GetTopic())
@@ -115,13 +119,9 @@ func appendDenial(g *grantSet, r *logstorepb.AppendRequest) *denial {
 
 // checkAppendBatch refuses the whole batch when any request would be
 // refused: nothing of it is written.
-func checkAppendBatch(_ *Authorizer, g *grantSet, req proto.Message) *denial {
-	r, ok := req.(*logstorepb.AppendBatchRequest)
-	if !ok {
-		return deny("", "", "unexpected request type %T", req)
-	}
+func checkAppendBatch(g *grantSet, r *logstorepb.AppendBatchRequest) *denial {
 	for i, ar := range r.GetRequests() {
-		if d := appendDenial(g, ar); d != nil {
+		if d := checkAppend(g, ar); d != nil {
 			d.msg = fmt.Sprintf("request %d: %s", i, d.msg)
 			return d
 		}
@@ -133,11 +133,7 @@ func checkAppendBatch(_ *Authorizer, g *grantSet, req proto.Message) *denial {
 // a consumer that may not read every topic still gets a stream: its
 // responses carry only the slices it may read (filterRead), and
 // read_through_lsn still reports how far it read.
-func checkRead(_ *Authorizer, g *grantSet, req proto.Message) *denial {
-	r, ok := req.(*logstorepb.ReadRequest)
-	if !ok {
-		return deny("", "", "unexpected request type %T", req)
-	}
+func checkRead(g *grantSet, r *logstorepb.ReadRequest) *denial {
 	for _, t := range r.GetTopics() {
 		if !g.canRead(t) {
 			return deny(t, "", "no consumer grant for topic %q", t)
@@ -146,22 +142,14 @@ func checkRead(_ *Authorizer, g *grantSet, req proto.Message) *denial {
 	return nil
 }
 
-func checkReadTopic(_ *Authorizer, g *grantSet, req proto.Message) *denial {
-	r, ok := req.(*logstorepb.ReadTopicRequest)
-	if !ok {
-		return deny("", "", "unexpected request type %T", req)
-	}
+func checkReadTopic(g *grantSet, r *logstorepb.ReadTopicRequest) *denial {
 	if !g.canRead(r.GetTopic()) {
 		return deny(r.GetTopic(), "", "no consumer grant for topic %q", r.GetTopic())
 	}
 	return nil
 }
 
-func checkFetchOffsets(_ *Authorizer, g *grantSet, req proto.Message) *denial {
-	r, ok := req.(*logstorepb.FetchOffsetsRequest)
-	if !ok {
-		return deny("", "", "unexpected request type %T", req)
-	}
+func checkFetchOffsets(g *grantSet, r *logstorepb.FetchOffsetsRequest) *denial {
 	if !g.canGroup(r.GetGroup()) {
 		return deny("", r.GetGroup(), "no consumer grant for group %q", r.GetGroup())
 	}

@@ -3,9 +3,7 @@ package security
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path"
 	"slices"
 )
@@ -173,16 +171,7 @@ type PolicyFile struct {
 // LoadPolicyFile reads path once (failing on any error) and re-reads it
 // when it changes; a bad edit keeps the previous policy and is logged.
 func LoadPolicyFile(path string, opts ReloadOptions) (*PolicyFile, error) {
-	if path == "" {
-		return nil, errors.New("policy: no file")
-	}
-	w, err := newWatched("policy", []string{path}, func() (*Policy, error) {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("policy: %w", err)
-		}
-		return ParsePolicy(data)
-	}, opts)
+	w, err := watchFile("policy", path, ParsePolicy, opts)
 	if err != nil {
 		return nil, err
 	}

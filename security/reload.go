@@ -141,6 +141,21 @@ func (w *watched[T]) get() T {
 	return v
 }
 
+// watchFile is a watched value parsed from one file.
+func watchFile[T any](what, path string, parse func([]byte) (T, error), opts ReloadOptions) (*watched[T], error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s: no file", what)
+	}
+	return newWatched(what, []string{path}, func() (T, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			var zero T
+			return zero, fmt.Errorf("%s: %w", what, err)
+		}
+		return parse(data)
+	}, opts)
+}
+
 // Reloader serves the current certificate and CA pool of a Files set,
 // re-read when the files change (see watched).
 type Reloader struct {

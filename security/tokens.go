@@ -109,16 +109,7 @@ type TokenFile struct {
 // LoadTokenFile reads path once (failing on any error) and re-reads it when
 // it changes; a bad edit keeps the previous tokens and is logged.
 func LoadTokenFile(path string, opts ReloadOptions) (*TokenFile, error) {
-	if path == "" {
-		return nil, errors.New("tokens: no file")
-	}
-	w, err := newWatched("tokens", []string{path}, func() (*Tokens, error) {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("tokens: %w", err)
-		}
-		return ParseTokens(data)
-	}, opts)
+	w, err := watchFile("tokens", path, ParseTokens, opts)
 	if err != nil {
 		return nil, err
 	}
