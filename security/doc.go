@@ -16,6 +16,7 @@
 //	policy.go       roles, grants with topic/group patterns, the policy file
 //	methods.go      the method table: a rule for every RPC of proto/*.proto; unknown methods are refused
 //	interceptor.go  Authorizer: unary and stream server interceptors (UNAUTHENTICATED, PERMISSION_DENIED via apierr)
+//	setup.go        GRPCServerOptions, GRPCDialOptions: everything from file names, for cmd/
 //	certgen.go      GenerateCA, IssueCert, LoadKeyPair (ECDSA P-256)
 //	bundle.go       WriteBundle: the CA and node/client certificates of `logplayer certs`
 //
