@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -39,6 +41,7 @@ func TestExportedMetrics(t *testing.T) {
 				problems = checkVariableQuery(e.expr, cat)
 			} else {
 				problems = checkExpr(expandGrafana(e.expr), cat)
+				problems = append(problems, checkTemplate(expandGrafana(e.expr), e.legend, legendRef, cat)...)
 			}
 			for _, p := range prefixed(e.where, problems) {
 				t.Errorf("%s: %s\n\texpr: %s", dashboardFile, p, e.expr)
@@ -53,7 +56,11 @@ func TestExportedMetrics(t *testing.T) {
 		for _, g := range loadRules(t).Groups {
 			for _, r := range g.Rules {
 				name := r.Alert + r.Record
-				for _, p := range checkExpr(r.Expr, cat) {
+				problems := checkExpr(r.Expr, cat)
+				for _, text := range slices.Sorted(maps.Values(r.Annotations)) {
+					problems = append(problems, checkTemplate(r.Expr, text, alertRef, cat)...)
+				}
+				for _, p := range problems {
 					t.Errorf("%s: group %s, rule %s: %s\n\texpr: %s", alertsFile, g.Name, name, p, r.Expr)
 				}
 			}
@@ -117,6 +124,37 @@ func TestCheckerRejects(t *testing.T) {
 	}
 }
 
+// TestTemplateRejects shows a legend or an alert text that names a label
+// the expression's result does not carry is reported, and the ones that do
+// are not.
+func TestTemplateRejects(t *testing.T) {
+	cat := catalog{
+		"logstore_head_lsn":                {typ: dto.MetricType_GAUGE, labels: map[string]bool{"node": true}},
+		"logstore_append_duration_seconds": {typ: dto.MetricType_HISTOGRAM, labels: map[string]bool{"node": true, "code": true}},
+	}
+	for _, c := range []struct {
+		expr, text string
+		ok         bool
+	}{
+		{`logstore_head_lsn`, `{{node}} {{instance}}`, true},
+		{`max by (node) (logstore_head_lsn)`, `{{ node }}`, true},
+		{`max(logstore_head_lsn)`, `{{node}}`, false},
+		{`histogram_quantile(0.99, sum by (le, code) (rate(logstore_append_duration_seconds_bucket[5m])))`, `{{code}}`, true},
+		{`histogram_quantile(0.99, sum by (le, code) (rate(logstore_append_duration_seconds_bucket[5m])))`, `{{le}}`, false},
+		{`scalar(max(logstore_head_lsn)) - logstore_head_lsn > 10`, `$labels.node`, true},
+		{`sum without (node) (logstore_head_lsn)`, `$labels.node`, false},
+		{`absent(logstore_head_lsn{node="a"})`, `$labels.job`, false},
+	} {
+		ref := legendRef
+		if c.text[0] == '$' {
+			ref = alertRef
+		}
+		if p := checkTemplate(c.expr, c.text, ref, cat); (len(p) == 0) != c.ok {
+			t.Errorf("%s with %s: problems %v, want ok=%v", c.expr, c.text, p, c.ok)
+		}
+	}
+}
+
 // TestPromlintRejects shows the lint subtest can fail: a counter without
 // _total and a gauge in milliseconds are both reported.
 func TestPromlintRejects(t *testing.T) {
@@ -145,6 +183,7 @@ func TestPromlintRejects(t *testing.T) {
 // dashExpr is one PromQL expression of the dashboard and where it is.
 type dashExpr struct {
 	where, expr string
+	legend      string
 	variable    bool // a templating variable's query
 }
 
@@ -170,8 +209,9 @@ type panel struct {
 		UID string `json:"uid"`
 	} `json:"datasource"`
 	Targets []struct {
-		Expr  string `json:"expr"`
-		RefID string `json:"refId"`
+		Expr         string `json:"expr"`
+		RefID        string `json:"refId"`
+		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
 	Panels []panel `json:"panels"` // a collapsed row's
 }
@@ -231,7 +271,7 @@ func dashboardExprs(t *testing.T) []dashExpr {
 				t.Errorf("%s: panel %q has no query", dashboardFile, p.Title)
 			}
 			for _, q := range p.Targets {
-				out = append(out, dashExpr{where: fmt.Sprintf("panel %q query %s", p.Title, q.RefID), expr: q.Expr})
+				out = append(out, dashExpr{where: fmt.Sprintf("panel %q query %s", p.Title, q.RefID), expr: q.Expr, legend: q.LegendFormat})
 			}
 		}
 	}

@@ -7,6 +7,8 @@
 // The package has no code of its own. Its tests keep the files honest: every
 // PromQL expression in the dashboard and the rules must parse and name only
 // metrics (and labels) that a LogStore node, a LogPlayer and a shard really
-// export, gathered from real components started in the test process; every
-// exported metric passes client_golang's promlint.
+// export, gathered from real components started in the test process; a
+// panel's legend and an alert's annotations may name only labels the
+// expression's result carries; every exported metric passes client_golang's
+// promlint.
 package deploy
