@@ -92,7 +92,8 @@ type Op struct {
 	// Read. From and To bound the range; ToHead says the read ended at the
 	// serving node's head (so Txns must reach the head at the
 	// linearization point: a read that misses a committed transaction is
-	// stale). Txns are the transactions returned, LSNs From, From+1, …
+	// stale; To is then that head, or 0). Txns are the transactions
+	// returned, LSNs From, From+1, …, To.
 	From, To uint64
 	ToHead   bool
 	Txns     []Txn
@@ -135,7 +136,8 @@ func (o *Op) validate() error {
 		if o.From == 0 {
 			return bad("read from lsn 0")
 		}
-		if !o.ToHead && (o.To < o.From || uint64(len(o.Txns)) != o.To-o.From+1) {
+		last := o.From + uint64(len(o.Txns)) - 1
+		if (!o.ToHead && (o.To < o.From || o.To != last)) || (o.ToHead && o.To != 0 && o.To != last) {
 			return bad("read [%d, %d] returned %d transactions", o.From, o.To, len(o.Txns))
 		}
 		for i := range o.Txns {

@@ -1,6 +1,7 @@
 package histcheck
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,6 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // seqLog hands out LSNs and offsets as a correct LogStore would, for
@@ -166,10 +173,32 @@ func TestMalformed(t *testing.T) {
 		"topic twice":         {Kind: KindAppend, ID: "a", Slices: []Slice{{Topic: "x", Messages: 1}, {Topic: "x", Messages: 1}}, Outcome: OK, LSN: 1},
 		"returns before call": {Kind: KindRead, Call: 5, Return: 1, From: 1, ToHead: true},
 		"short range":         {Kind: KindRead, From: 1, To: 2, Txns: []Txn{{LSN: 1, ID: "a"}}},
+		"head and range":      {Kind: KindRead, From: 1, To: 2, ToHead: true, Txns: []Txn{{LSN: 1, ID: "a"}}},
+		"lsns not in order":   {Kind: KindRead, From: 1, To: 2, Txns: []Txn{{LSN: 2, ID: "a"}, {LSN: 1, ID: "b"}}},
 		"no kind":             {},
 	} {
 		if _, err := CheckLinearizable([]Op{op}, LinearizableConfig{}); !errors.Is(err, ErrMalformedOp) {
 			t.Errorf("%s: %v, want ErrMalformedOp", name, err)
+		}
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want Outcome
+	}{
+		{nil, OK},
+		{apierr.New(logstorepb.ErrorCode_NOT_LEADER, "follower", nil), Failed},
+		{apierr.New(logstorepb.ErrorCode_QUEUE_FULL, "full", nil), Failed},
+		{apierr.New(logstorepb.ErrorCode_CONDITION_FAILED, "lost the race", nil), Failed},
+		{apierr.New(logstorepb.ErrorCode_TIMEOUT, "raft", nil), Unknown},
+		{apierr.Status(apierr.ErrUnknownOutcome), Unknown},
+		{status.Error(codes.Unavailable, "connection reset"), Unknown},
+		{context.DeadlineExceeded, Unknown},
+	} {
+		if got := OutcomeOf(c.err); got != c.want {
+			t.Errorf("OutcomeOf(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
