@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/keepalive"
 
@@ -53,6 +54,11 @@ const exportTimeout = 60 * time.Second
 func startProcesses(t *testing.T) []process {
 	t.Helper()
 	storeReg, playerReg, shardReg := prometheus.NewRegistry(), prometheus.NewRegistry(), prometheus.NewRegistry()
+	// Each role's registry also has the Go runtime and process collectors,
+	// as cmd/logplayer's processRegistry gives every role.
+	for _, reg := range []*prometheus.Registry{storeReg, playerReg, shardReg} {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	ls := logstoretest.Start(t, 1, func(c *logstore.Config) { c.Registry = storeReg })
 	ctx, cancel := context.WithCancel(context.Background())
 	// One cleanup stops everything in order: cancel, wait for the Run and
