@@ -249,10 +249,9 @@ func simulate(seed uint64, n, clients int, spread int64, unknownP float64) (ops 
 
 // TestLongHistory measures the checker on 20 000 operations of 8
 // overlapping clients: with 1% unknown outcomes resolved from the final
-// log, and with 0.1% left to the search (each unresolved Unknown that did
-// not take effect stays pending to the end, and the search grows with their
-// number: about 60 of them in 20 000 operations take seconds, see the
-// package doc); then the resolved history with one stale read.
+// log, and with 0.1% left to the search (unresolved, an Unknown stays
+// pending to the end and may be tried anywhere after its call; the package
+// doc has the figures); then the resolved history with one stale read.
 func TestLongHistory(t *testing.T) {
 	const n = 20000
 	ops, log := simulate(1, n, 8, 40, 0.01)

@@ -21,9 +21,24 @@ type entry struct {
 // the same LSN (then the second copies its prefix).
 type logBuf struct {
 	entries []*entry
-	// at maps an id to the LSNs where some state of this buffer put it;
-	// a state checks entries[lsn-1] before believing one.
-	at map[string][]uint64
+}
+
+// index maps an id to every LSN where some state of the check put it: a
+// superset that each state checks against its own entries before believing
+// it, so one index serves every logBuf of a check.
+type index map[string][]uint64
+
+func (ix index) add(id string, lsn uint64) {
+	if !slices.Contains(ix[id], lsn) {
+		ix[id] = append(ix[id], lsn)
+	}
+}
+
+// checkCtx is what every state of one check shares. Porcupine steps one
+// partition on one goroutine, and this model has one partition.
+type checkCtx struct {
+	at   index
+	made map[*Op]*entry // each op's entry, reused by the branches that put it at the same LSN
 }
 
 // topicNext is a topic's next offset in a state.
@@ -35,6 +50,7 @@ type topicNext struct {
 // logState is the model: an append-only log with dense LSNs and per-topic
 // offsets. Immutable once built (porcupine keeps old states).
 type logState struct {
+	ctx  *checkCtx
 	buf  *logBuf
 	head uint64      // LSN of the last transaction; entries[:head] are this state's
 	next []topicNext // sorted by topic; replaced, never modified
@@ -54,7 +70,7 @@ func (s *logState) nextOf(topic string) uint64 {
 
 // contains reports whether id is in the state's log, and where.
 func (s *logState) contains(id string) (uint64, bool) {
-	for _, lsn := range s.buf.at[id] {
+	for _, lsn := range s.ctx.at[id] {
 		if lsn <= s.head && s.buf.entries[lsn-1].id == id {
 			return lsn, true
 		}
@@ -70,17 +86,12 @@ func (s *logState) appended(e *entry) *logState {
 	switch {
 	case uint64(len(buf.entries)) == s.head:
 		buf.entries = append(buf.entries, e)
-		buf.at[e.id] = append(buf.at[e.id], lsn)
 	case buf.entries[s.head] == e:
 		// another branch already put this very transaction here
 	default:
-		buf = &logBuf{entries: slices.Clone(buf.entries[:s.head]), at: map[string][]uint64{}}
-		for i, old := range buf.entries {
-			buf.at[old.id] = append(buf.at[old.id], uint64(i)+1)
-		}
-		buf.entries = append(buf.entries, e)
-		buf.at[e.id] = append(buf.at[e.id], lsn)
+		buf = &logBuf{entries: append(slices.Clip(slices.Clone(buf.entries[:s.head])), e)}
 	}
+	s.ctx.at.add(e.id, lsn)
 	next := slices.Clone(s.next)
 	for _, sl := range e.slices {
 		i, ok := slices.BinarySearchFunc(next, sl.Topic, func(t topicNext, topic string) int { return strings.Compare(t.topic, topic) })
@@ -89,7 +100,7 @@ func (s *logState) appended(e *entry) *logState {
 		}
 		next[i].next = sl.FirstOffset + uint64(sl.Messages)
 	}
-	return &logState{buf: buf, head: lsn, next: next, fp: s.fp + mix(lsn, e.id)}
+	return &logState{ctx: s.ctx, buf: buf, head: lsn, next: next, fp: s.fp + mix(lsn, e.id)}
 }
 
 // mix hashes one (lsn, id) pair for the fingerprint (splitmix64 finaliser
@@ -108,7 +119,8 @@ func mix(lsn uint64, id string) uint64 {
 // entryOf is op's transaction placed at s's next LSN (the model's offsets).
 // Each op gets one entry, made once, so branches that place the same op at
 // the same LSN share it.
-func (s *logState) entryOf(op *Op, made map[*Op]*entry) *entry {
+func (s *logState) entryOf(op *Op) *entry {
+	made := s.ctx.made
 	if e := made[op]; e != nil && s.head < uint64(len(s.buf.entries)) && s.buf.entries[s.head] == e {
 		return e
 	}
@@ -126,7 +138,7 @@ func sameSlices(a, b []Slice) bool {
 }
 
 // step returns the states s can move to by op (none: op cannot happen in s).
-func (s *logState) step(op *Op, made map[*Op]*entry) []*logState {
+func (s *logState) step(op *Op) []*logState {
 	switch op.Kind {
 	case KindAppend:
 		lsn, in := s.contains(op.ID)
@@ -135,7 +147,7 @@ func (s *logState) step(op *Op, made map[*Op]*entry) []*logState {
 			if in {
 				return []*logState{s} // a retry the producer table absorbed
 			}
-			return []*logState{s, s.appended(s.entryOf(op, made))}
+			return []*logState{s, s.appended(s.entryOf(op))}
 		case op.Duplicate:
 			// answered from the producer table: the first attempt's result
 			if in && lsn == op.LSN && sameSlices(s.buf.entries[lsn-1].slices, op.Slices) {
@@ -145,7 +157,7 @@ func (s *logState) step(op *Op, made map[*Op]*entry) []*logState {
 		case in || op.LSN != s.head+1:
 			return nil
 		}
-		e := s.entryOf(op, made)
+		e := s.entryOf(op)
 		if !sameSlices(e.slices, op.Slices) {
 			return nil // offsets that do not follow on
 		}
@@ -166,16 +178,15 @@ func (s *logState) step(op *Op, made map[*Op]*entry) []*logState {
 	return nil
 }
 
-// model is the porcupine model of the log. made is shared by every step of
-// one check (porcupine runs them on one goroutine).
+// model is the porcupine model of the log, for one check.
 func model() porcupine.Model {
-	made := map[*Op]*entry{}
+	ctx := &checkCtx{at: index{}, made: map[*Op]*entry{}}
 	nm := porcupine.NondeterministicModel{
 		Init: func() []any {
-			return []any{&logState{buf: &logBuf{at: map[string][]uint64{}}}}
+			return []any{&logState{ctx: ctx, buf: &logBuf{}}}
 		},
 		Step: func(state, input, _ any) []any {
-			next := state.(*logState).step(input.(*Op), made)
+			next := state.(*logState).step(input.(*Op))
 			out := make([]any, len(next))
 			for i, n := range next {
 				out[i] = n
