@@ -156,7 +156,7 @@ func TestRealRun(t *testing.T) {
 	head := st.HeadLsn
 	logstoretest.WaitFor(t, realRunTimeout, "the shard to apply the head", func() bool {
 		ts := p.Targets()
-		return len(ts) == 1 && ts[0].LastAck >= head
+		return len(ts) == 1 && uint64(ts[0].LastAck) >= head
 	})
 	stopRun()
 	if err := errors.Join(<-ran, <-served); err != nil {
