@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/promql/parser"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -79,6 +80,72 @@ func TestExportedMetrics(t *testing.T) {
 			t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 		}
 	})
+}
+
+// Series the dashboard and the rules must keep using: what issue #17 asks
+// an operator to see and to be alerted on.
+var (
+	dashboardMust = []string{
+		"logstore_append_duration_seconds_bucket",      // append latency
+		"logstore_aggregation_batch_txns_sum",          // batch size
+		"logstore_raft_commit_duration_seconds_bucket", // Raft commit
+		"logstore_head_lsn",
+		"logplayer_target_state",
+		"logplayer_target_lag_entries",
+		"logplayer_target_lag_seconds",
+		"logplayer_target_returns_total",
+		"logplayer_delivery_duration_seconds_bucket",
+		"logplayer_target_last_ack_lsn", // the retention floor
+		"logstore_first_lsn",
+	}
+	rulesMust = []string{
+		"logplayer_target_blocked",
+		"logplayer_target_lag_seconds",
+		"logstore_is_leader",
+		"logstore_retention_forced_deletes_total",
+	}
+)
+
+// TestCoverage checks the dashboard and the rules still show and alert on
+// what they must.
+func TestCoverage(t *testing.T) {
+	used := func(exprs []string) map[string]bool {
+		out := map[string]bool{}
+		for _, e := range exprs {
+			parsed, err := promql.ParseExpr(expandGrafana(e))
+			if err != nil {
+				continue // TestExportedMetrics reports it
+			}
+			parser.Inspect(parsed, func(n parser.Node, _ []parser.Node) error {
+				if vs, ok := n.(*parser.VectorSelector); ok {
+					out[vs.Name] = true
+				}
+				return nil
+			})
+		}
+		return out
+	}
+	var dash, rules []string
+	for _, e := range dashboardExprs(t) {
+		if !e.variable {
+			dash = append(dash, e.expr)
+		}
+	}
+	for _, g := range loadRules(t).Groups {
+		for _, r := range g.Rules {
+			rules = append(rules, r.Expr)
+		}
+	}
+	for file, c := range map[string]struct {
+		exprs, must []string
+	}{dashboardFile: {dash, dashboardMust}, alertsFile: {rules, rulesMust}} {
+		u := used(c.exprs)
+		for _, m := range c.must {
+			if !u[m] {
+				t.Errorf("%s: no expression uses %s", file, m)
+			}
+		}
+	}
 }
 
 // TestCheckerRejects shows the checks can fail: each expression names a
