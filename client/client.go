@@ -54,6 +54,7 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Defaults for Config's zero fields.
@@ -300,12 +301,12 @@ func (c *Client) appendOn(ctx context.Context, cc *grpc.ClientConn, req *logstor
 // NextEpoch commits and returns a new LogPlayer epoch. Retried on unknown
 // outcomes too: a retry may skip an epoch, which keeps "higher than every
 // earlier one".
-func (c *Client) NextEpoch(ctx context.Context) (uint64, error) {
-	var epoch uint64
+func (c *Client) NextEpoch(ctx context.Context) (types.Epoch, error) {
+	var epoch types.Epoch
 	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		resp, err := logstorepb.NewLogStoreClient(cc).NextEpoch(ctx, &logstorepb.NextEpochRequest{})
 		if err == nil {
-			epoch = resp.Epoch
+			epoch = types.Epoch(resp.Epoch)
 		}
 		return err
 	})
@@ -314,9 +315,9 @@ func (c *Client) NextEpoch(ctx context.Context) (uint64, error) {
 
 // ReportConsumer records consumer's durable acked LSN (remove: drop it from
 // the retention floor).
-func (c *Client) ReportConsumer(ctx context.Context, consumer string, ackedLSN uint64, remove bool) error {
+func (c *Client) ReportConsumer(ctx context.Context, consumer string, ackedLSN types.LSN, remove bool) error {
 	return c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		_, err := logstorepb.NewLogStoreClient(cc).ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: ackedLSN, Remove: remove})
+		_, err := logstorepb.NewLogStoreClient(cc).ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: uint64(ackedLSN), Remove: remove})
 		return err
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/types"
 )
 
 // TestProducersSurviveLeaderSIGKILL: several Producers stream idempotent
@@ -115,7 +116,7 @@ func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogSto
 		return
 	}
 
-	var top uint64
+	var top types.LSN
 	total, dups := 0, 0
 	for _, rs := range results {
 		total += len(rs)
@@ -126,7 +127,7 @@ func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogSto
 			}
 		}
 	}
-	if top != uint64(total) {
+	if top != types.LSN(total) {
 		t.Fatalf("highest acknowledged lsn %d for %d acknowledged transactions", top, total)
 	}
 	var logs [][]*client.Transaction
@@ -134,10 +135,10 @@ func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogSto
 		ncl := newClient(t, a)
 		testwait.For(t, 60*time.Second, "node "+a+" catches up", func() bool {
 			s, err := ncl.Status(ctxT(t, 5*time.Second), a)
-			return err == nil && s.HeadLsn >= top
+			return err == nil && types.LSN(s.HeadLsn) >= top
 		})
 		s, err := ncl.Status(ctxT(t, 5*time.Second), a)
-		if err != nil || s.HeadLsn != top {
+		if err != nil || types.LSN(s.HeadLsn) != top {
 			t.Fatalf("node %s head %d, want %d: unacknowledged transactions in the log (%v)", a, s.GetHeadLsn(), top, err)
 		}
 		logs = append(logs, readLog(t, ncl, top))

@@ -15,6 +15,7 @@ import (
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/types"
 )
 
 // exampleCluster starts a fresh single-node cluster in this process and
@@ -230,8 +231,8 @@ func Example_readProcessWrite() {
 			out := strings.ToUpper(string(m.Message.Value))
 			_, err = p.Append(ctx, client.NewTxn().
 				Add("shouted", []byte(out)).
-				CommitOffset("upper", "words", m.Offset+1).
-				ExpectCommitted("upper", "words", m.Offset))
+				CommitOffset("upper", "words", types.Offset(m.Offset)+1).
+				ExpectCommitted("upper", "words", types.Offset(m.Offset)))
 			if errors.Is(err, client.ErrConditionFailed) {
 				return // someone else processed it: restart from the committed offset
 			}

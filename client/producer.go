@@ -14,6 +14,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Errors of a Producer. Match them with errors.Is; the typed errors
@@ -91,7 +92,7 @@ type ConditionError struct {
 	Group string
 	Topic string
 	// Actual is the topic's next offset, or the group's committed offset.
-	Actual uint64
+	Actual types.Offset
 	Err    error // the server's status
 }
 
@@ -282,7 +283,7 @@ func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, rese
 		return newResult(resp, req.Sequence), nil
 	case d.GetCode() == logstorepb.ErrorCode_CONDITION_FAILED:
 		p.pending, p.next = nil, req.Sequence+1
-		return nil, &ConditionError{Group: d.Group, Topic: d.Topic, Actual: d.ActualNextOffset, Err: err}
+		return nil, &ConditionError{Group: d.Group, Topic: d.Topic, Actual: types.Offset(d.ActualNextOffset), Err: err}
 	case d.GetCode() == logstorepb.ErrorCode_SEQUENCE_MISMATCH:
 		p.broken = &SequenceError{ProducerID: p.id, Sequence: req.Sequence, Expected: d.ExpectedSequence, InDoubt: maybeCommitted, Err: err}
 		return nil, p.broken

@@ -19,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // dropper is a gRPC server interceptor that lets Append (or AppendBatch)
@@ -70,7 +71,7 @@ func lossyCluster(t *testing.T, n int, d *dropper) *logstoretest.Cluster {
 }
 
 // readLog returns the transactions [1, to] through a Reader.
-func readLog(t testing.TB, cl *client.Client, to uint64) []*client.Transaction {
+func readLog(t testing.TB, cl *client.Client, to types.LSN) []*client.Transaction {
 	t.Helper()
 	if to == 0 {
 		return nil
@@ -95,23 +96,23 @@ func readLog(t testing.TB, cl *client.Client, to uint64) []*client.Transaction {
 }
 
 // leaderHead returns the leader's head LSN.
-func leaderHead(t testing.TB, cl *client.Client) uint64 {
+func leaderHead(t testing.TB, cl *client.Client) types.LSN {
 	t.Helper()
 	st, err := cl.LeaderStatus(ctxT(t, 30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st.HeadLsn
+	return types.LSN(st.HeadLsn)
 }
 
 // valuesIn returns value -> LSNs of every message of topic in txns.
-func valuesIn(txns []*client.Transaction, topic string) map[string][]uint64 {
-	out := map[string][]uint64{}
+func valuesIn(txns []*client.Transaction, topic string) map[string][]types.LSN {
+	out := map[string][]types.LSN{}
 	for _, txn := range txns {
 		for _, s := range txn.Slices {
 			if s.Topic == topic {
 				for _, m := range s.Messages {
-					out[string(m.Value)] = append(out[string(m.Value)], txn.Lsn)
+					out[string(m.Value)] = append(out[string(m.Value)], types.LSN(txn.Lsn))
 				}
 			}
 		}
@@ -183,7 +184,7 @@ func TestLostResponseExactlyOnce(t *testing.T) {
 		if len(o) != 1 || len(a) != 1 || o[0] != res.LSN || a[0] != res.LSN {
 			t.Fatalf("txn %d at lsns %v / %v, result lsn %d: want exactly once, atomically, at the result's lsn", i, o, a, res.LSN)
 		}
-		if res.Offsets["orders"] != uint64(i) {
+		if res.Offsets["orders"] != types.Offset(i) {
 			t.Fatalf("txn %d orders offset %d", i, res.Offsets["orders"])
 		}
 	}
@@ -300,7 +301,7 @@ func TestConditionalAppendRace(t *testing.T) {
 	cl := newClient(t, c.Addrs()...)
 	const writers, offsets = 6, 40
 	var mu sync.Mutex
-	won := map[uint64]string{}
+	won := map[types.Offset]string{}
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -308,7 +309,7 @@ func TestConditionalAppendRace(t *testing.T) {
 			defer wg.Done()
 			ctx := ctxT(t, 120*time.Second)
 			p := newProducer(t, cl, client.ProducerConfig{})
-			expected := uint64(0)
+			expected := types.Offset(0)
 			for attempt := 0; ; attempt++ {
 				mu.Lock()
 				done := len(won) >= offsets
@@ -349,12 +350,12 @@ func TestConditionalAppendRace(t *testing.T) {
 	}
 	defer r.Close()
 	ctx := ctxT(t, 60*time.Second)
-	for off := range uint64(len(won)) {
+	for off := range types.Offset(len(won)) {
 		m, err := r.Next(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Offset != off || string(m.Message.Value) != won[off] {
+		if types.Offset(m.Offset) != off || string(m.Message.Value) != won[off] {
 			t.Fatalf("offset %d holds %q (offset %d), winner %q", off, m.Message.Value, m.Offset, won[off])
 		}
 	}

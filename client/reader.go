@@ -9,6 +9,7 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Errors of the readers.
@@ -50,9 +51,9 @@ func belowRetention(err error) error {
 // ReaderConfig says what a Reader reads.
 type ReaderConfig struct {
 	// FromLSN is the first LSN to read (0 means 1).
-	FromLSN uint64
+	FromLSN types.LSN
 	// ToLSN is the last LSN to read; 0 follows the log forever.
-	ToLSN uint64
+	ToLSN types.LSN
 	// Topics keeps only these topics' slices (and offset commits);
 	// transactions with none of them are skipped. Empty: everything.
 	Topics []string
@@ -66,9 +67,9 @@ type Reader struct {
 	c       *Client
 	r       *storeconn.LogReader // reads from the LSN after buf
 	cfg     ReaderConfig
-	next    uint64 // the next LSN not yet returned or skipped
+	next    types.LSN // the next LSN not yet returned or skipped
 	buf     []*Transaction
-	through uint64 // read_through_lsn of the batch in buf
+	through types.LSN // read_through_lsn of the batch in buf
 }
 
 // NewReader returns a Reader; it connects on the first Next.
@@ -79,13 +80,13 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.ToLSN != 0 && cfg.ToLSN < cfg.FromLSN {
 		return nil, fmt.Errorf("client: reader ToLSN %d below FromLSN %d", cfg.ToLSN, cfg.FromLSN)
 	}
-	req := &logstorepb.ReadRequest{FromLsn: cfg.FromLSN, ToLsn: cfg.ToLSN, Topics: cfg.Topics}
+	req := &logstorepb.ReadRequest{FromLsn: uint64(cfg.FromLSN), ToLsn: uint64(cfg.ToLSN), Topics: cfg.Topics}
 	return &Reader{c: c, r: storeconn.NewLogReader(c.sc, readPolicy, req, nil), cfg: cfg, next: cfg.FromLSN}, nil
 }
 
 // Position returns the LSN the reader will read next: resume a new Reader
 // from it to continue where this one stopped.
-func (r *Reader) Position() uint64 { return r.next }
+func (r *Reader) Position() types.LSN { return r.next }
 
 // Next returns the next transaction. It waits at the head of the log for
 // new ones; it returns io.EOF after ToLSN, ErrBelowRetention when its
@@ -97,14 +98,14 @@ func (r *Reader) Next(ctx context.Context) (*Transaction, error) {
 		if err != nil {
 			return nil, belowRetention(r.c.continuityErr(err, r.r.Node()))
 		}
-		r.buf, r.through = resp.Transactions, resp.ReadThroughLsn
+		r.buf, r.through = resp.Transactions, types.LSN(resp.ReadThroughLsn)
 		if len(r.buf) == 0 {
 			r.next = r.through + 1
 		}
 	}
 	txn := r.buf[0]
 	r.buf = r.buf[1:]
-	r.next = txn.Lsn + 1
+	r.next = types.LSN(txn.Lsn) + 1
 	if len(r.buf) == 0 {
 		r.next = r.through + 1
 	}
@@ -118,7 +119,7 @@ func (r *Reader) Close() { r.r.Close() }
 type TopicReaderConfig struct {
 	Topic string
 	// FromOffset is the first offset to read.
-	FromOffset uint64
+	FromOffset types.Offset
 	// Limit stops the reader (io.EOF) after that many messages; 0 follows
 	// the topic forever.
 	Limit uint64
@@ -132,8 +133,8 @@ type TopicReader struct {
 	c    *Client
 	s    *storeconn.Stream[*logstorepb.ReadTopicResponse]
 	cfg  TopicReaderConfig
-	next uint64 // the next offset not yet returned
-	read uint64 // messages returned
+	next types.Offset // the next offset not yet returned
+	read uint64       // messages returned
 	buf  []*TopicMessage
 }
 
@@ -144,7 +145,7 @@ func (c *Client) NewTopicReader(cfg TopicReaderConfig) (*TopicReader, error) {
 	}
 	r := &TopicReader{c: c, cfg: cfg, next: cfg.FromOffset}
 	r.s = storeconn.NewStream(c.sc, readPolicy, func(ctx context.Context, _ int, ls logstorepb.LogStoreClient) (func() (*logstorepb.ReadTopicResponse, error), error) {
-		req := &logstorepb.ReadTopicRequest{Topic: r.cfg.Topic, FromOffset: r.next, Follow: true}
+		req := &logstorepb.ReadTopicRequest{Topic: r.cfg.Topic, FromOffset: uint64(r.next), Follow: true}
 		if r.cfg.Limit != 0 {
 			req.MaxMessages = r.cfg.Limit - r.read
 		}
@@ -154,7 +155,7 @@ func (c *Client) NewTopicReader(cfg TopicReaderConfig) (*TopicReader, error) {
 }
 
 // Position returns the offset the reader will read next.
-func (r *TopicReader) Position() uint64 { return r.next }
+func (r *TopicReader) Position() types.Offset { return r.next }
 
 // Next returns the topic's next message, waiting for it when the reader is
 // at the end. It returns io.EOF after Limit messages, ErrBelowRetention
@@ -175,7 +176,7 @@ func (r *TopicReader) Next(ctx context.Context) (*TopicMessage, error) {
 		}
 		want := r.next
 		for _, m := range resp.Messages {
-			if m.Offset != want {
+			if types.Offset(m.Offset) != want {
 				r.s.Close()
 				return nil, fmt.Errorf("%w: node %s sent topic %q offset %d, next is %d", ErrContinuity, r.c.addrOf(r.s.Node()), r.cfg.Topic, m.Offset, want)
 			}
@@ -188,7 +189,7 @@ func (r *TopicReader) Next(ctx context.Context) (*TopicMessage, error) {
 	}
 	m := r.buf[0]
 	r.buf = r.buf[1:]
-	r.next, r.read = m.Offset+1, r.read+1
+	r.next, r.read = types.Offset(m.Offset)+1, r.read+1
 	return m, nil
 }
 

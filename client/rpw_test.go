@@ -14,6 +14,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/types"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "seed of the randomized fault tests (0: from the clock)")
@@ -57,9 +58,9 @@ func rpwInstance(ctx context.Context, cl *client.Client, total uint64, rng *rand
 		return err
 	}
 	defer r.Close()
-	for from < total {
+	for from < types.Offset(total) {
 		txn := client.NewTxn()
-		n := min(uint64(1+rng.IntN(3)), total-from)
+		n := min(types.Offset(1+rng.IntN(3)), types.Offset(total)-from)
 		for range n {
 			m, err := r.Next(ctx)
 			if err != nil {
@@ -122,7 +123,7 @@ func TestReadProcessWriteExactlyOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if committed == total {
+		if committed == types.Offset(total) {
 			break
 		}
 		if instances.Load() > int64(20*total) {

@@ -12,6 +12,7 @@ import (
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // TestProducerStateSurvivesSnapshotRestart complements logstore's
@@ -29,7 +30,7 @@ func TestProducerStateSurvivesSnapshotRestart(t *testing.T) {
 	p := newProducer(t, cl, client.ProducerConfig{})
 	for i := range 20 {
 		txn := client.NewTxn().Add("out", []byte(fmt.Sprint(i))).
-			CommitOffset("g", "in", uint64(i+1)).ExpectCommitted("g", "in", uint64(i))
+			CommitOffset("g", "in", types.Offset(i+1)).ExpectCommitted("g", "in", types.Offset(i))
 		if _, err := p.Append(ctx, txn); err != nil {
 			t.Fatal(err)
 		}

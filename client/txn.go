@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Wire types the SDK hands out and takes as they are.
@@ -75,7 +76,7 @@ func (t *Txn) AddMessages(topic string, msgs ...*Message) *Txn {
 // event store's expected version); otherwise it fails alone with a
 // *ConditionError naming the actual next offset. Expecting the same topic
 // again replaces the earlier expectation.
-func (t *Txn) Expect(topic string, nextOffset uint64) *Txn {
+func (t *Txn) Expect(topic string, nextOffset types.Offset) *Txn {
 	return t.condition("", topic, nextOffset)
 }
 
@@ -84,18 +85,18 @@ func (t *Txn) Expect(topic string, nextOffset uint64) *Txn {
 // read-process-write consumer states the offset it resumed from, so that
 // a second instance of it, or one that was presumed dead, cannot commit the
 // same input twice.
-func (t *Txn) ExpectCommitted(group, topic string, offset uint64) *Txn {
+func (t *Txn) ExpectCommitted(group, topic string, offset types.Offset) *Txn {
 	return t.condition(group, topic, offset)
 }
 
-func (t *Txn) condition(group, topic string, offset uint64) *Txn {
+func (t *Txn) condition(group, topic string, offset types.Offset) *Txn {
 	for _, c := range t.conds {
 		if c.Group == group && c.Topic == topic {
-			c.ExpectedNextOffset = offset
+			c.ExpectedNextOffset = uint64(offset)
 			return t
 		}
 	}
-	t.conds = append(t.conds, &logstorepb.Condition{Group: group, Topic: topic, ExpectedNextOffset: offset})
+	t.conds = append(t.conds, &logstorepb.Condition{Group: group, Topic: topic, ExpectedNextOffset: uint64(offset)})
 	return t
 }
 
@@ -104,14 +105,14 @@ func (t *Txn) condition(group, topic string, offset uint64) *Txn {
 // its progress commit together (read-process-write exactly once). A
 // transaction may carry only offset commits. Committing the same group and
 // topic again replaces the earlier offset.
-func (t *Txn) CommitOffset(group, topic string, offset uint64) *Txn {
+func (t *Txn) CommitOffset(group, topic string, offset types.Offset) *Txn {
 	for _, oc := range t.commits {
 		if oc.Group == group && oc.Topic == topic {
-			oc.Offset = offset
+			oc.Offset = uint64(offset)
 			return t
 		}
 	}
-	t.commits = append(t.commits, &logstorepb.OffsetCommit{Group: group, Topic: topic, Offset: offset})
+	t.commits = append(t.commits, &logstorepb.OffsetCommit{Group: group, Topic: topic, Offset: uint64(offset)})
 	return t
 }
 
@@ -135,10 +136,10 @@ func (t *Txn) Request() *logstorepb.AppendRequest {
 // Result is the outcome of a committed transaction.
 type Result struct {
 	// LSN is the transaction's log sequence number.
-	LSN uint64
+	LSN types.LSN
 	// Offsets maps each topic the transaction wrote to the offset of its
 	// first message there (the slice holds offsets Offsets[t] ... + n-1).
-	Offsets map[string]uint64
+	Offsets map[string]types.Offset
 	// Sequence is the producer sequence that carried the transaction.
 	Sequence uint64
 	// Duplicate is true when a retry found the transaction already
@@ -147,9 +148,9 @@ type Result struct {
 }
 
 func newResult(resp *logstorepb.AppendResponse, seq uint64) *Result {
-	r := &Result{LSN: resp.Lsn, Offsets: make(map[string]uint64, len(resp.Slices)), Sequence: seq, Duplicate: resp.Duplicate}
+	r := &Result{LSN: types.LSN(resp.Lsn), Offsets: make(map[string]types.Offset, len(resp.Slices)), Sequence: seq, Duplicate: resp.Duplicate}
 	for _, s := range resp.Slices {
-		r.Offsets[s.Topic] = s.FirstOffset
+		r.Offsets[s.Topic] = types.Offset(s.FirstOffset)
 	}
 	return r
 }

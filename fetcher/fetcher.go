@@ -38,6 +38,7 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // ErrBelowRetention is returned (wrapped in a *BelowRetentionError) when the
@@ -49,8 +50,8 @@ var ErrNoNodes = errors.New("fetcher: no LogStore nodes configured")
 
 // BelowRetentionError says which LSN was wanted and the oldest one retained.
 type BelowRetentionError struct {
-	From   uint64 // first LSN the stream asked for
-	Oldest uint64 // oldest LSN the LogStore still holds
+	From   types.LSN // first LSN the stream asked for
+	Oldest types.LSN // oldest LSN the LogStore still holds
 }
 
 func (e *BelowRetentionError) Error() string {
@@ -189,14 +190,14 @@ func (f *Fetcher) unary(ctx context.Context, name string, p storeconn.Policy, ca
 
 // NextEpoch commits and returns a new LogPlayer epoch, higher than every
 // earlier one.
-func (f *Fetcher) NextEpoch(ctx context.Context) (uint64, error) {
-	var epoch uint64
+func (f *Fetcher) NextEpoch(ctx context.Context) (types.Epoch, error) {
+	var epoch types.Epoch
 	err := f.unary(ctx, "NextEpoch", leaderCallPolicy, func(ctx context.Context, c logstorepb.LogStoreClient) error {
 		resp, err := c.NextEpoch(ctx, &logstorepb.NextEpochRequest{})
 		if err != nil {
 			return err
 		}
-		epoch = resp.Epoch
+		epoch = types.Epoch(resp.Epoch)
 		return nil
 	})
 	if err == nil && epoch == 0 {
@@ -207,9 +208,9 @@ func (f *Fetcher) NextEpoch(ctx context.Context) (uint64, error) {
 
 // ReportConsumer records consumer's durable acked LSN in the LogStore (the
 // retention floor), or removes the consumer.
-func (f *Fetcher) ReportConsumer(ctx context.Context, consumer string, acked uint64, remove bool) error {
+func (f *Fetcher) ReportConsumer(ctx context.Context, consumer string, acked types.LSN, remove bool) error {
 	return f.unary(ctx, "ReportConsumer", leaderCallPolicy, func(ctx context.Context, c logstorepb.LogStoreClient) error {
-		_, err := c.ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: acked, Remove: remove})
+		_, err := c.ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: uint64(acked), Remove: remove})
 		return err
 	})
 }

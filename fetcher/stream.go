@@ -32,14 +32,14 @@ var (
 // the last LSN handed out. It returns only when ctx ends (ctx.Err()), when
 // handle returns an error (that error), or when the log no longer holds the
 // next LSN (a *BelowRetentionError).
-func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error {
+func (f *Fetcher) Follow(ctx context.Context, from types.LSN, handle Handler) error {
 	if from == 0 {
 		return errors.New("fetcher: Follow from lsn 0 (LSNs start at 1)")
 	}
 	var waiting atomic.Uint64 // the next LSN, for the stall watchdog's goroutine
-	waiting.Store(from)
-	r := storeconn.NewLogReader(f.sc, mainPolicy, &logstorepb.ReadRequest{FromLsn: from, MaxBatch: f.cfg.MaxBatch},
-		f.opener("main", waiting.Load))
+	waiting.Store(uint64(from))
+	r := storeconn.NewLogReader(f.sc, mainPolicy, &logstorepb.ReadRequest{FromLsn: uint64(from), MaxBatch: f.cfg.MaxBatch},
+		f.opener("main", func() types.LSN { return types.LSN(waiting.Load()) }))
 	defer r.Close()
 	for {
 		resp, err := r.Next(ctx)
@@ -72,7 +72,7 @@ func (f *Fetcher) streamErr(ctx context.Context, kind string, err error, from ty
 	}
 	if oldest, ok := apierr.BelowRetention(err); ok {
 		f.metrics.belowRetention.WithLabelValues(kind).Inc()
-		return &BelowRetentionError{From: uint64(from), Oldest: uint64(oldest)}
+		return &BelowRetentionError{From: from, Oldest: oldest}
 	}
 	return err
 }
@@ -84,7 +84,7 @@ var errStalled = errors.New("fetcher: main stream stalled while another node is 
 
 // opener opens the Read streams of one Follow or ReadRange: it counts
 // reopenings and, with want (the main stream), arms the stall watchdog.
-func (f *Fetcher) opener(kind string, want func() uint64) storeconn.LogOpener {
+func (f *Fetcher) opener(kind string, want func() types.LSN) storeconn.LogOpener {
 	opened := false
 	return func(ctx context.Context, node int, ls logstorepb.LogStoreClient, req *logstorepb.ReadRequest) (func() (*logstorepb.ReadResponse, error), error) {
 		if opened {
@@ -122,7 +122,7 @@ func (f *Fetcher) opener(kind string, want func() uint64) storeconn.LogOpener {
 // response) and another node's head reaches want(). It returns when the
 // stream's ctx ends.
 func (f *Fetcher) watchStall(ctx context.Context, cancel context.CancelCauseFunc, node int, last *atomic.Int64,
-	want func() uint64) {
+	want func() types.LSN) {
 	t := time.NewTicker(f.cfg.StallTimeout / 2)
 	defer t.Stop()
 	for {
@@ -135,7 +135,7 @@ func (f *Fetcher) watchStall(ctx context.Context, cancel context.CancelCauseFunc
 			continue
 		}
 		f.sc.Heads(ctx, node, func(i int, head types.LSN) bool {
-			if head < types.LSN(want()) {
+			if head < want() {
 				return false
 			}
 			f.metrics.stalls.Inc()
@@ -151,12 +151,12 @@ func (f *Fetcher) watchStall(ctx context.Context, cancel context.CancelCauseFunc
 // once everything through to has been read, handle's error if handle fails,
 // ctx.Err() when ctx ends, or a *BelowRetentionError when the LogStore no
 // longer holds after+1. Node failures are retried like Follow's.
-func (f *Fetcher) ReadRange(ctx context.Context, after, to uint64, topics []string, handle Handler) error {
+func (f *Fetcher) ReadRange(ctx context.Context, after, to types.LSN, topics []string, handle Handler) error {
 	if to <= after {
 		return nil
 	}
 	r := storeconn.NewLogReader(f.sc, recoveryPolicy,
-		&logstorepb.ReadRequest{FromLsn: after + 1, ToLsn: to, Topics: topics, MaxBatch: f.cfg.MaxBatch}, f.opener("recovery", nil))
+		&logstorepb.ReadRequest{FromLsn: uint64(after + 1), ToLsn: uint64(to), Topics: topics, MaxBatch: f.cfg.MaxBatch}, f.opener("recovery", nil))
 	defer r.Close()
 	for {
 		resp, err := r.Next(ctx)

@@ -132,7 +132,7 @@ func (c *lsCluster) restart(i int) {
 // head returns the leader's head LSN.
 func (c *lsCluster) head() uint64 {
 	if i := c.leader(); i >= 0 {
-		return c.nodes[i].HeadLSN()
+		return uint64(c.nodes[i].HeadLSN())
 	}
 	return 0
 }

@@ -193,7 +193,7 @@ func (p *Player) Run(ctx context.Context) error {
 	if err != nil {
 		return p.ended(ctx, fmt.Errorf("logplayer: new epoch: %w", err))
 	}
-	p.epoch.Store(epoch)
+	p.epoch.Store(uint64(epoch))
 	p.m.epoch.Set(float64(epoch))
 	p.log.Info("LogPlayer starting", "epoch", epoch, "targets", len(p.cfg.Targets))
 
@@ -212,7 +212,7 @@ func (p *Player) Run(ctx context.Context) error {
 		defer bg.Done()
 		p.reporter(ctx)
 	}()
-	err = p.fetch.Follow(ctx, uint64(start+1), p.dispatch)
+	err = p.fetch.Follow(ctx, start+1, p.dispatch)
 	return p.ended(ctx, err)
 }
 
@@ -431,7 +431,7 @@ func (p *Player) report(ctx context.Context, reported map[string]types.LSN) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), uint64(st.LastAck), false)
+		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), st.LastAck, false)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {

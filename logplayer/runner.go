@@ -357,7 +357,7 @@ func (r *runner) receive(c *conn, d *dispatcher.Dispatcher, gotAck *atomic.Bool)
 func (r *runner) recover(ctx context.Context, c *conn, d *dispatcher.Dispatcher, rec dispatcher.Recovery) {
 	log := r.p.log.With("target", r.cfg.ID, "term", rec.Term)
 	start := time.Now()
-	err := r.p.fetch.ReadRange(ctx, uint64(rec.From), uint64(rec.To), r.cfg.Topics, func(txn *logstorepb.Transaction) error {
+	err := r.p.fetch.ReadRange(ctx, rec.From, rec.To, r.cfg.Topics, func(txn *logstorepb.Transaction) error {
 		for {
 			switch res := d.PushCatchup(r.cfg.ID, rec.Term, txn, r.p.cfg.Now().UnixNano()); res {
 			case targetqueue.Pushed:

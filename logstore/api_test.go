@@ -389,7 +389,7 @@ func TestReadBelowRetentionAndBeyondHead(t *testing.T) {
 		t.Fatalf("read below retention: %v detail %v (first %d)", err, d, first)
 	}
 	// Beyond the head a read waits, then gets the txn when it commits.
-	head := n.HeadLSN()
+	head := uint64(n.HeadLSN())
 	got := make(chan *logstorepb.ReadResponse, 1)
 	go func() {
 		st, err := rawConn(t, n.APIAddr()).Read(ctx, &logstorepb.ReadRequest{FromLsn: head + 1, ToLsn: head + 1})

@@ -196,7 +196,7 @@ func TestClusterConcurrentAppendsIdenticalReplicas(t *testing.T) {
 		t.Fatalf("max lsn %d below %d acks", top, len(acks))
 	}
 	for _, n := range c.Nodes {
-		testwait.For(t, 60*time.Second, "replicas catch up", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "replicas catch up", func() bool { return uint64(n.HeadLSN()) >= top })
 	}
 	for i, n := range c.Nodes {
 		txns := readAll(t, n.APIAddr(), top)

@@ -13,6 +13,7 @@ import (
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // raftFSM is the raft.FSM of a node: the deterministic fsm.Machine plus the
@@ -27,15 +28,15 @@ import (
 type raftFSM struct {
 	log     *segment.Log
 	metrics *metrics
-	dir     string         // node dir, for snapshot staging
-	durable *atomic.Uint64 // LSN of the newest durable snapshot (Node.durableLSN)
+	dir     string     // node dir, for snapshot staging
+	durable *atomicLSN // LSN of the newest durable snapshot (Node.durableLSN)
 
 	mu struct {
 		sync.Mutex
 		sm *fsm.Machine
 	}
 
-	head   atomic.Uint64 // highest visible LSN
+	head   atomicLSN // highest visible LSN
 	wakeMu sync.Mutex
 	wake   chan struct{} // closed and replaced at every head advance
 }
@@ -45,7 +46,7 @@ var _ raft.FSM = (*raftFSM)(nil)
 func newFSM(log *segment.Log, st *fsm.State, cfg *Config, m *metrics) *raftFSM {
 	f := &raftFSM{log: log, metrics: m, dir: cfg.Dir, wake: make(chan struct{})}
 	f.mu.sm = fsm.NewMachine(st, log) // limits come with each entry
-	f.head.Store(uint64(st.LastLSN()))
+	f.head.Store(st.LastLSN())
 	m.headLSN.Set(float64(st.LastLSN()))
 	return f
 }
@@ -63,7 +64,7 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	res := f.mu.sm.Apply(l.Index, &e)
-	last := uint64(f.mu.sm.State().LastLSN())
+	last := f.mu.sm.State().LastLSN()
 	f.mu.Unlock()
 	f.advance(last)
 	f.metrics.applyDuration.Observe(time.Since(start).Seconds())
@@ -71,7 +72,7 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 }
 
 // advance makes every LSN up to lsn visible and wakes waiting readers.
-func (f *raftFSM) advance(lsn uint64) {
+func (f *raftFSM) advance(lsn types.LSN) {
 	if lsn != f.head.Load() {
 		f.forceHead(lsn)
 	}
@@ -113,13 +114,13 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.mu.sm.SetState(st)
 	f.mu.Unlock()
-	f.durable.Store(uint64(st.LastLSN()))
-	f.forceHead(uint64(st.LastLSN()))
+	f.durable.Store(st.LastLSN())
+	f.forceHead(st.LastLSN())
 	return nil
 }
 
 // forceHead sets head (which may go down on restore) and wakes readers.
-func (f *raftFSM) forceHead(lsn uint64) {
+func (f *raftFSM) forceHead(lsn types.LSN) {
 	f.head.Store(lsn)
 	f.metrics.headLSN.Set(float64(lsn))
 	f.wakeMu.Lock()
@@ -127,3 +128,9 @@ func (f *raftFSM) forceHead(lsn uint64) {
 	f.wake = make(chan struct{})
 	f.wakeMu.Unlock()
 }
+
+// atomicLSN is an LSN read and written atomically.
+type atomicLSN struct{ v atomic.Uint64 }
+
+func (a *atomicLSN) Load() types.LSN     { return types.LSN(a.v.Load()) }
+func (a *atomicLSN) Store(lsn types.LSN) { a.v.Store(uint64(lsn)) }

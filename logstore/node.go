@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,6 +20,7 @@ import (
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // raftLogCacheEntries is how many recent Raft entries stay in memory for
@@ -50,7 +50,7 @@ type Node struct {
 
 	// durableLSN is the LSN of the newest durable snapshot: retention never
 	// deletes above it.
-	durableLSN atomic.Uint64
+	durableLSN atomicLSN
 
 	closing   chan struct{} // closed by Close: ends the loops
 	reads     chan struct{} // closed by EndReads (and Close): ends read streams
@@ -111,7 +111,7 @@ func NewNode(cfg Config) (*Node, error) {
 	recoveredLSN, recoveredIndex := st.LastLSN(), st.LastIndex()
 	n.fsm = newFSM(n.seg, st, &n.cfg, n.metrics)
 	n.fsm.durable = &n.durableLSN
-	n.durableLSN.Store(uint64(st.LastLSN()))
+	n.durableLSN.Store(st.LastLSN())
 	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
 	if b, err := n.segmentDiskBytes(); err == nil {
 		n.metrics.segmentBytes.Set(float64(b))
@@ -301,7 +301,7 @@ func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // HeadLSN returns the highest visible LSN.
-func (n *Node) HeadLSN() uint64 { return n.fsm.head.Load() }
+func (n *Node) HeadLSN() types.LSN { return n.fsm.head.Load() }
 
 // SegmentLog exposes the node's segment log (for tests and tools: Sync,
 // Segments, reading without gRPC). Do not write to it.

@@ -76,7 +76,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	}
 	top := lastResp.Lsn
 	for i, n := range c.Nodes {
-		testwait.For(t, 60*time.Second, "caught up", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "caught up", func() bool { return uint64(n.HeadLSN()) >= top })
 		testwait.For(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.Configs[i].Dir)) > 0 })
 	}
 	// Sealed segments in a snapshot are hard links of the log's files.
@@ -114,7 +114,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 		t.Fatalf("offsets after restart = %v, %v", offs, err)
 	}
 	for _, n := range c.Nodes {
-		testwait.For(t, 60*time.Second, "restarted node head", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "restarted node head", func() bool { return uint64(n.HeadLSN()) >= top })
 		sameTxns(t, want, readAll(t, n.APIAddr(), top))
 	}
 
@@ -133,7 +133,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	if err := cl2.AddVoter(ctx, "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, 60*time.Second, "new voter catches up", func() bool { return n3.HeadLSN() >= top })
+	testwait.For(t, 60*time.Second, "new voter catches up", func() bool { return uint64(n3.HeadLSN()) >= top })
 	sameTxns(t, want, readAll(t, n3.APIAddr(), top))
 	if got := snapshotDirs(t, cfg.Dir); len(got) == 0 {
 		t.Fatal("the new voter received no snapshot (was the Raft log compacted?)")
@@ -190,7 +190,7 @@ func testTornTailReapplied(t *testing.T, backend logstore.RaftLogStore) {
 	}
 	c.restart(0)
 	c.waitLeader()
-	testwait.For(t, 60*time.Second, "re-applied", func() bool { return c.Nodes[0].HeadLSN() >= top })
+	testwait.For(t, 60*time.Second, "re-applied", func() bool { return uint64(c.Nodes[0].HeadLSN()) >= top })
 	got := readAll(t, c.Nodes[0].APIAddr(), top)
 	sameTxns(t, want, got)
 	checkLog(t, got, acks)

@@ -58,7 +58,7 @@ func (n *Node) RunRetention() (int64, error) {
 	segs := n.seg.Segments()
 	cut, forced := types.LSN(0), 0
 	for _, s := range segs {
-		if !s.Sealed || s.LastLSN < s.FirstLSN || uint64(s.LastLSN) > durable {
+		if !s.Sealed || s.LastLSN < s.FirstLSN || s.LastLSN > durable {
 			break
 		}
 		age := now.Sub(s.LastTime)
@@ -106,7 +106,7 @@ func (n *Node) RunRetention() (int64, error) {
 // retained; next, the topic's next offset from the state read before the
 // lookup, when retention removed every message of the topic (or messages
 // appended since the state was read are all that is retained).
-func oldestOffset(first uint64, retained bool, next uint64) uint64 {
+func oldestOffset(first types.Offset, retained bool, next types.Offset) types.Offset {
 	if retained && first < next {
 		return first
 	}

@@ -139,7 +139,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		RaftTerm:     n.raft.CurrentTerm(),
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
-		HeadLsn:      n.fsm.head.Load(),
+		HeadLsn:      uint64(n.fsm.head.Load()),
 		FirstLsn:     uint64(n.seg.FirstLSN()),
 		SegmentBytes: uint64(n.seg.SizeBytes()),
 	}
@@ -157,7 +157,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 	firsts := n.seg.TopicFirstOffsets()
 	for _, t := range resp.Topics {
 		first, retained := firsts[t.Topic]
-		t.FirstOffset = oldestOffset(uint64(first), retained, t.NextOffset)
+		t.FirstOffset = uint64(oldestOffset(first, retained, types.Offset(t.NextOffset)))
 	}
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
@@ -190,12 +190,12 @@ func roleName(s raft.RaftState) string {
 // scan streams visible transactions [from, to] (to 0: forever) in batches,
 // waiting at the head. fn gets each batch's transactions (filtered to topics
 // when given) and the LSN read through; an error from fn ends the scan.
-func (s *server) scan(ctx context.Context, from, to uint64, topics []string, maxTxns int,
-	fn func(txns []*logstorepb.Transaction, through uint64) error) error {
+func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, maxTxns int,
+	fn func(txns []*logstorepb.Transaction, through types.LSN) error) error {
 	n := s.n
 	s.n.metrics.readStreams.Inc()
 	defer s.n.metrics.readStreams.Dec()
-	if first := uint64(n.seg.FirstLSN()); from < first && from <= n.fsm.head.Load() {
+	if first := n.seg.FirstLSN(); from < first && from <= n.fsm.head.Load() {
 		return belowRetention(from, first)
 	}
 	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
@@ -214,14 +214,14 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 				return apierr.Status(apierr.ErrShuttingDown)
 			}
 		}
-		end := min(head, from+uint64(maxTxns)-1)
+		end := min(head, from+types.LSN(maxTxns)-1)
 		if to != 0 {
 			end = min(end, to)
 		}
 		var batch []*logstorepb.Transaction
 		bytes, through := 0, from-1
-		err := n.seg.Read(types.LSN(from), types.LSN(end), func(txn *logstorepb.Transaction) (bool, error) {
-			through = txn.Lsn
+		err := n.seg.Read(from, end, func(txn *logstorepb.Transaction) (bool, error) {
+			through = types.LSN(txn.Lsn)
 			if txn = filterTxn(txn, topics); txn != nil {
 				batch = append(batch, txn)
 				bytes += proto.Size(txn)
@@ -229,7 +229,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 			return bytes < n.cfg.ReadBatchBytes, nil
 		})
 		if errors.Is(err, segment.ErrBelowRetention) {
-			return belowRetention(from, uint64(n.seg.FirstLSN()))
+			return belowRetention(from, n.seg.FirstLSN())
 		}
 		if err != nil {
 			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
@@ -245,9 +245,9 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 	return nil
 }
 
-func belowRetention(from, first uint64) error {
+func belowRetention(from, first types.LSN) error {
 	return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION, fmt.Sprintf("lsn %d is below retention; oldest is %d", from, first),
-		func(d *logstorepb.ErrorDetail) { d.OldestLsn = first })
+		func(d *logstorepb.ErrorDetail) { d.OldestLsn = uint64(first) })
 }
 
 // filterTxn returns txn restricted to topics (nil when none match); all
@@ -285,9 +285,9 @@ func (s *server) Read(req *logstorepb.ReadRequest, stream logstorepb.LogStore_Re
 	if err := validateTopics(req.Topics); err != nil {
 		return err
 	}
-	return s.scan(stream.Context(), req.FromLsn, req.ToLsn, req.Topics, int(req.MaxBatch),
-		func(txns []*logstorepb.Transaction, through uint64) error {
-			return stream.Send(&logstorepb.ReadResponse{Transactions: txns, ReadThroughLsn: through})
+	return s.scan(stream.Context(), types.LSN(req.FromLsn), types.LSN(req.ToLsn), req.Topics, int(req.MaxBatch),
+		func(txns []*logstorepb.Transaction, through types.LSN) error {
+			return stream.Send(&logstorepb.ReadResponse{Transactions: txns, ReadThroughLsn: uint64(through)})
 		})
 }
 
@@ -302,45 +302,45 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 	head := n.fsm.head.Load()
 	// The topic's next offset, read before the lookup: the segment log holds
 	// every offset below it unless retention removed it.
-	var next uint64
-	n.fsm.withState(func(st *fsm.State) { next = uint64(st.NextOffset(req.Topic)) })
+	var next types.Offset
+	n.fsm.withState(func(st *fsm.State) { next = st.NextOffset(req.Topic) })
 	from := head + 1 // offset not written by head: every later message of the topic is above head
 	lsn, err := n.seg.TopicOffsetLSN(req.Topic, types.Offset(req.FromOffset))
 	switch {
-	case err == nil && uint64(lsn) <= head:
-		from = uint64(lsn)
+	case err == nil && lsn <= head:
+		from = lsn
 	case errors.Is(err, segment.ErrBelowRetention),
-		errors.Is(err, segment.ErrNotFound) && req.FromOffset < next: // retention removed every message of the topic
+		errors.Is(err, segment.ErrNotFound) && types.Offset(req.FromOffset) < next: // retention removed every message of the topic
 		first, retained := n.seg.TopicFirstOffset(req.Topic)
-		oldest := oldestOffset(uint64(first), retained, next)
+		oldest := oldestOffset(first, retained, next)
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
 			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
 			func(d *logstorepb.ErrorDetail) {
-				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.FirstLSN()), oldest
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.FirstLSN()), uint64(oldest)
 			})
 	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:
 		return apierr.Status(err)
 	}
-	to := uint64(0)
+	to := types.LSN(0)
 	if !req.Follow {
 		if from > head {
 			return nil
 		}
 		to = head
 	}
-	next, sent := req.FromOffset, uint64(0)
-	err = s.scan(stream.Context(), from, to, []string{req.Topic}, 0, func(txns []*logstorepb.Transaction, _ uint64) error {
+	next, sent := types.Offset(req.FromOffset), uint64(0)
+	err = s.scan(stream.Context(), from, to, []string{req.Topic}, 0, func(txns []*logstorepb.Transaction, _ types.LSN) error {
 		var out []*logstorepb.TopicMessage
 		done := false
 		for _, txn := range txns {
 			for _, sl := range txn.Slices {
 				for i, m := range sl.Messages {
-					off := sl.FirstOffset + uint64(i)
+					off := types.Offset(sl.FirstOffset) + types.Offset(i)
 					if off < next || done {
 						continue
 					}
-					out = append(out, &logstorepb.TopicMessage{Offset: off, Lsn: txn.Lsn, TimestampUnixNano: txn.TimestampUnixNano, Message: m})
+					out = append(out, &logstorepb.TopicMessage{Offset: uint64(off), Lsn: txn.Lsn, TimestampUnixNano: txn.TimestampUnixNano, Message: m})
 					next, sent = off+1, sent+1
 					done = req.MaxMessages != 0 && sent >= req.MaxMessages
 				}

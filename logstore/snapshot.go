@@ -501,8 +501,8 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 		return err
 	}
 	s.f.metrics.snapshotDuration.Observe(time.Since(start).Seconds())
-	if s.f.durable.Load() < s.state.LastLsn {
-		s.f.durable.Store(s.state.LastLsn)
+	if s.f.durable.Load() < types.LSN(s.state.LastLsn) {
+		s.f.durable.Store(types.LSN(s.state.LastLsn))
 	}
 	return nil
 }

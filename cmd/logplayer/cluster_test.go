@@ -209,7 +209,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 
 	// status: a table, and JSON with three nodes and the topics.
 	code, out, errOut = runCLI(t, nil, "status", addr)
-	if code != exitOK || !strings.Contains(out, "leader") || !strings.Contains(out, "orders") {
+	if code != exitOK || !strings.Contains(out, "leader") || !strings.Contains(out, "orders") || !strings.Contains(out, "RAFT TERM") {
 		t.Fatalf("status: exit %d, %q\n%s", code, errOut, out)
 	}
 	code, out, _ = runCLI(t, nil, "status", addr, "--json")
@@ -217,7 +217,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
 		t.Fatalf("status --json: exit %d, %v: %s", code, err, out)
 	}
-	if len(st.Nodes) != 3 || st.Leader == "" || len(st.Servers) != 3 || len(st.Topics) < 3 {
+	if len(st.Nodes) != 3 || st.Leader == "" || len(st.Servers) != 3 || len(st.Topics) < 3 || st.Nodes[0].RaftTerm == 0 {
 		t.Fatalf("status --json: %+v", st)
 	}
 	// With the LogPlayer's targets: all four, none blocked, shard-0 and the

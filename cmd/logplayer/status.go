@@ -89,7 +89,7 @@ type nodeStatus struct {
 	ID           string `json:"id,omitempty"`
 	Role         string `json:"role,omitempty"`
 	LeaderID     string `json:"leader_id,omitempty"`
-	Term         uint64 `json:"term"`
+	RaftTerm     uint64 `json:"raft_term"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	HeadLSN      uint64 `json:"head_lsn"`
@@ -154,7 +154,7 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 		}
 		cancel()
 		rep.Nodes = append(rep.Nodes, nodeStatus{
-			Addr: addr, ID: st.NodeId, Role: st.Role, LeaderID: st.LeaderId, Term: st.RaftTerm,
+			Addr: addr, ID: st.NodeId, Role: st.Role, LeaderID: st.LeaderId, RaftTerm: st.RaftTerm,
 			CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, HeadLSN: st.HeadLsn,
 			FirstLSN: st.FirstLsn, SegmentBytes: st.SegmentBytes,
 		})
@@ -206,13 +206,13 @@ func (c *statusCmd) listTargets(ctx context.Context) (*playerReport, error) {
 
 func (r *statusReport) writeTables(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tADDRESS\tROLE\tTERM\tCOMMIT\tAPPLIED\tHEAD LSN\tFIRST LSN\tSEGMENTS")
+	fmt.Fprintln(tw, "NODE\tADDRESS\tROLE\tRAFT TERM\tCOMMIT\tAPPLIED\tHEAD LSN\tFIRST LSN\tSEGMENTS")
 	for _, n := range r.Nodes {
 		if n.Error != "" {
 			fmt.Fprintf(tw, "-\t%s\tunreachable: %s\n", n.Addr, n.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.ID, n.Addr, n.Role, n.Term, n.CommitIndex,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", n.ID, n.Addr, n.Role, n.RaftTerm, n.CommitIndex,
 			n.AppliedIndex, n.HeadLSN, n.FirstLSN, humanBytes(n.SegmentBytes))
 	}
 	tw.Flush()

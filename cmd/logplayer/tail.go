@@ -9,6 +9,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
@@ -160,7 +161,7 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 			limit = end - c.offset
 		}
 	}
-	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: c.offset, Limit: limit})
+	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: types.Offset(c.offset), Limit: limit})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Log is what apply needs from the segment log: append the next
@@ -78,7 +79,7 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 			out[i] = Result{Resp: resp, Err: err}
 		case *logstorepb.Command_NextEpoch:
 			st.epoch++
-			out[i] = Result{Resp: &logstorepb.NextEpochResponse{Epoch: st.epoch}}
+			out[i] = Result{Resp: &logstorepb.NextEpochResponse{Epoch: uint64(st.epoch)}}
 		case *logstorepb.Command_ReportConsumer:
 			out[i] = m.applyReportConsumer(k.ReportConsumer)
 		case *logstorepb.Command_DeleteGroup:
@@ -117,7 +118,7 @@ func (m *Machine) applyReportConsumer(r *logstorepb.ReportConsumerRequest) Resul
 	}
 	// Set, not max: a target rebuilt from scratch may move back, and a
 	// stale report only retains more.
-	st.consumers[r.Consumer] = r.AckedLsn
+	st.consumers[r.Consumer] = types.LSN(r.AckedLsn)
 	return Result{Resp: &logstorepb.ReportConsumerResponse{}}
 }
 
@@ -253,22 +254,24 @@ func (m *Machine) write(idx uint64, ts int64, req *logstorepb.AppendRequest) (*l
 	st := m.st
 	for _, c := range req.Conditions {
 		if c.Group != "" { // on the group's committed offset, checked before this txn's commits
-			if actual := st.groups[groupKey{c.Group, c.Topic}]; actual != c.ExpectedNextOffset {
+			if actual := st.groups[groupKey{c.Group, c.Topic}]; actual != types.Offset(c.ExpectedNextOffset) {
 				return nil, apierr.New(logstorepb.ErrorCode_CONDITION_FAILED,
 					fmt.Sprintf("group %q topic %q: committed offset is %d, expected %d", c.Group, c.Topic, actual, c.ExpectedNextOffset),
-					func(d *logstorepb.ErrorDetail) { d.Group, d.Topic, d.ActualNextOffset = c.Group, c.Topic, actual })
+					func(d *logstorepb.ErrorDetail) {
+						d.Group, d.Topic, d.ActualNextOffset = c.Group, c.Topic, uint64(actual)
+					})
 			}
 			continue
 		}
-		if actual := st.topics[c.Topic]; actual != c.ExpectedNextOffset {
+		if actual := st.topics[c.Topic]; actual != types.Offset(c.ExpectedNextOffset) {
 			return nil, apierr.New(logstorepb.ErrorCode_CONDITION_FAILED,
 				fmt.Sprintf("topic %q: next offset is %d, expected %d", c.Topic, actual, c.ExpectedNextOffset),
-				func(d *logstorepb.ErrorDetail) { d.Topic, d.ActualNextOffset = c.Topic, actual })
+				func(d *logstorepb.ErrorDetail) { d.Topic, d.ActualNextOffset = c.Topic, uint64(actual) })
 		}
 	}
 	st.lastLSN++
 	txn := &logstorepb.Transaction{
-		Lsn:               st.lastLSN,
+		Lsn:               uint64(st.lastLSN),
 		RaftIndex:         idx,
 		TimestampUnixNano: ts,
 		Slices:            make([]*logstorepb.TxnSlice, len(req.Slices)),
@@ -277,12 +280,12 @@ func (m *Machine) write(idx uint64, ts int64, req *logstorepb.AppendRequest) (*l
 	resp := &logstorepb.AppendResponse{Lsn: txn.Lsn, Slices: make([]*logstorepb.SliceResult, len(req.Slices))}
 	for i, s := range req.Slices {
 		first := st.topics[s.Topic]
-		st.topics[s.Topic] = first + uint64(len(s.Messages))
-		txn.Slices[i] = &logstorepb.TxnSlice{Topic: s.Topic, FirstOffset: first, Messages: s.Messages}
-		resp.Slices[i] = &logstorepb.SliceResult{Topic: s.Topic, FirstOffset: first}
+		st.topics[s.Topic] = first + types.Offset(len(s.Messages))
+		txn.Slices[i] = &logstorepb.TxnSlice{Topic: s.Topic, FirstOffset: uint64(first), Messages: s.Messages}
+		resp.Slices[i] = &logstorepb.SliceResult{Topic: s.Topic, FirstOffset: uint64(first)}
 	}
 	for _, oc := range req.OffsetCommits {
-		st.groups[groupKey{oc.Group, oc.Topic}] = oc.Offset
+		st.groups[groupKey{oc.Group, oc.Topic}] = types.Offset(oc.Offset)
 	}
 	m.txns = append(m.txns, txn) // written at the end of the entry
 	return resp, nil

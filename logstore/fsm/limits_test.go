@@ -10,6 +10,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // nodeMaxConsumers is logstore.MaxConsumers, the cap a node stamps today
@@ -180,7 +181,7 @@ func TestDeleteGroupFreesRows(t *testing.T) {
 	if res[3].Err != nil {
 		t.Fatalf("commit after the delete: %v", res[3].Err)
 	}
-	got := map[string]uint64{}
+	got := map[string]types.Offset{}
 	for k, off := range sm.st.groups {
 		got[k.group+"/"+k.topic] = off
 	}

@@ -30,25 +30,25 @@ type groupKey struct{ group, topic string }
 // Its read methods return copies or scalars, safe to keep after the
 // caller's lock is released.
 type State struct {
-	lastLSN       uint64
+	lastLSN       types.LSN
 	lastIndex     uint64
 	lastTimestamp int64
 	lastSweep     int64
-	epoch         uint64
-	topics        map[string]uint64
+	epoch         types.Epoch
+	topics        map[string]types.Offset
 	producers     map[string]*logstorepb.ProducerState
-	groups        map[groupKey]uint64
-	consumers     map[string]uint64
+	groups        map[groupKey]types.Offset
+	consumers     map[string]types.LSN
 	members       map[string]*logstorepb.MemberCommand
 }
 
 // NewState returns the empty state (no entry applied).
 func NewState() *State {
 	return &State{
-		topics:    map[string]uint64{},
+		topics:    map[string]types.Offset{},
 		producers: map[string]*logstorepb.ProducerState{},
-		groups:    map[groupKey]uint64{},
-		consumers: map[string]uint64{},
+		groups:    map[groupKey]types.Offset{},
+		consumers: map[string]types.LSN{},
 		members:   map[string]*logstorepb.MemberCommand{},
 	}
 }
@@ -63,22 +63,22 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 }
 
 // LastLSN is the LSN of the last transaction applied.
-func (s *State) LastLSN() types.LSN { return types.LSN(s.lastLSN) }
+func (s *State) LastLSN() types.LSN { return s.lastLSN }
 
 // LastIndex is the Raft index of the last entry applied.
 func (s *State) LastIndex() uint64 { return s.lastIndex }
 
 // Epoch is the delivery epoch (the count of NextEpoch commands applied).
-func (s *State) Epoch() types.Epoch { return types.Epoch(s.epoch) }
+func (s *State) Epoch() types.Epoch { return s.epoch }
 
 // NextOffset is topic's next offset (0 for a topic never written).
-func (s *State) NextOffset(topic string) types.Offset { return types.Offset(s.topics[topic]) }
+func (s *State) NextOffset(topic string) types.Offset { return s.topics[topic] }
 
 // Topics returns every topic's next offset, sorted by topic.
 func (s *State) Topics() []*logstorepb.TopicState {
 	out := make([]*logstorepb.TopicState, 0, len(s.topics))
 	for _, t := range sortedKeys(s.topics) {
-		out = append(out, &logstorepb.TopicState{Topic: t, NextOffset: s.topics[t]})
+		out = append(out, &logstorepb.TopicState{Topic: t, NextOffset: uint64(s.topics[t])})
 	}
 	return out
 }
@@ -87,7 +87,7 @@ func (s *State) Topics() []*logstorepb.TopicState {
 func (s *State) Consumers() []*logstorepb.Consumer {
 	out := make([]*logstorepb.Consumer, 0, len(s.consumers))
 	for _, c := range sortedKeys(s.consumers) {
-		out = append(out, &logstorepb.Consumer{Consumer: c, AckedLsn: s.consumers[c]})
+		out = append(out, &logstorepb.Consumer{Consumer: c, AckedLsn: uint64(s.consumers[c])})
 	}
 	return out
 }
@@ -108,11 +108,11 @@ func (s *State) GroupOffsetRows() int { return len(s.groups) }
 // snapshot can be persisted while apply goes on.
 func (s *State) ToProto() *logstorepb.FSMState {
 	out := &logstorepb.FSMState{
-		LastLsn:                   s.lastLSN,
+		LastLsn:                   uint64(s.lastLSN),
 		LastRaftIndex:             s.lastIndex,
 		LastTimestampUnixNano:     s.lastTimestamp,
 		LastProducerSweepUnixNano: s.lastSweep,
-		Epoch:                     s.epoch,
+		Epoch:                     uint64(s.epoch),
 		Topics:                    s.Topics(),
 		Consumers:                 s.Consumers(),
 	}
@@ -127,7 +127,7 @@ func (s *State) ToProto() *logstorepb.FSMState {
 		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.topic, b.topic))
 	})
 	for _, k := range keys {
-		out.GroupOffsets = append(out.GroupOffsets, &logstorepb.OffsetCommit{Group: k.group, Topic: k.topic, Offset: s.groups[k]})
+		out.GroupOffsets = append(out.GroupOffsets, &logstorepb.OffsetCommit{Group: k.group, Topic: k.topic, Offset: uint64(s.groups[k])})
 	}
 	for _, m := range sortedKeys(s.members) {
 		out.Members = append(out.Members, proto.Clone(s.members[m]).(*logstorepb.MemberCommand))
@@ -154,11 +154,11 @@ func UnmarshalState(b []byte) (*State, error) {
 // ownership of p's rows.
 func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 	s := NewState()
-	s.lastLSN, s.lastIndex = p.LastLsn, p.LastRaftIndex
+	s.lastLSN, s.lastIndex = types.LSN(p.LastLsn), p.LastRaftIndex
 	s.lastTimestamp, s.lastSweep = p.LastTimestampUnixNano, p.LastProducerSweepUnixNano
-	s.epoch = p.Epoch
+	s.epoch = types.Epoch(p.Epoch)
 	for _, t := range p.Topics {
-		s.topics[t.Topic] = t.NextOffset
+		s.topics[t.Topic] = types.Offset(t.NextOffset)
 	}
 	for _, pr := range p.Producers {
 		if pr.ProducerId == "" || (pr.Result == nil) == (pr.Error == nil) {
@@ -167,10 +167,10 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 		s.producers[pr.ProducerId] = pr
 	}
 	for _, g := range p.GroupOffsets {
-		s.groups[groupKey{g.Group, g.Topic}] = g.Offset
+		s.groups[groupKey{g.Group, g.Topic}] = types.Offset(g.Offset)
 	}
 	for _, c := range p.Consumers {
-		s.consumers[c.Consumer] = c.AckedLsn
+		s.consumers[c.Consumer] = types.LSN(c.AckedLsn)
 	}
 	for _, m := range p.Members {
 		s.members[m.Id] = m
@@ -182,13 +182,13 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 // registered delivery consumer, and false when there is none.
 func (s *State) MinConsumerLSN() (types.LSN, bool) {
 	first := true
-	var lowest uint64
+	var lowest types.LSN
 	for _, lsn := range s.consumers {
 		if first || lsn < lowest {
 			lowest, first = lsn, false
 		}
 	}
-	return types.LSN(lowest), !first
+	return lowest, !first
 }
 
 // deleteGroup removes every committed offset of group and returns how many
@@ -210,7 +210,7 @@ func (s *State) GroupOffsets(group string, topics []string) []*logstorepb.Offset
 	var out []*logstorepb.OffsetCommit
 	for k, off := range s.groups {
 		if k.group == group && (len(topics) == 0 || slices.Contains(topics, k.topic)) {
-			out = append(out, &logstorepb.OffsetCommit{Group: group, Topic: k.topic, Offset: off})
+			out = append(out, &logstorepb.OffsetCommit{Group: group, Topic: k.topic, Offset: uint64(off)})
 		}
 	}
 	slices.SortFunc(out, func(a, b *logstorepb.OffsetCommit) int { return strings.Compare(a.Topic, b.Topic) })
