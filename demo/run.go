@@ -10,9 +10,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -244,14 +243,10 @@ func appendRetrying(ctx context.Context, cfg Config, req *logstorepb.AppendReque
 }
 
 // Retryable reports whether an Append error may succeed when resent with the
-// same producer sequence.
+// same producer sequence: the demo's producers are idempotent, so anything
+// apierr.Classify puts at MaybeApplied or below (refused before Raft, or an
+// unknown outcome) is resent, and so is an attempt's own deadline. Final
+// answers (bad request, TABLE_FULL, a failed condition) are not.
 func Retryable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
-		return true
-	}
-	return false
+	return errors.Is(err, context.DeadlineExceeded) || apierr.Classify(err) <= apierr.MaybeApplied
 }
