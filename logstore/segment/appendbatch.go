@@ -27,6 +27,9 @@ func (l *Log) AppendBatch(txns []*logstorepb.Transaction) error {
 	if l.mu.closed {
 		return ErrClosed
 	}
+	if err := l.durableErr(); err != nil {
+		return err
+	}
 	for len(txns) > 0 {
 		if err := l.sealIfFull(); err != nil {
 			return err

@@ -26,6 +26,9 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 	if l.mu.closed {
 		return ErrClosed
 	}
+	if err := l.flushSeals(); err != nil {
+		return err
+	}
 	local := map[string]FileInfo{}
 	for _, s := range l.mu.segs {
 		local[segFileName(s.base)] = FileInfo{Name: segFileName(s.base), Bytes: s.size, CRC: s.crc}

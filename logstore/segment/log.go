@@ -102,6 +102,13 @@ var (
 	ErrCorrupt = errors.New("segment: corrupt")
 	// ErrClosed: the Log was closed.
 	ErrClosed = errors.New("segment: log closed")
+	// ErrNotDurable: an fsync (or the write of an index file) that would
+	// have made the log durable failed. It is sticky: every later
+	// AppendBatch, Sync and Checkpoint returns it, since after a failed
+	// fsync the kernel may have dropped dirty pages and no later success
+	// proves them written. The node must stop (the FSM panics on an append
+	// error) and recover from its Raft log and snapshot on restart.
+	ErrNotDurable = errors.New("segment: log cannot be made durable")
 )
 
 // installMarker exists in Dir while Install replaces its files; Open finding
@@ -134,9 +141,13 @@ type Log struct {
 	// files). Lock order: wmu, fileMu, mu.
 	fileMu sync.Mutex
 
+	// sealer makes sealed segments durable off the writer's path.
+	sealer sealer
+
 	stats struct {
 		seals            atomic.Uint64
 		sealNanos        atomic.Int64
+		sealSyncNanos    atomic.Int64
 		truncatedBytes   atomic.Int64
 		truncatedRecords atomic.Uint64
 	}
@@ -171,6 +182,7 @@ func Open(opts Options) (*Log, error) {
 		return nil, err
 	}
 	l.setSegs(segs)
+	l.startSealer()
 	return l, nil
 }
 
@@ -256,7 +268,19 @@ func (l *Log) load() (segs []*segment, err error) {
 		}
 	}
 	var prev *segment
-	for _, base := range bases[:len(bases)-1] {
+	for i, base := range bases[:len(bases)-1] {
+		if !idxs[base] {
+			s, err := l.recoverUnsealed(base, prev, bases[i+1:])
+			if err != nil {
+				return segs, err
+			}
+			segs = append(segs, s)
+			if !s.sealed {
+				return segs, nil
+			}
+			prev = s
+			continue
+		}
 		s, err := l.loadSealed(base, prev)
 		if err != nil {
 			return segs, err
@@ -312,6 +336,53 @@ func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 	s.firstTime, s.lastTime = meta.firstTime, meta.lastTime
 	s.idx = x
 	s.idxSize, s.idxCRC = int64(len(b)), crc32.Checksum(b, crcTable)
+	return s, nil
+}
+
+// recoverUnsealed recovers the non-last segment base that has no index file:
+// the writer sealed it, but the sealer had not made it durable (fsync, index
+// file) when the node crashed, so after a power loss it may be torn or
+// shorter than the segments after it assume. It is scanned like an active
+// segment (truncated after its last good record). When it is whole (the next
+// segment, later[0], starts right after its last record) its index file is
+// written and it is returned sealed; otherwise the segments after it are
+// removed (they no longer follow; Raft applies their records again, since
+// they were above the last snapshot: a snapshot waits for every seal) and
+// it is returned as the active segment.
+func (l *Log) recoverUnsealed(base types.LSN, prev *segment, later []types.LSN) (*segment, error) {
+	s, err := l.openActive(base, prev)
+	if err != nil {
+		return nil, err
+	}
+	if s.count > 0 && later[0] == s.lastLSN()+1 {
+		data := marshalIndex(s.sealedMeta(), &s.idx)
+		if err := l.syncSealed(s, data); err != nil {
+			s.release()
+			return nil, err
+		}
+		s.sealed, s.pos = true, nil
+		s.idxSize, s.idxCRC = int64(len(data)), crc32.Checksum(data, crcTable)
+		l.log.Warn("rebuilt the index of a segment whose seal did not finish", "segment", segFileName(base), "lsn", s.lastLSN())
+		return s, nil
+	}
+	// Newest first, each segment before its index, so that a crash in
+	// between leaves a log that this recovery finds again.
+	for _, b := range slices.Backward(later) {
+		if err := removeIfExists(filepath.Join(l.opts.Dir, segFileName(b))); err != nil {
+			s.release()
+			return nil, err
+		}
+		if err := removeIfExists(filepath.Join(l.opts.Dir, idxFileName(b))); err != nil {
+			s.release()
+			return nil, err
+		}
+	}
+	if err := syncDir(l.opts.Dir); err != nil {
+		s.release()
+		return nil, err
+	}
+	l.log.Warn("a segment whose seal did not finish is torn: it becomes the active segment and the later ones are dropped",
+		"segment", segFileName(base), "lsn", s.lastLSN(), "dropped_segments", len(later))
 	return s, nil
 }
 
@@ -477,11 +548,14 @@ type Stats struct {
 	Segments          int
 	Bytes             int64 // segment and index files
 	FirstLSN, LastLSN types.LSN
-	// Seals counts segments sealed by AppendBatch since Open,
-	// and SealTime the time they spent sealing (fsyncs: the apply path's only
-	// ones).
-	Seals    uint64
-	SealTime time.Duration
+	// Seals counts segments sealed by AppendBatch since Open, and
+	// SealTime the time the writer (the apply path) spent sealing them
+	// (building the index, creating the next file; waiting when the sealer
+	// is sealQueueMax behind). SealSyncTime is the sealer's time making
+	// them durable (fsync, index file), off the apply path.
+	Seals        uint64
+	SealTime     time.Duration
+	SealSyncTime time.Duration
 	// TruncatedBytes counts bytes of torn or corrupt tail that recovery
 	// dropped from the active segment (Open, TruncateAfterRaftIndex).
 	TruncatedBytes int64
@@ -500,32 +574,43 @@ func (l *Log) Stats() Stats {
 	l.mu.RUnlock()
 	st.Seals = l.stats.seals.Load()
 	st.SealTime = time.Duration(l.stats.sealNanos.Load())
+	st.SealSyncTime = time.Duration(l.stats.sealSyncNanos.Load())
 	st.TruncatedBytes = l.stats.truncatedBytes.Load()
 	st.TruncatedRecords = l.stats.truncatedRecords.Load()
 	return st
 }
 
-// Sync makes everything appended so far durable: sealed segments and their
-// index files were fsynced when sealed, so it fsyncs the active segment and
-// the directory.
+// Sync makes everything appended so far durable: it waits for the sealer to
+// make every segment sealed so far durable, then fsyncs the active segment
+// and the directory. A failure is sticky (ErrNotDurable).
 func (l *Log) Sync() error {
 	l.mu.RLock()
 	if l.mu.closed {
 		l.mu.RUnlock()
 		return ErrClosed
 	}
+	l.mu.RUnlock()
+	if err := l.flushSeals(); err != nil {
+		return err
+	}
+	l.mu.RLock()
 	s := l.mu.segs[len(l.mu.segs)-1]
 	s.acquire()
 	l.mu.RUnlock()
 	defer s.release()
 	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
+		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
 	}
-	return syncDir(l.opts.Dir)
+	if err := syncDir(l.opts.Dir); err != nil {
+		return l.fail(err)
+	}
+	return nil
 }
 
 // Close closes the log. Reads in progress finish; later calls return
-// ErrClosed. It does not fsync (call Sync first if needed).
+// ErrClosed. It lets the sealer finish the seals already queued (fsyncs of
+// sealed segments) but does not fsync the active segment (call Sync first
+// if needed).
 func (l *Log) Close() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -539,6 +624,7 @@ func (l *Log) Close() error {
 	l.mu.closed = true
 	segs := l.mu.segs
 	l.mu.Unlock()
+	l.stopSealer()
 	for _, s := range segs {
 		s.release()
 	}

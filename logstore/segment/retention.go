@@ -19,6 +19,11 @@ import (
 func (l *Log) DeleteBefore(lsn types.LSN) (int64, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
+	// Retention removes only durable segments (the sealer must not write
+	// the index of a segment being removed).
+	if err := l.flushSeals(); err != nil {
+		return 0, err
+	}
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -81,6 +86,9 @@ func (l *Log) TruncateAfterRaftIndex(idx uint64) (int, error) {
 	defer l.fileMu.Unlock()
 	if l.mu.closed {
 		return 0, ErrClosed
+	}
+	if err := l.flushSeals(); err != nil {
+		return 0, err
 	}
 	if l.mu.lastRaft <= idx {
 		return 0, nil
