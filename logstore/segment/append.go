@@ -44,13 +44,13 @@ func (l *Log) seal() error {
 	data := marshalIndex(s.sealedMeta(), &s.idx)
 	next := s.lastLSN() + 1
 	// O_TRUNC: a file left by an earlier failed seal holds nothing yet.
-	f, err := os.OpenFile(l.segPath(next), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := l.fs.OpenFile(l.segPath(next), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
 	if err := l.enqueueSeal(sealJob{s: s, idx: data}); err != nil {
 		_ = f.Close()
-		_ = os.Remove(l.segPath(next))
+		_ = l.fs.Remove(l.segPath(next))
 		return err
 	}
 	ns := newSegment(l.opts.Dir, next, f)

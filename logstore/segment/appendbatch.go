@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -81,7 +82,11 @@ func (l *Log) writeChunk(txns []*logstorepb.Transaction) (int, error) {
 	} else {
 		l.w.buf = nil
 	}
-	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+	err := failpoint.Inject(failpoint.SegmentWrite)
+	if err == nil {
+		_, err = s.f.WriteAt(buf, s.size)
+	}
+	if err != nil {
 		_ = s.f.Truncate(s.size) // spare a restart the torn tail
 		return 0, fmt.Errorf("segment: write lsn %d..%d to %s: %w", txns[0].GetLsn(), txns[len(ends)-1].GetLsn(), segFileName(s.base), err)
 	}

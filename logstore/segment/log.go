@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -62,6 +64,10 @@ type Options struct {
 	// it does not decode to the same LSN with a good CRC. For tests.
 	VerifyWrites bool
 	Logger       *slog.Logger
+	// FS is the filesystem of Dir (and of checkpoint and install
+	// directories); nil is the real one. Tests pass a crashable in-memory
+	// one (vfs.NewCrashableMem) to simulate power loss.
+	FS vfs.FS
 }
 
 func (o *Options) validate() error {
@@ -86,6 +92,9 @@ func (o *Options) validate() error {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
 	}
 	return nil
 }
@@ -119,6 +128,7 @@ const installMarker = "INSTALLING"
 // concurrency contract.
 type Log struct {
 	opts Options
+	fs   vfs.FS // == opts.FS
 	log  *slog.Logger
 
 	// wmu serializes the writer's methods (AppendBatch, TruncateAfterRaftIndex,
@@ -173,10 +183,10 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	l := &Log{opts: opts, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
+	l := &Log{opts: opts, fs: opts.FS, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
 	segs, err := l.load()
 	if err != nil {
 		return nil, err
@@ -216,21 +226,20 @@ func (l *Log) setSegs(segs []*segment) {
 // recovers the active segment.
 func (l *Log) load() (segs []*segment, err error) {
 	dir := l.opts.Dir
-	if _, err := os.Stat(filepath.Join(dir, installMarker)); err == nil {
+	if _, err := l.fs.Stat(filepath.Join(dir, installMarker)); err == nil {
 		if err := l.discardInstall(); err != nil {
 			return nil, err
 		}
 	}
-	entries, err := os.ReadDir(dir)
+	names, err := l.fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	var bases []types.LSN
 	idxs := map[types.LSN]bool{}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if strings.HasSuffix(name, tmpExt) {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := l.fs.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("segment: %w", err)
 			}
 			continue
@@ -262,7 +271,7 @@ func (l *Log) load() (segs []*segment, err error) {
 		// the segment first); the active segment's is left by a crash while
 		// sealing it, and is rebuilt when it is sealed again.
 		if base == active || !slices.Contains(bases, base) {
-			if err := os.Remove(filepath.Join(dir, idxFileName(base))); err != nil {
+			if err := l.fs.Remove(filepath.Join(dir, idxFileName(base))); err != nil {
 				return nil, fmt.Errorf("segment: %w", err)
 			}
 		}
@@ -299,7 +308,7 @@ func (l *Log) load() (segs []*segment, err error) {
 // the segment's data.
 func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 	dir := l.opts.Dir
-	b, err := os.ReadFile(filepath.Join(dir, idxFileName(base)))
+	b, err := vfs.ReadFile(l.fs, filepath.Join(dir, idxFileName(base)))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: sealed segment %s has no index file", ErrCorrupt, segFileName(base))
@@ -317,7 +326,7 @@ func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 		return nil, fmt.Errorf("%w: segment %s (raft %d) does not follow %s (lsn %d, raft %d)",
 			ErrCorrupt, segFileName(base), meta.firstRaft, segFileName(prev.base), prev.lastLSN(), prev.lastRaft)
 	}
-	f, err := os.Open(filepath.Join(dir, segFileName(base)))
+	f, err := l.fs.Open(filepath.Join(dir, segFileName(base)))
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
@@ -368,16 +377,16 @@ func (l *Log) recoverUnsealed(base types.LSN, prev *segment, later []types.LSN) 
 	// Newest first, each segment before its index, so that a crash in
 	// between leaves a log that this recovery finds again.
 	for _, b := range slices.Backward(later) {
-		if err := removeIfExists(filepath.Join(l.opts.Dir, segFileName(b))); err != nil {
+		if err := removeIfExists(l.fs, filepath.Join(l.opts.Dir, segFileName(b))); err != nil {
 			s.release()
 			return nil, err
 		}
-		if err := removeIfExists(filepath.Join(l.opts.Dir, idxFileName(b))); err != nil {
+		if err := removeIfExists(l.fs, filepath.Join(l.opts.Dir, idxFileName(b))); err != nil {
 			s.release()
 			return nil, err
 		}
 	}
-	if err := syncDir(l.opts.Dir); err != nil {
+	if err := syncDir(l.fs, l.opts.Dir); err != nil {
 		s.release()
 		return nil, err
 	}
@@ -393,7 +402,7 @@ func (l *Log) openActive(base types.LSN, prev *segment) (*segment, error) {
 	if prev != nil && base != prev.lastLSN()+1 {
 		return nil, fmt.Errorf("%w: active segment %s does not follow %s (lsn %d)", ErrCorrupt, segFileName(base), segFileName(prev.base), prev.lastLSN())
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
@@ -404,8 +413,8 @@ func (l *Log) openActive(base types.LSN, prev *segment) (*segment, error) {
 		if err == nil {
 			var fi os.FileInfo
 			if fi, err = f.Stat(); err == nil {
-				var nf *os.File
-				nf, _, err = copyPrefix(path, f, fi.Size())
+				var nf vfs.File
+				nf, _, err = copyPrefix(l.fs, path, f, fi.Size())
 				_ = f.Close()
 				f = nf
 			}
@@ -484,27 +493,27 @@ func (l *Log) recoverActive(s *segment, prevRaft uint64) error {
 // discardInstall removes the segment files of an Install that did not finish.
 func (l *Log) discardInstall() error {
 	dir := l.opts.Dir
-	entries, err := os.ReadDir(dir)
+	names, err := l.fs.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
 	n := 0
-	for _, e := range entries {
-		if _, _, ok := parseFileName(e.Name()); ok || strings.HasSuffix(e.Name(), tmpExt) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range names {
+		if _, _, ok := parseFileName(name); ok || strings.HasSuffix(name, tmpExt) {
+			if err := l.fs.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("segment: %w", err)
 			}
 			n++
 		}
 	}
 	l.log.Warn("discarding the files of an unfinished install", "files", n)
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(l.fs, dir); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dir, installMarker)); err != nil {
+	if err := l.fs.Remove(filepath.Join(dir, installMarker)); err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
-	return syncDir(dir)
+	return syncDir(l.fs, dir)
 }
 
 // FirstLSN returns the oldest retained LSN; LastLSN()+1 when empty.
@@ -598,10 +607,13 @@ func (l *Log) Sync() error {
 	s.acquire()
 	l.mu.RUnlock()
 	defer s.release()
+	if err := failpoint.Inject(failpoint.SegmentSync); err != nil {
+		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
+	}
 	if err := s.f.Sync(); err != nil {
 		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
 	}
-	if err := syncDir(l.opts.Dir); err != nil {
+	if err := syncDir(l.fs, l.opts.Dir); err != nil {
 		return l.fail(err)
 	}
 	return nil

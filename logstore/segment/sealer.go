@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/logplayer/logplayer/internal/failpoint"
 )
 
 // sealQueueMax bounds the sealed segments waiting for the sealer: each is
@@ -38,6 +40,10 @@ type sealer struct {
 		queued, done uint64
 		err          error
 		closed       bool
+		// manual (tests only, set before the first seal): the goroutine
+		// leaves the queue alone, which is unbounded, and the test runs
+		// seals with sealOne; flushSeals runs them itself.
+		manual bool
 	}
 	cond    *sync.Cond // on mu: a job was queued or finished, or closed
 	stopped chan struct{}
@@ -55,43 +61,59 @@ func (l *Log) runSealer() {
 	defer close(sl.stopped)
 	for {
 		sl.mu.Lock()
-		for len(sl.mu.queue) == 0 && !sl.mu.closed {
+		for (len(sl.mu.queue) == 0 || sl.mu.manual) && !sl.mu.closed {
 			sl.cond.Wait()
 		}
 		if len(sl.mu.queue) == 0 {
 			sl.mu.Unlock()
 			return
 		}
-		j := sl.mu.queue[0]
-		failed := sl.mu.err != nil
 		sl.mu.Unlock()
-		var err error
-		if !failed {
-			start := time.Now()
-			err = l.syncSealed(j.s, j.idx)
-			l.stats.sealSyncNanos.Add(int64(time.Since(start)))
-		}
-		j.s.release()
-		sl.mu.Lock()
-		sl.mu.queue[0] = sealJob{}
-		sl.mu.queue = sl.mu.queue[1:]
-		sl.mu.done++
-		if err != nil {
-			l.failLocked(err)
-		}
-		sl.cond.Broadcast()
-		sl.mu.Unlock()
+		l.sealOne()
 	}
+}
+
+// sealOne makes the oldest queued segment durable; false if none is queued.
+func (l *Log) sealOne() bool {
+	sl := &l.sealer
+	sl.mu.Lock()
+	if len(sl.mu.queue) == 0 {
+		sl.mu.Unlock()
+		return false
+	}
+	j := sl.mu.queue[0]
+	failed := sl.mu.err != nil
+	sl.mu.Unlock()
+	var err error
+	if !failed {
+		start := time.Now()
+		err = l.syncSealed(j.s, j.idx)
+		l.stats.sealSyncNanos.Add(int64(time.Since(start)))
+	}
+	j.s.release()
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	sl.mu.queue[0] = sealJob{}
+	sl.mu.queue = sl.mu.queue[1:]
+	sl.mu.done++
+	if err != nil {
+		l.failLocked(err)
+	}
+	sl.cond.Broadcast()
+	return true
 }
 
 // syncSealed makes the sealed segment s durable: fsync its file, then write
 // idx as its index file (tmp, fsync, rename, fsync of the directory, which
 // also makes the next segment's creation durable).
 func (l *Log) syncSealed(s *segment, idx []byte) error {
+	if err := failpoint.Inject(failpoint.SegmentSync); err != nil {
+		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
+	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
 	}
-	return writeFileDurable(s.idxPath(), idx)
+	return writeFileDurable(l.fs, s.idxPath(), idx)
 }
 
 // enqueueSeal hands a sealed segment to the sealer, waiting while
@@ -100,7 +122,7 @@ func (l *Log) enqueueSeal(j sealJob) error {
 	sl := &l.sealer
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	for len(sl.mu.queue) >= sealQueueMax && sl.mu.err == nil && !sl.mu.closed {
+	for len(sl.mu.queue) >= sealQueueMax && !sl.mu.manual && sl.mu.err == nil && !sl.mu.closed {
 		sl.cond.Wait()
 	}
 	switch {
@@ -124,6 +146,12 @@ func (l *Log) flushSeals() error {
 	defer sl.mu.Unlock()
 	target := sl.mu.queued
 	for sl.mu.done < target && sl.mu.err == nil {
+		if sl.mu.manual {
+			sl.mu.Unlock()
+			l.sealOne()
+			sl.mu.Lock()
+			continue
+		}
 		sl.cond.Wait()
 	}
 	return sl.mu.err
