@@ -17,7 +17,7 @@ bin="$work/logplayer"
 CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/logplayer
 
 echo "--- disk-fault tests (-tags failpoints)"
-go test -tags failpoints -count=1 -run 'FailureIsSticky|ENOSPC|SlowSealSync|SnapshotDiskFaults' ./logstore/ ./logstore/segment/
+go test -tags failpoints -count=1 -run 'FailureIsSticky|ENOSPC|SlowSealSync|SnapshotDiskFaults|CommitFailureIsNotAcked' ./logstore/ ./logstore/segment/ ./shard/
 
 echo "--- logplayer dev --demo 20s"
 # Random ports: CI may share the machine with another run.

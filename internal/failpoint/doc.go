@@ -27,4 +27,8 @@ const (
 	// SnapshotSync: before the LogStore's snapshot writer fsyncs a file of
 	// a snapshot (logstore/snapshot.go).
 	SnapshotSync = "snapshot/sync"
+	// ShardCommit: inside the shard's bbolt write transaction of an Apply,
+	// after its writes (an error rolls it back, as a failed commit or
+	// fdatasync does).
+	ShardCommit = "shard/commit"
 )
