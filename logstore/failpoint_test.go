@@ -68,3 +68,43 @@ func TestSnapshotDiskFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestRaftLogStoreFaultIsNotAcked: while the Raft log store cannot append
+// (raft-wal and raft-boltdb alike), no Append is acknowledged and the head
+// does not move; once the fault clears the node serves again.
+func TestRaftLogStoreFaultIsNotAcked(t *testing.T) {
+	for _, backend := range []logstore.RaftLogStore{logstore.RaftLogWAL, logstore.RaftLogBoltDB} {
+		t.Run(string(backend), func(t *testing.T) {
+			c := startCluster(t, 1, func(cfg *logstore.Config) { cfg.RaftLogStore = backend })
+			cl := newClient(t, c.addrs()...)
+			n := c.Nodes[0]
+			for i := range 5 {
+				if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq(fmt.Sprint(i), "t")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			head := n.HeadLSN()
+			failpoint.Enable(failpoint.RaftStoreLogs, failpoint.Action{Err: syscall.EIO})
+			_, err := cl.Append(ctxT(t, 2*time.Second), txnReq("not durable", "t"))
+			hits := failpoint.Hits(failpoint.RaftStoreLogs)
+			moved := n.HeadLSN()
+			failpoint.Disable(failpoint.RaftStoreLogs)
+			if err == nil {
+				t.Fatal("an Append was acknowledged while the Raft log could not store it")
+			}
+			if hits == 0 || moved != head {
+				t.Fatalf("fault hit %d times, head %d -> %d while the Raft log failed", hits, head, moved)
+			}
+			for i := range 3 {
+				if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq(fmt.Sprint("after", i), "t")); err != nil {
+					t.Fatalf("Append after the fault cleared: %v", err)
+				}
+			}
+			// The refused Append's outcome was unknown to the client: it may
+			// have landed once after the fault cleared, never twice.
+			if got := n.HeadLSN(); got != head+3 && got != head+4 {
+				t.Fatalf("head %d after 3 more appends from %d", got, head)
+			}
+		})
+	}
+}

@@ -27,6 +27,9 @@ const (
 	// SnapshotSync: before the LogStore's snapshot writer fsyncs a file of
 	// a snapshot (logstore/snapshot.go).
 	SnapshotSync = "snapshot/sync"
+	// RaftStoreLogs: before the Raft log store (raft-wal or raft-boltdb)
+	// appends entries (logstore/raftstore_failpoint.go wraps it).
+	RaftStoreLogs = "raft/storelogs"
 	// ShardCommit: inside the shard's bbolt write transaction of an Apply,
 	// after its writes (an error rolls it back, as a failed commit or
 	// fdatasync does).
