@@ -75,7 +75,7 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger) (raftS
 		if err != nil {
 			return nil, fmt.Errorf("logstore: open %s: %w", boltPath, err)
 		}
-		return s, nil
+		return withRaftFaults(s), nil
 	case RaftLogWAL:
 		if hasBolt {
 			return nil, fmt.Errorf("%w: %s holds a raft-boltdb log (%s); start the node with --raft-log-store %s",
@@ -88,7 +88,7 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger) (raftS
 		if err != nil {
 			return nil, fmt.Errorf("logstore: open %s: %w", walPath, err)
 		}
-		return w, nil
+		return withRaftFaults(w), nil
 	}
 	// Config.validate rejects anything else.
 	panic(fmt.Sprintf("logstore: unknown Raft log store %q", backend))

@@ -11,16 +11,20 @@ import (
 // keeps its atomics and pays nothing per record.
 //
 //   - logstore_segment_seal_duration_seconds: a summary without quantiles
-//     (_count seals since the node started, _sum the seconds they took,
-//     fsyncs of the apply path included); rate(_sum)/rate(_count) is the
-//     mean seal time.
+//     (_count seals since the node started, _sum the seconds the apply path
+//     spent in them: index and next file, no fsync, or waiting when the
+//     sealer is behind); rate(_sum)/rate(_count) is the mean seal time.
+//   - logstore_segment_seal_sync_seconds_total: the sealer goroutine's time
+//     making sealed segments durable (fsync, index file), off the apply
+//     path.
 //   - logstore_segment_truncated_bytes_total: torn or corrupt tail bytes
 //     recovery cut from the active segment.
 //   - logstore_segment_truncated_records_total: records recovery dropped
 //     after the snapshot's Raft index (Raft applies them again).
 type segmentCollector struct {
-	log                       *segment.Log
-	seal, truncBytes, truncRe *prometheus.Desc
+	log                 *segment.Log
+	seal, sealSync      *prometheus.Desc
+	truncBytes, truncRe *prometheus.Desc
 }
 
 func newSegmentCollector(log *segment.Log, node string) *segmentCollector {
@@ -28,7 +32,9 @@ func newSegmentCollector(log *segment.Log, node string) *segmentCollector {
 	return &segmentCollector{
 		log: log,
 		seal: prometheus.NewDesc("logstore_segment_seal_duration_seconds",
-			"Time to seal a full segment (fsync of the segment and its index), count and sum since the node started.", nil, labels),
+			"Time the apply path spent sealing a full segment (no fsync: the sealer does that), count and sum since the node started.", nil, labels),
+		sealSync: prometheus.NewDesc("logstore_segment_seal_sync_seconds_total",
+			"Time the sealer spent making sealed segments durable (fsync of the segment and its index file), off the apply path.", nil, labels),
 		truncBytes: prometheus.NewDesc("logstore_segment_truncated_bytes_total",
 			"Bytes of torn or corrupt tail that recovery cut from the active segment.", nil, labels),
 		truncRe: prometheus.NewDesc("logstore_segment_truncated_records_total",
@@ -38,6 +44,7 @@ func newSegmentCollector(log *segment.Log, node string) *segmentCollector {
 
 func (c *segmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.seal
+	ch <- c.sealSync
 	ch <- c.truncBytes
 	ch <- c.truncRe
 }
@@ -45,6 +52,7 @@ func (c *segmentCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.log.Stats()
 	ch <- prometheus.MustNewConstSummary(c.seal, st.Seals, st.SealTime.Seconds(), nil)
+	ch <- prometheus.MustNewConstMetric(c.sealSync, prometheus.CounterValue, st.SealSyncTime.Seconds())
 	ch <- prometheus.MustNewConstMetric(c.truncBytes, prometheus.CounterValue, float64(st.TruncatedBytes))
 	ch <- prometheus.MustNewConstMetric(c.truncRe, prometheus.CounterValue, float64(st.TruncatedRecords))
 }

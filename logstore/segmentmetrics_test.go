@@ -47,6 +47,14 @@ func TestSegmentMetricsMove(t *testing.T) {
 	if st.Seals < 5 || n != float64(st.Seals) || sum <= 0 || sum != st.SealTime.Seconds() {
 		t.Fatalf("%v seals in %vs exported, stats %+v: want the stats' count (>= 5) and time", n, sum, st)
 	}
+	// The sealer's fsyncs, off the apply path, once Sync has waited for them.
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	st = l.Stats()
+	if got := testmetric.Value(t, reg, "logstore_segment_seal_sync_seconds_total", node); got <= 0 || got != st.SealSyncTime.Seconds() {
+		t.Fatalf("seal sync seconds %v exported, stats %v", got, st.SealSyncTime)
+	}
 
 	// Recovery drops the records after Raft index 150.
 	dropped, err := l.TruncateAfterRaftIndex(150)

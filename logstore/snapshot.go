@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -407,7 +408,10 @@ func (k *snapSink) Close() error {
 	}
 	k.closed = true
 	if k.archive != nil {
-		err := k.archive.Sync()
+		err := failpoint.Inject(failpoint.SnapshotSync)
+		if err == nil {
+			err = k.archive.Sync()
+		}
 		if cerr := k.archive.Close(); err == nil {
 			err = cerr
 		}
@@ -457,6 +461,9 @@ func writeFileSync(path string, b []byte) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = failpoint.Inject(failpoint.SnapshotSync)
+	}
 	if err == nil {
 		err = f.Sync()
 	}

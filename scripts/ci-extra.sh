@@ -2,7 +2,8 @@
 # Extra CI checks, run by .ci/run after the test suite:
 #   1. the dev demo for 20 s: `logplayer dev --demo 20s` must exit 0 and end
 #      with a JSON line showing committed > 0, no duplicates, nothing missing;
-#   2. the container check (scripts/docker-e2e.sh) and the multi-host
+#   2. the disk-fault tests, built with -tags failpoints (about 7 s of tests);
+#   3. the container check (scripts/docker-e2e.sh) and the multi-host
 #      partition test (e2e TestDockerPartition: leader, shard and LogPlayer
 #      cut off with docker network disconnect, a shard docker-killed), when a
 #      Docker engine works.
@@ -14,6 +15,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bin="$work/logplayer"
 CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/logplayer
+
+echo "--- disk-fault tests (-tags failpoints)"
+go test -tags failpoints -count=1 -run 'FailureIsSticky|ENOSPC|SlowSealSync|SnapshotDiskFaults|CommitFailureIsNotAcked|RaftLogStoreFault' ./logstore/ ./logstore/segment/ ./shard/
 
 echo "--- logplayer dev --demo 20s"
 # Random ports: CI may share the machine with another run.

@@ -14,6 +14,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
@@ -176,7 +177,10 @@ func (s *store) Apply(ds []*targetpb.Delivery, next target.State) error {
 				return err
 			}
 		}
-		return s.writeState(tx, next)
+		if err := s.writeState(tx, next); err != nil {
+			return err
+		}
+		return failpoint.Inject(failpoint.ShardCommit)
 	})
 	if err != nil {
 		return fmt.Errorf("shard: commit lsn %d: %w", next.AppliedLSN, err)

@@ -29,28 +29,28 @@ func verifyWrite(s *segment, frame []byte, lsn types.LSN) {
 	}
 }
 
-// seal makes the active segment immutable and starts the next one: fsync the
-// segment, write and fsync its index file (through a rename), create the
-// next segment file and fsync the directory. A crash at any point leaves a
-// directory that Open recovers: until the next segment file exists, the
-// sealed one is still the active one and its index file is rebuilt.
+// seal makes the active segment immutable and starts the next one, without
+// an fsync on the writer's path: it builds the index, creates the next
+// segment file, publishes it as the active one and hands the sealed segment
+// to the sealer (sealer.go), which fsyncs it and writes its index file. It
+// waits only when sealQueueMax seals are already pending. A crash before the
+// sealer is done leaves a non-last segment without an index file, possibly
+// torn, which Open recovers (see load). Writer only.
 func (l *Log) seal() error {
-	s := l.active()
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
-	}
-	data := marshalIndex(s.sealedMeta(), &s.idx)
-	if err := writeFileDurable(s.idxPath(), data); err != nil {
+	if err := l.durableErr(); err != nil {
 		return err
 	}
+	s := l.active()
+	data := marshalIndex(s.sealedMeta(), &s.idx)
 	next := s.lastLSN() + 1
 	// O_TRUNC: a file left by an earlier failed seal holds nothing yet.
-	f, err := os.OpenFile(l.segPath(next), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := l.fs.OpenFile(l.segPath(next), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
-	if err := syncDir(l.opts.Dir); err != nil {
+	if err := l.enqueueSeal(sealJob{s: s, idx: data}); err != nil {
 		_ = f.Close()
+		_ = l.fs.Remove(l.segPath(next))
 		return err
 	}
 	ns := newSegment(l.opts.Dir, next, f)

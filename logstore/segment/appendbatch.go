@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -26,6 +27,9 @@ func (l *Log) AppendBatch(txns []*logstorepb.Transaction) error {
 	defer l.wmu.Unlock()
 	if l.mu.closed {
 		return ErrClosed
+	}
+	if err := l.durableErr(); err != nil {
+		return err
 	}
 	for len(txns) > 0 {
 		if err := l.sealIfFull(); err != nil {
@@ -78,7 +82,11 @@ func (l *Log) writeChunk(txns []*logstorepb.Transaction) (int, error) {
 	} else {
 		l.w.buf = nil
 	}
-	if _, err := s.f.WriteAt(buf, s.size); err != nil {
+	err := failpoint.Inject(failpoint.SegmentWrite)
+	if err == nil {
+		_, err = s.f.WriteAt(buf, s.size)
+	}
+	if err != nil {
 		_ = s.f.Truncate(s.size) // spare a restart the torn tail
 		return 0, fmt.Errorf("segment: write lsn %d..%d to %s: %w", txns[0].GetLsn(), txns[len(ends)-1].GetLsn(), segFileName(s.base), err)
 	}

@@ -44,6 +44,11 @@ func TestAppendBatchMatchesAppend(t *testing.T) {
 		t.Fatalf("only %d seals: the test must cross segments", lb.Stats().Seals)
 	}
 	sameTxns(t, readAll(t, lb, 1, 0), all)
+	for _, l := range []*Log{lo, lb} { // the sealer writes index files
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	entries, err := os.ReadDir(one.Dir)
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,8 @@ package segment
 
 import (
 	"fmt"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/logplayer/logplayer/types"
@@ -54,16 +54,16 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 			plan[i].info.Bytes = plan[i].copyLen
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
 		return Manifest{}, fmt.Errorf("segment: %w", err)
 	}
-	entries, err := os.ReadDir(dir)
+	names, err := l.fs.ReadDir(dir)
 	if err != nil {
 		return Manifest{}, fmt.Errorf("segment: %w", err)
 	}
-	for _, e := range entries {
-		if _, _, ok := parseFileName(e.Name()); ok {
-			return Manifest{}, fmt.Errorf("segment: checkpoint dir %s already holds %s", dir, e.Name())
+	for _, name := range names {
+		if _, _, ok := parseFileName(name); ok {
+			return Manifest{}, fmt.Errorf("segment: checkpoint dir %s already holds %s", dir, name)
 		}
 	}
 	for i := range plan {
@@ -71,16 +71,16 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 		dst := filepath.Join(dir, f.info.Name)
 		switch {
 		case f.src != "":
-			if err := os.Link(f.src, dst); err != nil {
-				if !isCrossDevice(err) {
+			if err := l.fs.Link(f.src, dst); err != nil {
+				if !vfs.IsCrossDevice(err) {
 					return Manifest{}, fmt.Errorf("segment: checkpoint: %w", err)
 				}
 				l.log.Warn("checkpoint dir on another device: copying a sealed file instead of linking it", "file", f.info.Name, "bytes", f.info.Bytes)
-				src, err := os.Open(f.src)
+				src, err := l.fs.Open(f.src)
 				if err != nil {
 					return Manifest{}, fmt.Errorf("segment: checkpoint: %w", err)
 				}
-				nf, _, err := copyPrefix(dst, src, f.info.Bytes)
+				nf, _, err := copyPrefix(l.fs, dst, src, f.info.Bytes)
 				_ = src.Close()
 				if err != nil {
 					return Manifest{}, err
@@ -92,7 +92,7 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 			if f.seg != nil {
 				src = f.seg.f
 			}
-			nf, crc, err := copyPrefix(dst, src, f.copyLen)
+			nf, crc, err := copyPrefix(l.fs, dst, src, f.copyLen)
 			if err != nil {
 				return Manifest{}, err
 			}
@@ -101,7 +101,7 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 		}
 		m.Files = append(m.Files, f.info)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(l.fs, dir); err != nil {
 		return Manifest{}, err
 	}
 	if last := m.LastLSN; last >= m.FirstLSN {

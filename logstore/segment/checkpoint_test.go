@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -90,7 +91,7 @@ func TestCheckpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, f := range m.Files[:len(m.Files)-1] {
-				if err := verifyFile(filepath.Join(o.Dir, f.Name), f); err != nil {
+				if err := verifyFile(vfs.Default, filepath.Join(o.Dir, f.Name), f); err != nil {
 					t.Fatalf("original changed by the checkpoint's log: %v", err)
 				}
 			}

@@ -28,16 +28,30 @@
 // AppendBatch does not fsync: the Raft log is the write-ahead log. (Every
 // WritebackBytes it asks the kernel to start writing back, without waiting,
 // so that the fsync which seals a full segment finds little left to write.)
-// A torn write
-// can only cut the active segment's tail (a transaction is one record in one
-// file), and Open truncates the active segment after its last record that
-// has a good CRC, decodes, and continues the LSN, Raft index and topic
-// offsets. Sealing fsyncs the segment, then writes its index file by
-// rename and fsyncs the directory, then creates the next segment: a crash in
-// between leaves the old segment active (its stale index is dropped and
-// rebuilt). Sync, and Checkpoint which calls it, make everything appended so
-// far durable; the caller must Sync (or Checkpoint) up to a Raft index
-// before Raft compacts below it. After Open the caller drops records above its
+// A torn write can only cut the tail of a segment not yet durable (a
+// transaction is one record in one file), and Open truncates the active
+// segment after its last record that has a good CRC, decodes, and continues
+// the LSN, Raft index and topic offsets. Sealing does not fsync on the
+// writer's path either: the writer builds the index, creates the next
+// segment file and hands the sealed segment to the sealer goroutine
+// (sealer.go), which fsyncs it, then writes its index file by rename and
+// fsyncs the directory, one segment at a time in seal order. So an index
+// file on disk always describes a durable segment; a non-last segment
+// without one is a seal that did not finish before a crash, and Open scans
+// it like an active segment: whole, it gets its index; torn, it becomes the
+// active segment and the later segments are removed (their records were
+// not durable, so they lie above the last checkpoint and Raft applies them
+// again). A crash before the next file exists leaves the old segment
+// active (a stale index is dropped and rebuilt). Sync, and Checkpoint which
+// calls it, wait for the sealer and make everything appended so far
+// durable; the caller must Sync (or Checkpoint) up to a Raft index before
+// Raft compacts below it. A failed fsync is sticky (ErrNotDurable): every
+// later AppendBatch, Sync and Checkpoint returns it.
+//
+// Every file operation goes through Options.FS (internal/vfs), so tests
+// run the log on a crashable in-memory filesystem that loses what was not
+// fsynced (powerloss_test.go), and through internal/failpoint under the
+// build tag failpoints (failpoint_test.go). After Open the caller drops records above its
 // last durable snapshot with TruncateAfterRaftIndex and lets Raft apply them
 // again. Open reads only the index files of sealed segments (and checks each
 // file's size), so a restart costs time in proportion to the active segment;
@@ -62,7 +76,10 @@
 //
 // # Concurrency
 //
-// There are no goroutines. One writer (the FSM apply goroutine) calls
+// One goroutine, the sealer (started by Open, stopped by Close after the
+// seals already queued; fed by the writer through a queue of at most
+// sealQueueMax sealed segments, the writer waiting when it is full). One
+// writer (the FSM apply goroutine) calls
 // AppendBatch (the records of one Raft entry with one write call),
 // TruncateAfterRaftIndex and Install; any number of readers call Get, Read,
 // TopicOffsetLSN and the accessors; Checkpoint, Sync, DeleteBefore and
@@ -75,7 +92,12 @@
 // in-memory index. mu is held only for in-memory work: a reader takes it to
 // find positions and a reference, then reads without it; the writer writes
 // the record first and takes mu only to publish it. No lock is held across
-// I/O except fileMu (across a checkpoint's links and copy).
+// I/O except fileMu (across a checkpoint's links and copy). sealer.mu (the
+// seal queue and the sticky failure) is a leaf, never held across I/O; the
+// sealer takes no other lock. The methods that remove or replace files
+// (DeleteBefore, TruncateAfterRaftIndex, Install) first wait for the seals
+// queued before them, so the sealer never writes the index of a segment
+// being removed.
 //
 // Invariants: LSNs are dense: segment i+1 starts at the LSN after segment
 // i's last, and LastLSN is the active segment's last (FirstLSN-1 when the log

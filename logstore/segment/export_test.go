@@ -3,6 +3,7 @@ package segment
 import (
 	"fmt"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -47,7 +48,11 @@ func (l *Log) Append(txn *logstorepb.Transaction) error {
 	if err := s.check(m, l.mu.lastRaft); err != nil {
 		panic(fmt.Sprintf("segment: append: %v", err))
 	}
-	if _, err := s.f.WriteAt(frame, s.size); err != nil {
+	err = failpoint.Inject(failpoint.SegmentWrite)
+	if err == nil {
+		_, err = s.f.WriteAt(frame, s.size)
+	}
+	if err != nil {
 		// Readers never look past s.size and the next write starts there;
 		// the truncate only spares a restart the scan of a torn tail.
 		_ = s.f.Truncate(s.size)
@@ -68,5 +73,23 @@ func (l *Log) appendCheck(txn *logstorepb.Transaction) {
 	}
 	if txn.GetRaftIndex() < l.mu.lastRaft {
 		panic(fmt.Sprintf("segment: append lsn %d with raft index %d below the last %d", txn.GetLsn(), txn.GetRaftIndex(), l.mu.lastRaft))
+	}
+}
+
+// manualSeals stops the sealer goroutine from sealing: seals queue up
+// (unbounded) until runSeals or a Sync runs them, so that a test decides
+// how far behind the sealer is when the power goes.
+func (l *Log) manualSeals() {
+	l.sealer.mu.Lock()
+	l.sealer.mu.manual = true
+	l.sealer.mu.Unlock()
+}
+
+// runSeals runs up to n queued seals on the caller's goroutine.
+func (l *Log) runSeals(n int) {
+	for range n {
+		if !l.sealOne() {
+			return
+		}
 	}
 }

@@ -117,6 +117,9 @@ func FuzzUnmarshalIndex(f *testing.F) {
 		f.Fatal(err)
 	}
 	appendN(f, l, randomTopicsGen(5), 300)
+	if err := l.Sync(); err != nil { // the sealer writes index files
+		f.Fatal(err)
+	}
 	for _, s := range l.Segments()[:3] {
 		b, err := os.ReadFile(filepath.Join(o.Dir, idxFileName(s.FirstLSN)))
 		if err != nil {

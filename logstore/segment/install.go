@@ -2,7 +2,7 @@ package segment
 
 import (
 	"fmt"
-	"os"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"path/filepath"
 )
 
@@ -26,6 +26,9 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 	if l.mu.closed {
 		return ErrClosed
 	}
+	if err := l.flushSeals(); err != nil {
+		return err
+	}
 	local := map[string]FileInfo{}
 	for _, s := range l.mu.segs {
 		local[segFileName(s.base)] = FileInfo{Name: segFileName(s.base), Bytes: s.size, CRC: s.crc}
@@ -39,13 +42,13 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 	}
 	for _, f := range m.Files {
 		if !same(f) {
-			if err := verifyFile(filepath.Join(srcDir, f.Name), f); err != nil {
+			if err := verifyFile(l.fs, filepath.Join(srcDir, f.Name), f); err != nil {
 				return err
 			}
 		}
 	}
 	dir := l.opts.Dir
-	if err := writeFileDurable(filepath.Join(dir, installMarker), nil); err != nil {
+	if err := writeFileDurable(l.fs, filepath.Join(dir, installMarker), nil); err != nil {
 		return err
 	}
 	keep := map[string]bool{}
@@ -54,7 +57,7 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 	}
 	for name := range local {
 		if !keep[name] {
-			if err := removeIfExists(filepath.Join(dir, name)); err != nil {
+			if err := removeIfExists(l.fs, filepath.Join(dir, name)); err != nil {
 				return err
 			}
 		}
@@ -64,21 +67,21 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 			continue
 		}
 		src, dst := filepath.Join(srcDir, f.Name), filepath.Join(dir, f.Name)
-		if err := removeIfExists(dst); err != nil {
+		if err := removeIfExists(l.fs, dst); err != nil {
 			return err
 		}
 		if i < len(m.Files)-1 {
-			if err := os.Link(src, dst); err == nil {
+			if err := l.fs.Link(src, dst); err == nil {
 				continue
-			} else if !isCrossDevice(err) {
+			} else if !vfs.IsCrossDevice(err) {
 				return fmt.Errorf("segment: install: %w", err)
 			}
 		}
-		in, err := os.Open(src)
+		in, err := l.fs.Open(src)
 		if err != nil {
 			return fmt.Errorf("segment: install: %w", err)
 		}
-		nf, crc, err := copyPrefix(dst, in, f.Bytes)
+		nf, crc, err := copyPrefix(l.fs, dst, in, f.Bytes)
 		_ = in.Close()
 		if err != nil {
 			return err
@@ -88,13 +91,13 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 			return fmt.Errorf("%w: install: %s changed while copied", ErrCorrupt, f.Name)
 		}
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(l.fs, dir); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dir, installMarker)); err != nil {
+	if err := l.fs.Remove(filepath.Join(dir, installMarker)); err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(l.fs, dir); err != nil {
 		return err
 	}
 	segs, err := l.load()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/failpoint"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -62,6 +64,10 @@ type Options struct {
 	// it does not decode to the same LSN with a good CRC. For tests.
 	VerifyWrites bool
 	Logger       *slog.Logger
+	// FS is the filesystem of Dir (and of checkpoint and install
+	// directories); nil is the real one. Tests pass a crashable in-memory
+	// one (vfs.NewCrashableMem) to simulate power loss.
+	FS vfs.FS
 }
 
 func (o *Options) validate() error {
@@ -87,6 +93,9 @@ func (o *Options) validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
 	return nil
 }
 
@@ -102,6 +111,13 @@ var (
 	ErrCorrupt = errors.New("segment: corrupt")
 	// ErrClosed: the Log was closed.
 	ErrClosed = errors.New("segment: log closed")
+	// ErrNotDurable: an fsync (or the write of an index file) that would
+	// have made the log durable failed. It is sticky: every later
+	// AppendBatch, Sync and Checkpoint returns it, since after a failed
+	// fsync the kernel may have dropped dirty pages and no later success
+	// proves them written. The node must stop (the FSM panics on an append
+	// error) and recover from its Raft log and snapshot on restart.
+	ErrNotDurable = errors.New("segment: log cannot be made durable")
 )
 
 // installMarker exists in Dir while Install replaces its files; Open finding
@@ -112,6 +128,7 @@ const installMarker = "INSTALLING"
 // concurrency contract.
 type Log struct {
 	opts Options
+	fs   vfs.FS // == opts.FS
 	log  *slog.Logger
 
 	// wmu serializes the writer's methods (AppendBatch, TruncateAfterRaftIndex,
@@ -134,9 +151,13 @@ type Log struct {
 	// files). Lock order: wmu, fileMu, mu.
 	fileMu sync.Mutex
 
+	// sealer makes sealed segments durable off the writer's path.
+	sealer sealer
+
 	stats struct {
 		seals            atomic.Uint64
 		sealNanos        atomic.Int64
+		sealSyncNanos    atomic.Int64
 		truncatedBytes   atomic.Int64
 		truncatedRecords atomic.Uint64
 	}
@@ -162,15 +183,16 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	l := &Log{opts: opts, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
+	l := &Log{opts: opts, fs: opts.FS, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
 	segs, err := l.load()
 	if err != nil {
 		return nil, err
 	}
 	l.setSegs(segs)
+	l.startSealer()
 	return l, nil
 }
 
@@ -204,21 +226,20 @@ func (l *Log) setSegs(segs []*segment) {
 // recovers the active segment.
 func (l *Log) load() (segs []*segment, err error) {
 	dir := l.opts.Dir
-	if _, err := os.Stat(filepath.Join(dir, installMarker)); err == nil {
+	if _, err := l.fs.Stat(filepath.Join(dir, installMarker)); err == nil {
 		if err := l.discardInstall(); err != nil {
 			return nil, err
 		}
 	}
-	entries, err := os.ReadDir(dir)
+	names, err := l.fs.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	var bases []types.LSN
 	idxs := map[types.LSN]bool{}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		if strings.HasSuffix(name, tmpExt) {
-			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+			if err := l.fs.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("segment: %w", err)
 			}
 			continue
@@ -250,13 +271,25 @@ func (l *Log) load() (segs []*segment, err error) {
 		// the segment first); the active segment's is left by a crash while
 		// sealing it, and is rebuilt when it is sealed again.
 		if base == active || !slices.Contains(bases, base) {
-			if err := os.Remove(filepath.Join(dir, idxFileName(base))); err != nil {
+			if err := l.fs.Remove(filepath.Join(dir, idxFileName(base))); err != nil {
 				return nil, fmt.Errorf("segment: %w", err)
 			}
 		}
 	}
 	var prev *segment
-	for _, base := range bases[:len(bases)-1] {
+	for i, base := range bases[:len(bases)-1] {
+		if !idxs[base] {
+			s, err := l.recoverUnsealed(base, prev, bases[i+1:])
+			if err != nil {
+				return segs, err
+			}
+			segs = append(segs, s)
+			if !s.sealed {
+				return segs, nil
+			}
+			prev = s
+			continue
+		}
 		s, err := l.loadSealed(base, prev)
 		if err != nil {
 			return segs, err
@@ -275,7 +308,7 @@ func (l *Log) load() (segs []*segment, err error) {
 // the segment's data.
 func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 	dir := l.opts.Dir
-	b, err := os.ReadFile(filepath.Join(dir, idxFileName(base)))
+	b, err := vfs.ReadFile(l.fs, filepath.Join(dir, idxFileName(base)))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: sealed segment %s has no index file", ErrCorrupt, segFileName(base))
@@ -293,7 +326,7 @@ func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 		return nil, fmt.Errorf("%w: segment %s (raft %d) does not follow %s (lsn %d, raft %d)",
 			ErrCorrupt, segFileName(base), meta.firstRaft, segFileName(prev.base), prev.lastLSN(), prev.lastRaft)
 	}
-	f, err := os.Open(filepath.Join(dir, segFileName(base)))
+	f, err := l.fs.Open(filepath.Join(dir, segFileName(base)))
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
@@ -315,6 +348,53 @@ func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 	return s, nil
 }
 
+// recoverUnsealed recovers the non-last segment base that has no index file:
+// the writer sealed it, but the sealer had not made it durable (fsync, index
+// file) when the node crashed, so after a power loss it may be torn or
+// shorter than the segments after it assume. It is scanned like an active
+// segment (truncated after its last good record). When it is whole (the next
+// segment, later[0], starts right after its last record) its index file is
+// written and it is returned sealed; otherwise the segments after it are
+// removed (they no longer follow; Raft applies their records again, since
+// they were above the last snapshot: a snapshot waits for every seal) and
+// it is returned as the active segment.
+func (l *Log) recoverUnsealed(base types.LSN, prev *segment, later []types.LSN) (*segment, error) {
+	s, err := l.openActive(base, prev)
+	if err != nil {
+		return nil, err
+	}
+	if s.count > 0 && later[0] == s.lastLSN()+1 {
+		data := marshalIndex(s.sealedMeta(), &s.idx)
+		if err := l.syncSealed(s, data); err != nil {
+			s.release()
+			return nil, err
+		}
+		s.sealed, s.pos = true, nil
+		s.idxSize, s.idxCRC = int64(len(data)), crc32.Checksum(data, crcTable)
+		l.log.Warn("rebuilt the index of a segment whose seal did not finish", "segment", segFileName(base), "lsn", s.lastLSN())
+		return s, nil
+	}
+	// Newest first, each segment before its index, so that a crash in
+	// between leaves a log that this recovery finds again.
+	for _, b := range slices.Backward(later) {
+		if err := removeIfExists(l.fs, filepath.Join(l.opts.Dir, segFileName(b))); err != nil {
+			s.release()
+			return nil, err
+		}
+		if err := removeIfExists(l.fs, filepath.Join(l.opts.Dir, idxFileName(b))); err != nil {
+			s.release()
+			return nil, err
+		}
+	}
+	if err := syncDir(l.fs, l.opts.Dir); err != nil {
+		s.release()
+		return nil, err
+	}
+	l.log.Warn("a segment whose seal did not finish is torn: it becomes the active segment and the later ones are dropped",
+		"segment", segFileName(base), "lsn", s.lastLSN(), "dropped_segments", len(later))
+	return s, nil
+}
+
 // openActive opens (creating it if needed) the active segment and rebuilds
 // its index by scanning it.
 func (l *Log) openActive(base types.LSN, prev *segment) (*segment, error) {
@@ -322,7 +402,7 @@ func (l *Log) openActive(base types.LSN, prev *segment) (*segment, error) {
 	if prev != nil && base != prev.lastLSN()+1 {
 		return nil, fmt.Errorf("%w: active segment %s does not follow %s (lsn %d)", ErrCorrupt, segFileName(base), segFileName(prev.base), prev.lastLSN())
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := l.fs.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
@@ -333,8 +413,8 @@ func (l *Log) openActive(base types.LSN, prev *segment) (*segment, error) {
 		if err == nil {
 			var fi os.FileInfo
 			if fi, err = f.Stat(); err == nil {
-				var nf *os.File
-				nf, _, err = copyPrefix(path, f, fi.Size())
+				var nf vfs.File
+				nf, _, err = copyPrefix(l.fs, path, f, fi.Size())
 				_ = f.Close()
 				f = nf
 			}
@@ -413,27 +493,27 @@ func (l *Log) recoverActive(s *segment, prevRaft uint64) error {
 // discardInstall removes the segment files of an Install that did not finish.
 func (l *Log) discardInstall() error {
 	dir := l.opts.Dir
-	entries, err := os.ReadDir(dir)
+	names, err := l.fs.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
 	n := 0
-	for _, e := range entries {
-		if _, _, ok := parseFileName(e.Name()); ok || strings.HasSuffix(e.Name(), tmpExt) {
-			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range names {
+		if _, _, ok := parseFileName(name); ok || strings.HasSuffix(name, tmpExt) {
+			if err := l.fs.Remove(filepath.Join(dir, name)); err != nil {
 				return fmt.Errorf("segment: %w", err)
 			}
 			n++
 		}
 	}
 	l.log.Warn("discarding the files of an unfinished install", "files", n)
-	if err := syncDir(dir); err != nil {
+	if err := syncDir(l.fs, dir); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(dir, installMarker)); err != nil {
+	if err := l.fs.Remove(filepath.Join(dir, installMarker)); err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
-	return syncDir(dir)
+	return syncDir(l.fs, dir)
 }
 
 // FirstLSN returns the oldest retained LSN; LastLSN()+1 when empty.
@@ -477,11 +557,14 @@ type Stats struct {
 	Segments          int
 	Bytes             int64 // segment and index files
 	FirstLSN, LastLSN types.LSN
-	// Seals counts segments sealed by AppendBatch since Open,
-	// and SealTime the time they spent sealing (fsyncs: the apply path's only
-	// ones).
-	Seals    uint64
-	SealTime time.Duration
+	// Seals counts segments sealed by AppendBatch since Open, and
+	// SealTime the time the writer (the apply path) spent sealing them
+	// (building the index, creating the next file; waiting when the sealer
+	// is sealQueueMax behind). SealSyncTime is the sealer's time making
+	// them durable (fsync, index file), off the apply path.
+	Seals        uint64
+	SealTime     time.Duration
+	SealSyncTime time.Duration
 	// TruncatedBytes counts bytes of torn or corrupt tail that recovery
 	// dropped from the active segment (Open, TruncateAfterRaftIndex).
 	TruncatedBytes int64
@@ -500,32 +583,46 @@ func (l *Log) Stats() Stats {
 	l.mu.RUnlock()
 	st.Seals = l.stats.seals.Load()
 	st.SealTime = time.Duration(l.stats.sealNanos.Load())
+	st.SealSyncTime = time.Duration(l.stats.sealSyncNanos.Load())
 	st.TruncatedBytes = l.stats.truncatedBytes.Load()
 	st.TruncatedRecords = l.stats.truncatedRecords.Load()
 	return st
 }
 
-// Sync makes everything appended so far durable: sealed segments and their
-// index files were fsynced when sealed, so it fsyncs the active segment and
-// the directory.
+// Sync makes everything appended so far durable: it waits for the sealer to
+// make every segment sealed so far durable, then fsyncs the active segment
+// and the directory. A failure is sticky (ErrNotDurable).
 func (l *Log) Sync() error {
 	l.mu.RLock()
 	if l.mu.closed {
 		l.mu.RUnlock()
 		return ErrClosed
 	}
+	l.mu.RUnlock()
+	if err := l.flushSeals(); err != nil {
+		return err
+	}
+	l.mu.RLock()
 	s := l.mu.segs[len(l.mu.segs)-1]
 	s.acquire()
 	l.mu.RUnlock()
 	defer s.release()
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err)
+	if err := failpoint.Inject(failpoint.SegmentSync); err != nil {
+		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
 	}
-	return syncDir(l.opts.Dir)
+	if err := s.f.Sync(); err != nil {
+		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
+	}
+	if err := syncDir(l.fs, l.opts.Dir); err != nil {
+		return l.fail(err)
+	}
+	return nil
 }
 
 // Close closes the log. Reads in progress finish; later calls return
-// ErrClosed. It does not fsync (call Sync first if needed).
+// ErrClosed. It lets the sealer finish the seals already queued (fsyncs of
+// sealed segments) but does not fsync the active segment (call Sync first
+// if needed).
 func (l *Log) Close() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -539,6 +636,7 @@ func (l *Log) Close() error {
 	l.mu.closed = true
 	segs := l.mu.segs
 	l.mu.Unlock()
+	l.stopSealer()
 	for _, s := range segs {
 		s.release()
 	}

@@ -201,6 +201,13 @@ func TestReplicasWriteIdenticalFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Index files are written by the sealer in the background: Sync waits
+	// for them.
+	for _, l := range []*Log{la, lb} {
+		if err := l.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	entries, err := os.ReadDir(a.Dir)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/logplayer/logplayer/internal/vfs"
+
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -93,15 +95,15 @@ func (m Manifest) Verify(dir string) error {
 		return err
 	}
 	for _, f := range m.Files {
-		if err := verifyFile(filepath.Join(dir, f.Name), f); err != nil {
+		if err := verifyFile(vfs.Default, filepath.Join(dir, f.Name), f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func verifyFile(path string, f FileInfo) error {
-	n, crc, err := fileCRC(path)
+func verifyFile(fs vfs.FS, path string, f FileInfo) error {
+	n, crc, err := fileCRC(fs, path)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
@@ -153,7 +155,7 @@ func (m Manifest) ReadFiles(r io.Reader, dir string) error {
 			return err
 		}
 	}
-	return syncDir(dir)
+	return syncDir(vfs.Default, dir)
 }
 
 func readFile(r io.Reader, path string, f FileInfo) error {

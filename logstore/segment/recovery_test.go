@@ -295,11 +295,8 @@ func TestOpenRejectsBadSealedSegments(t *testing.T) {
 		name   string
 		damage func(t *testing.T, dir string, s SegmentInfo)
 	}{
-		{"index missing", func(t *testing.T, dir string, s SegmentInfo) {
-			if err := os.Remove(filepath.Join(dir, strings.TrimSuffix(s.Name, segExt)+idxExt)); err != nil {
-				t.Fatal(err)
-			}
-		}},
+		// An index missing is a seal the sealer did not finish, which Open
+		// recovers: TestUnsealedSegmentRecovers.
 		{"index flipped byte", func(t *testing.T, dir string, s SegmentInfo) {
 			flip(t, filepath.Join(dir, strings.TrimSuffix(s.Name, segExt)+idxExt), 40)
 		}},

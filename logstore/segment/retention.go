@@ -7,6 +7,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/logplayer/logplayer/internal/vfs"
+
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -19,6 +21,11 @@ import (
 func (l *Log) DeleteBefore(lsn types.LSN) (int64, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
+	// Retention removes only durable segments (the sealer must not write
+	// the index of a segment being removed).
+	if err := l.flushSeals(); err != nil {
+		return 0, err
+	}
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -43,10 +50,10 @@ func (l *Log) DeleteBefore(lsn types.LSN) (int64, error) {
 	// leaves a shorter contiguous log and an orphan index Open removes.
 	for _, s := range drop {
 		if err == nil {
-			err = removeIfExists(s.segPath())
+			err = removeIfExists(l.fs, s.segPath())
 		}
 		if err == nil {
-			err = removeIfExists(s.idxPath())
+			err = removeIfExists(l.fs, s.idxPath())
 		}
 		if err == nil {
 			freed += s.size + s.idxSize
@@ -56,13 +63,13 @@ func (l *Log) DeleteBefore(lsn types.LSN) (int64, error) {
 		s.release()
 	}
 	if err == nil {
-		err = syncDir(l.opts.Dir)
+		err = syncDir(l.fs, l.opts.Dir)
 	}
 	return freed, err
 }
 
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+func removeIfExists(fs vfs.FS, path string) error {
+	if err := fs.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("segment: %w", err)
 	}
 	return nil
@@ -82,6 +89,9 @@ func (l *Log) TruncateAfterRaftIndex(idx uint64) (int, error) {
 	if l.mu.closed {
 		return 0, ErrClosed
 	}
+	if err := l.flushSeals(); err != nil {
+		return 0, err
+	}
 	if l.mu.lastRaft <= idx {
 		return 0, nil
 	}
@@ -97,17 +107,17 @@ func (l *Log) TruncateAfterRaftIndex(idx uint64) (int, error) {
 	// segment (scanned as the active one at Open) still ends in the records
 	// to drop, and the caller truncates again.
 	for _, later := range slices.Backward(segs[k+1:]) {
-		if err := removeIfExists(later.segPath()); err != nil {
+		if err := removeIfExists(l.fs, later.segPath()); err != nil {
 			return 0, err
 		}
-		if err := removeIfExists(later.idxPath()); err != nil {
+		if err := removeIfExists(l.fs, later.idxPath()); err != nil {
 			return 0, err
 		}
 	}
-	if err := removeIfExists(s.idxPath()); err != nil {
+	if err := removeIfExists(l.fs, s.idxPath()); err != nil {
 		return 0, err
 	}
-	f, _, err := copyPrefix(s.segPath(), s.f, cut)
+	f, _, err := copyPrefix(l.fs, s.segPath(), s.f, cut)
 	if err != nil {
 		return 0, err
 	}

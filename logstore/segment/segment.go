@@ -3,13 +3,13 @@ package segment
 import (
 	"fmt"
 	"hash/crc32"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -55,7 +55,7 @@ func parseFileName(name string) (base types.LSN, ext string, ok bool) {
 type segment struct {
 	base types.LSN // first LSN; the file name
 	dir  string
-	f    *os.File
+	f    vfs.File
 	refs atomic.Int64
 
 	// The fields below are written only by the writer, under Log.mu's write
@@ -77,7 +77,7 @@ type segment struct {
 	idxCRC  uint32
 }
 
-func newSegment(dir string, base types.LSN, f *os.File) *segment {
+func newSegment(dir string, base types.LSN, f vfs.File) *segment {
 	s := &segment{base: base, dir: dir, f: f, idx: newSegIndex()}
 	s.refs.Store(1)
 	return s

@@ -2,8 +2,8 @@
 
 package segment
 
-import "os"
+import "github.com/logplayer/logplayer/internal/vfs"
 
 // startWriteback is a no-op where sync_file_range does not exist: the seal's
 // fsync writes the whole segment.
-func startWriteback(*os.File, int64, int64) {}
+func startWriteback(vfs.File, int64, int64) {}

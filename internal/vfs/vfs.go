@@ -1,0 +1,137 @@
+// Package vfs is the filesystem seam of the storage code: a small FS
+// interface that the segment log (and its tests) take instead of calling os
+// directly, the real filesystem (Default), and a crashable in-memory
+// filesystem (NewCrashableMem) whose CrashClone models a power loss: every
+// write, creation, rename and removal not yet made durable by an fsync of
+// the file (data) or of its directory (names) may be lost, and any prefix of
+// them may survive. Pebble's vfs is the model; this is a much smaller one
+// that holds what the segment log uses.
+package vfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"syscall"
+)
+
+// FS is the part of a filesystem the storage code uses. Paths are OS paths.
+type FS interface {
+	// OpenFile opens a file as os.OpenFile does (O_RDONLY, O_WRONLY,
+	// O_RDWR, O_CREATE, O_EXCL, O_TRUNC; no O_APPEND).
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
+	// Open opens a file or a directory read-only; a directory's File is
+	// only good for Sync (making the names in it durable) and Close.
+	Open(name string) (File, error)
+	Remove(name string) error
+	// Rename renames a file within its directory.
+	Rename(oldpath, newpath string) error
+	// Link makes newname another name of the file oldname.
+	Link(oldname, newname string) error
+	MkdirAll(dir string, perm os.FileMode) error
+	// ReadDir returns the names of the files in dir, sorted.
+	ReadDir(dir string) ([]string, error)
+	Stat(name string) (os.FileInfo, error)
+}
+
+// File is an open file. *os.File is one.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.WriterAt
+	io.Closer
+	Stat() (os.FileInfo, error)
+	// Sync makes the file's data (or, for a directory, its names) durable.
+	Sync() error
+	Truncate(size int64) error
+}
+
+// Default is the operating system's filesystem.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+var _ FS = osFS{}
+
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Open(name string) (File, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) Rename(oldpath, newpath string) error        { return os.Rename(oldpath, newpath) }
+func (osFS) Link(oldname, newname string) error          { return os.Link(oldname, newname) }
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
+
+func (osFS) ReadDir(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		if !e.IsDir() {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// SyncDir fsyncs the directory dir, making the creations, renames and
+// removals of names in it durable.
+func SyncDir(fs FS, dir string) error {
+	d, err := fs.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync dir: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ReadFile returns the whole content of the file name.
+func ReadFile(fs FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+// LinkCount returns how many names the file described by fi has (1 when the
+// filesystem does not say).
+func LinkCount(fi os.FileInfo) uint64 {
+	switch st := fi.Sys().(type) {
+	case *syscall.Stat_t:
+		return uint64(st.Nlink)
+	case memStat:
+		return st.nlink
+	}
+	return 1
+}
+
+// IsCrossDevice reports a hard link or rename refused because the two
+// paths are on different devices.
+func IsCrossDevice(err error) bool { return errors.Is(err, syscall.EXDEV) }
