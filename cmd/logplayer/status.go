@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -181,7 +180,7 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 
 // listTargets asks the LogPlayer's admin API for its targets.
 func (c *statusCmd) listTargets(ctx context.Context) (*playerReport, error) {
-	cc, err := grpc.NewClient(c.player.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := c.conn.dialOther(c.player.addr)
 	if err != nil {
 		return nil, err
 	}
