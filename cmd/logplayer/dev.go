@@ -163,11 +163,11 @@ func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
 		return
 	}
 	addr := "--addr " + strings.Join(d.StoreAddrs, ",")
+	fmt.Fprintln(w, "Try, in another terminal:")
 	if d.TLSDir != "" {
-		addr += " --tls-ca " + d.TLSFiles(devcluster.CLIToken).CAFile + " --token-file " + d.TokenFile()
+		fmt.Fprintf(w, "  export %s=%s %s=%s\n", envName("tls-ca"), d.TLSFiles(devcluster.CLIToken).CAFile, envName("token-file"), d.TokenFile())
 	}
-	fmt.Fprintf(w, `Try, in another terminal:
-  logplayer append %s --topic orders='{"id":1}' --put shard-0:user/1=alice
+	fmt.Fprintf(w, `  logplayer append %s --topic orders='{"id":1}' --put shard-0:user/1=alice
   logplayer tail %s --follow
   logplayer status %s --player %s
 Press Ctrl-C to stop.
