@@ -49,7 +49,7 @@ type secureCluster struct {
 	store, admin, shard0 map[string]*grpc.ClientConn
 }
 
-func startSecure(t *testing.T, ctx context.Context) *secureCluster {
+func startSecure(t testing.TB, ctx context.Context) *secureCluster {
 	t.Helper()
 	c, err := devcluster.Start(ctx, devcluster.Config{Logger: logstoretest.QuietLogger(), Secure: true})
 	if err != nil {
@@ -72,7 +72,7 @@ func startSecure(t *testing.T, ctx context.Context) *secureCluster {
 	return sc
 }
 
-func dialAs(t *testing.T, c *devcluster.Cluster, id, addr string) *grpc.ClientConn {
+func dialAs(t testing.TB, c *devcluster.Cluster, id, addr string) *grpc.ClientConn {
 	t.Helper()
 	var opts []grpc.DialOption
 	var err error
@@ -225,11 +225,13 @@ func deliverHello(ctx context.Context, cc *grpc.ClientConn, epoch uint64) error 
 }
 
 // clusterState is what a denied write must leave alone.
-func (sc *secureCluster) state(ctx context.Context, t *testing.T) string {
+func (sc *secureCluster) state(ctx context.Context, t testing.TB) string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
 	st, err := sc.Client.LeaderStatus(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("state: %v", err)
 	}
 	var servers, consumers, targets []string
 	for _, s := range st.Servers {
