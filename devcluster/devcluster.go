@@ -4,7 +4,8 @@
 // subscribed to the demo's orders and inventory topics), and a LogPlayer
 // delivering to them, with its admin API and, optionally, every
 // component's metrics on one endpoint. `logplayer dev` parses its flags
-// and calls Start; tests start the same cluster.
+// and calls Start; tests start the same cluster. With Config.Secure every
+// connection runs TLS with the dev policy (security.go).
 //
 // Ports: from Config.PortBase B, LogStore APIs B..B+2, Raft B+10..B+12,
 // LogPlayer admin B+20, shards B+30..B+32, events B+33, metrics B+40
