@@ -29,7 +29,6 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/security"
 	"github.com/logplayer/logplayer/shard"
-	"github.com/logplayer/logplayer/types"
 )
 
 // anonymous is a TLS client with no certificate and no token.
@@ -376,18 +375,5 @@ func TestRogueLogPlayer(t *testing.T) {
 	if after := sc.state(ctx, t); after != before {
 		t.Fatalf("the rogue changed the cluster: %s -> %s", before, after)
 	}
-	resp, err := sc.Client.Append(ctx, &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{
-		{Topic: "shard-0", Messages: []*logstorepb.Message{{Key: []byte("k"), Value: shard.EncodePut([]byte("k"), []byte("after the rogue"))}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, 60*time.Second, "the real LogPlayer delivers to shard-0 after the rogue", func() bool {
-		for _, ts := range sc.Player.Targets() {
-			if ts.ID == "shard-0" && ts.LastAck >= types.LSN(resp.Lsn) {
-				return true
-			}
-		}
-		return false
-	})
+	appendAndWaitAck(t, ctx, sc.Cluster, "shard-0", "after the rogue")
 }

@@ -127,11 +127,7 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer p.Close()
-	adminOpts, err := c.tls.serverOptions(s.log, nil)
-	if err != nil {
-		return err
-	}
-	metricsTLS, err := c.tls.metricsConfig(s.log)
+	adminOpts, metricsTLS, err := c.tls.setup(s.log, nil)
 	if err != nil {
 		return err
 	}

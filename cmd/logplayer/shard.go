@@ -67,11 +67,7 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	if len(topics) == 0 {
 		topics = []string{c.id} // shard.Config's default
 	}
-	opts, err := c.tls.serverOptions(s.log, topics)
-	if err != nil {
-		return err
-	}
-	metricsTLS, err := c.tls.metricsConfig(s.log)
+	opts, metricsTLS, err := c.tls.setup(s.log, topics)
 	if err != nil {
 		return err
 	}

@@ -122,11 +122,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 
 func (c *storeCmd) run(ctx context.Context, s *sys) error {
 	cfg := c.config(s)
-	opts, err := c.tls.serverOptions(s.log, nil)
-	if err != nil {
-		return err
-	}
-	metricsTLS, err := c.tls.metricsConfig(s.log)
+	opts, metricsTLS, err := c.tls.setup(s.log, nil)
 	if err != nil {
 		return err
 	}

@@ -65,6 +65,16 @@ func (f *tlsServerFlags) serverOptions(log *slog.Logger, shardTopics []string) (
 	return opts, nil
 }
 
+// setup is serverOptions and metricsConfig: a server role's security.
+func (f *tlsServerFlags) setup(log *slog.Logger, shardTopics []string) ([]grpc.ServerOption, *tls.Config, error) {
+	opts, err := f.serverOptions(log, shardTopics)
+	if err != nil {
+		return nil, nil, err
+	}
+	metricsTLS, err := f.metricsConfig(log)
+	return opts, metricsTLS, err
+}
+
 // metricsConfig is the /metrics endpoint's TLS config (nil: plain HTTP).
 func (f *tlsServerFlags) metricsConfig(log *slog.Logger) (*tls.Config, error) {
 	if !f.metricsTLS || !f.enabled() {
