@@ -82,7 +82,8 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 		switch d.Code {
 		case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_TIMEOUT:
 		default:
-			return fmt.Errorf("%s refused: %s: %s", what, d.Code, status.Convert(err).Message())
+			msg := strings.TrimPrefix(status.Convert(err).Message(), d.Code.String()+": ") // the authorizer's messages name it already
+			return fmt.Errorf("%s refused: %s: %s", what, d.Code, msg)
 		}
 	}
 	code := status.Code(err)

@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -160,6 +162,9 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 		if view == nil || st.Role == "leader" {
 			view = st
 		}
+	}
+	if code := status.Code(lastErr); view == nil && (code == codes.Unauthenticated || code == codes.PermissionDenied) {
+		return nil, fmt.Errorf("the LogStore at %s refused status (check --tls-ca, --tls-cert, --token-file): %v", c.conn.addrs.String(), lastErr)
 	}
 	if view == nil {
 		return nil, fmt.Errorf("cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
