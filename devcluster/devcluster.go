@@ -4,7 +4,8 @@
 // subscribed to the demo's orders and inventory topics), and a LogPlayer
 // delivering to them, with its admin API and, optionally, every
 // component's metrics on one endpoint. `logplayer dev` parses its flags
-// and calls Start; tests start the same cluster.
+// and calls Start; tests start the same cluster. With Config.Secure every
+// connection runs TLS with the dev policy (security.go).
 //
 // Ports: from Config.PortBase B, LogStore APIs B..B+2, Raft B+10..B+12,
 // LogPlayer admin B+20, shards B+30..B+32, events B+33, metrics B+40
@@ -87,6 +88,10 @@ type Config struct {
 	FallbackRandom bool
 	// Metrics serves every component's metrics on PortBase+MetricsPort.
 	Metrics bool
+	// Secure runs every connection over TLS with the dev policy: Start
+	// writes throwaway material into Dir/TLSDir (security.go) unless it is
+	// there already. False: plaintext and open.
+	Secure bool
 	// Logger for every component (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -96,6 +101,8 @@ type Cluster struct {
 	// Dir is the data directory; RemoveDir when Stop deletes it.
 	Dir       string
 	RemoveDir bool
+	// TLSDir holds the security material when Config.Secure ("" otherwise).
+	TLSDir string
 	// StoreAddrs and RaftAddrs are the LogStore nodes' API and Raft
 	// addresses, node NodeID(i) at i.
 	StoreAddrs, RaftAddrs []string
@@ -283,6 +290,12 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	} else if err = os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
 	}
+	if cfg.Secure {
+		c.TLSDir = filepath.Join(c.Dir, TLSDir)
+		if err = writeSecurity(c.TLSDir); err != nil {
+			return nil, err
+		}
+	}
 	stores, err := readStores(c.Dir)
 	if err != nil {
 		return nil, err
@@ -322,7 +335,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	for i := range Stores {
 		reg := prometheus.NewRegistry()
 		gatherers = append(gatherers, reg)
-		st, err := serve.StartStore(logstore.Config{
+		scfg := logstore.Config{
 			ID:           NodeID(i),
 			Dir:          filepath.Join(c.Dir, NodeID(i)),
 			RaftListener: lis.storeRaft[i],
@@ -330,13 +343,27 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			Bootstrap:    peers,
 			Logger:       log,
 			Registry:     reg,
-		}, lis.storeAPI[i], "", log, playerPings())
+		}
+		opts, err := c.serverOptions(NodeID(i), nil)
+		if err != nil {
+			return nil, err
+		}
+		if c.TLSDir != "" {
+			if scfg.RaftStream, err = serve.RaftTLS(lis.storeRaft[i], c.TLSFiles(NodeID(i)), raftPeers(), log); err != nil {
+				return nil, err
+			}
+		}
+		st, err := serve.StartStore(scfg, lis.storeAPI[i], "", log, append(opts, playerPings())...)
 		if err != nil {
 			return nil, err
 		}
 		c.stores = append(c.stores, st)
 	}
-	if c.Client, err = client.New(client.Config{Addrs: c.StoreAddrs, Logger: log}); err != nil {
+	cliOpts, err := c.DialOptions(CLIToken)
+	if err != nil {
+		return nil, err
+	}
+	if c.Client, err = client.New(client.Config{Addrs: c.StoreAddrs, Logger: log, DialOptions: cliOpts}); err != nil {
 		return nil, err
 	}
 	lctx, cancel := context.WithTimeout(ctx, LeaderWait)
@@ -357,7 +384,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		if err != nil {
 			return nil, err
 		}
-		c.serveTarget(id, []string{id}, lis.targets[i], sh.Register, sh.Close)
+		if err = c.serveTarget(id, []string{id}, lis.targets[i], sh.Register, sh.Close); err != nil {
+			_ = sh.Close()
+			return nil, err
+		}
 	}
 	eventTopics := []string{demo.OrdersTopic, demo.InventoryTopic}
 	events, err := target.NewServer(target.Config{
@@ -370,7 +400,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c.serveTarget(EventsTarget, eventTopics, lis.targets[Shards], events.Register, func() error { events.Close(); return nil })
+	if err = c.serveTarget(EventsTarget, eventTopics, lis.targets[Shards], events.Register, func() error { events.Close(); return nil }); err != nil {
+		events.Close()
+		return nil, err
+	}
 
 	playerReg := prometheus.NewRegistry()
 	gatherers = append(gatherers, playerReg)
@@ -378,15 +411,24 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	for _, t := range c.Targets {
 		tcs = append(tcs, logplayer.TargetConfig{ID: t.ID, Address: t.Addr(), Topics: t.Topics})
 	}
+	playerOpts, err := c.DialOptions(PlayerIdentity)
+	if err != nil {
+		return nil, err
+	}
+	adminOpts, err := c.serverOptions(PlayerIdentity, nil)
+	if err != nil {
+		return nil, err
+	}
 	if c.Player, err = logplayer.New(logplayer.Config{
 		PlayerID: "dev", LogStore: c.StoreAddrs, Targets: tcs, Logger: log, Registerer: playerReg,
+		DialOptions: playerOpts,
 	}); err != nil {
 		return nil, err
 	}
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.playerStop, c.playerDone = pcancel, make(chan error, 1)
 	go func() { c.playerDone <- c.Player.Run(pctx) }()
-	c.admin = serve.StartGRPC("admin", lis.admin, logplayer.NewAdminServer(c.Player).Register, log)
+	c.admin = serve.StartGRPC("admin", lis.admin, logplayer.NewAdminServer(c.Player).Register, log, adminOpts...)
 	log.Info("admin endpoint", "addr", c.admin.Addr())
 
 	if lis.metrics != nil {
@@ -395,9 +437,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, nil
 }
 
-func (c *Cluster) serveTarget(id string, topics []string, lis net.Listener, register func(grpc.ServiceRegistrar), closeFn func() error) {
-	opts := append(target.ServerOptions(), playerPings())
+func (c *Cluster) serveTarget(id string, topics []string, lis net.Listener, register func(grpc.ServiceRegistrar), closeFn func() error) error {
+	sec, err := c.serverOptions(id, topics)
+	if err != nil {
+		return err
+	}
+	opts := append(append(target.ServerOptions(), playerPings()), sec...)
 	c.Targets = append(c.Targets, &Target{Target: serve.StartTarget(id, lis, register, closeFn, c.log, opts...), Topics: topics})
+	return nil
 }
 
 // Stop shuts everything down: the admin API and the LogPlayer first

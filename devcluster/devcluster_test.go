@@ -31,20 +31,7 @@ func TestStartDeliversAndStopReleases(t *testing.T) {
 	if len(c.StoreAddrs) != devcluster.Stores || len(c.Targets) != devcluster.Shards+1 || c.MetricsAddr() == "" || !c.RemoveDir {
 		t.Fatalf("stores %v, %d targets, metrics %q, remove dir %v", c.StoreAddrs, len(c.Targets), c.MetricsAddr(), c.RemoveDir)
 	}
-	resp, err := c.Client.Append(ctx, &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{
-		{Topic: "shard-1", Messages: []*logstorepb.Message{{Key: []byte("k"), Value: shard.EncodePut([]byte("k"), []byte("v"))}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, 60*time.Second, "shard-1 acks the append", func() bool {
-		for _, ts := range c.Player.Targets() {
-			if ts.ID == "shard-1" && ts.LastAck >= types.LSN(resp.Lsn) {
-				return true
-			}
-		}
-		return false
-	})
+	appendAndWaitAck(t, ctx, c, "shard-1", "v")
 	for _, ts := range c.Player.Targets() {
 		if !slices.Equal(ts.Topics, c.Targets[slices.IndexFunc(c.Targets, func(t *devcluster.Target) bool { return t.ID == ts.ID })].Topics) {
 			t.Fatalf("player's subscription of %s %v differs from the cluster's", ts.ID, ts.Topics)
@@ -103,4 +90,24 @@ func TestRestartOnDirReusesStoreAddrs(t *testing.T) {
 	if err != nil || st.HeadLsn < resp.Lsn {
 		t.Fatalf("after restart: %v, %v; want head >= %d", st, err, resp.Lsn)
 	}
+}
+
+// appendAndWaitAck appends a put of value to topic (a shard's) and waits
+// until the cluster's LogPlayer has that shard's ack for it.
+func appendAndWaitAck(t *testing.T, ctx context.Context, c *devcluster.Cluster, topic, value string) {
+	t.Helper()
+	resp, err := c.Client.Append(ctx, &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{
+		{Topic: topic, Messages: []*logstorepb.Message{{Key: []byte("k"), Value: shard.EncodePut([]byte("k"), []byte(value))}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 60*time.Second, topic+" acks the append", func() bool {
+		for _, ts := range c.Player.Targets() {
+			if ts.ID == topic && ts.LastAck >= types.LSN(resp.Lsn) {
+				return true
+			}
+		}
+		return false
+	})
 }

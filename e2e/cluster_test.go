@@ -81,6 +81,8 @@ type cluster struct {
 	// crashed returns an error naming a component that stopped by itself
 	// (nil: all alive); nil checks c's processes.
 	crashed func() error
+	// tls is the system's mutual-TLS material (tls_test.go).
+	tls *e2eTLS
 }
 
 // startCluster starts 3 store nodes, waits for a leader, starts the shards,
@@ -88,6 +90,8 @@ type cluster struct {
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
+	tlsDir := filepath.Join(c.dir, "tls")
+	c.tls = writeTLS(t, tlsDir, tlsDir, nil)
 	var peers []string
 	for i := range storeNodes {
 		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
@@ -98,6 +102,7 @@ func startCluster(t testing.TB) *cluster {
 		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
 			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
 			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+		args = append(args, c.tls.args(n.id)...)
 		n.proc = newProc(t, c.dir, n.id, append(args, peers...)...)
 		n.proc.start()
 	}
@@ -106,9 +111,10 @@ func startCluster(t testing.TB) *cluster {
 	for i := range shardCount {
 		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
 		s.dir = filepath.Join(c.dir, s.id)
-		s.proc = newProc(t, c.dir, s.id, "shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics)
+		s.proc = newProc(t, c.dir, s.id, append([]string{"shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics},
+			c.tls.args(s.id)...)...)
 		s.proc.start()
-		s.client = shardpb.NewShardClient(dial(t, s.addr))
+		s.client = shardpb.NewShardClient(dial(t, s.addr, c.tls.dialOptions(t)...))
 		c.shards = append(c.shards, s)
 	}
 	c.player = c.newPlayer("player")
@@ -120,6 +126,9 @@ func startCluster(t testing.TB) *cluster {
 // and waits for a leader.
 func (c *cluster) connect(opts ...grpc.DialOption) {
 	c.t.Helper()
+	if c.tls != nil {
+		opts = append(c.tls.dialOptions(c.t), opts...)
+	}
 	cl, err := client.New(client.Config{Addrs: c.storeAddrs(), Logger: quietLogger(), DialOptions: opts})
 	if err != nil {
 		c.t.Fatal(err)
@@ -131,8 +140,12 @@ func (c *cluster) connect(opts ...grpc.DialOption) {
 
 // playerArgs are the LogPlayer's command line, targets and endpoints aside.
 func (c *cluster) playerArgs() []string {
-	return []string{"player", "--id", "e2e-player", "--store", strings.Join(c.storeAddrs(), ","),
+	args := []string{"player", "--id", "e2e-player", "--store", strings.Join(c.storeAddrs(), ","),
 		"--progress-interval", playerProgress.String(), "--report-interval", "1s"}
+	if c.tls != nil {
+		args = append(args, c.tls.args("player")...)
+	}
+	return args
 }
 
 // newPlayer returns a LogPlayer process (not started) named name, with
@@ -153,13 +166,14 @@ func (c *cluster) newPlayer(name string) *proc {
 }
 
 // dial returns a lazily connecting gRPC connection that reconnects quickly
-// after its server restarts (grpc-go's default backoff grows to 2 minutes).
-func dial(t testing.TB, addr string) *grpc.ClientConn {
+// after its server restarts (grpc-go's default backoff grows to 2 minutes);
+// opts (the system's TLS) come after the plaintext default.
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	bo := grpcbackoff.DefaultConfig
 	bo.MaxDelay = time.Second
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: time.Second}))
+	cc, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: time.Second})}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -160,6 +160,7 @@ type dockerSystem struct {
 	network string
 	ips     map[string]string // alias -> static IP on the network
 	aliases []string          // every container, in start order
+	tlsDir  string            // copied to /tls in every container
 	c       *cluster
 
 	crashMu   sync.Mutex
@@ -192,6 +193,8 @@ func startDocker(t *testing.T) *dockerSystem {
 	stores := []string{"store1", "store2", "store3"}
 	var peers []string
 	c := &cluster{t: t, dir: t.TempDir(), crashed: d.crashed, phaseAcks: dockerPhaseAcks, playerMetrics: freeAddr(t)}
+	d.tlsDir = filepath.Join(c.dir, "tls")
+	c.tls = writeTLS(t, d.tlsDir, "/tls", append(append([]string{"player"}, stores...), "shard0", "shard1", "shard2"))
 	hostAddr := map[string]string{} // in-network address -> published 127.0.0.1 address
 	for i, alias := range stores {
 		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: alias + ":" + ctrAPIPort, raft: alias + ":" + ctrRaftPort}
@@ -202,6 +205,7 @@ func startDocker(t *testing.T) *dockerSystem {
 	for i, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", "/data", "--raft-addr", n.raft, "--api-addr", n.api,
 			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+		args = append(args, c.tls.args(n.id)...)
 		d.run(stores[i], n.id, []string{hostAddr[n.api] + ":" + ctrAPIPort}, append(args, peers...)...)
 	}
 	// The host reaches a node by the address the cluster advertises for it
@@ -214,8 +218,9 @@ func startDocker(t *testing.T) *dockerSystem {
 		alias := fmt.Sprintf("shard%d", i)
 		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
 		d.run(alias, s.id, []string{s.addr + ":" + ctrShardPort, s.metrics + ":" + ctrMetricsPort},
-			"shard", "--id", s.id, "--addr", alias+":"+ctrShardPort, "--data-dir", "/data", "--metrics-addr", alias+":"+ctrMetricsPort)
-		s.client = shardpb.NewShardClient(dial(t, s.addr))
+			append([]string{"shard", "--id", s.id, "--addr", alias + ":" + ctrShardPort, "--data-dir", "/data", "--metrics-addr", alias + ":" + ctrMetricsPort},
+				c.tls.args(s.id)...)...)
+		s.client = shardpb.NewShardClient(dial(t, s.addr, c.tls.dialOptions(t)...))
 		player = append(player, "--target", fmt.Sprintf("%s=%s:%s/%s", s.id, alias, ctrShardPort, s.id))
 		c.shards = append(c.shards, s)
 	}
@@ -289,7 +294,7 @@ func (d *dockerSystem) createNetwork() {
 // static address, publishing each "127.0.0.1:HOSTPORT:PORT" of publish.
 func (d *dockerSystem) run(alias, id string, publish []string, args ...string) {
 	d.t.Helper()
-	run := []string{"run", "-d", "--name", d.name(id), "--hostname", alias,
+	run := []string{"create", "--name", d.name(id), "--hostname", alias,
 		"--network", d.network, "--ip", d.ips[alias], "--network-alias", alias,
 		"--label", "logplayer-e2e=" + d.prefix}
 	for _, p := range publish {
@@ -298,6 +303,10 @@ func (d *dockerSystem) run(alias, id string, publish []string, args ...string) {
 	run = append(run, d.image)
 	d.docker(append(run, args...)...)
 	d.aliases = append(d.aliases, alias)
+	// The TLS material, copied (not mounted: the engine may not share the
+	// test's file system).
+	d.docker("cp", d.tlsDir+"/.", d.name(id)+":/tls")
+	d.docker("start", d.name(id))
 }
 
 // disconnect cuts the component with id off the network (a partition: its

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Extra CI checks, run by .ci/run after the test suite:
-#   1. the dev demo for 20 s: `logplayer dev --demo 20s` must exit 0 and end
+#   1. the dev demo for 20 s (TLS, tokens and the dev policy on, the default):
+#      `logplayer dev --demo 20s` must exit 0 and end
 #      with a JSON line showing committed > 0, no duplicates, nothing missing;
 #   2. the disk-fault tests, built with -tags failpoints (about 7 s of tests);
 #   3. the container check (scripts/docker-e2e.sh) and the multi-host

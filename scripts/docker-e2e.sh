@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Container end-to-end check:
 #   1. builds the static binary (CGO_ENABLED=0) and the FROM-scratch image
-#      (deploy/Dockerfile; nothing is pulled);
+#      (deploy/Dockerfile; nothing is pulled), and the mutual-TLS material
+#      with `logplayer certs` (a throwaway CA, a certificate per container
+#      and one for the CLI; every connection runs mutual TLS);
 #   2. brings up deploy/compose.yaml: 3 LogStore nodes, a LogPlayer and 3
 #      shards on a private bridge network (published ports on 127.0.0.1 only);
 #   3. waits for a Raft leader, appends and tails through the CLI, then runs
@@ -28,7 +30,7 @@ fi
 work=$(mktemp -d)
 project="lpe2e$$"
 image="logplayer:e2e-$$"
-dc() { LOGPLAYER_IMAGE="$image" "${compose[@]}" -p "$project" -f deploy/compose.yaml "$@"; }
+dc() { LOGPLAYER_TLS_DIR="$work/tls" LOGPLAYER_IMAGE="$image" "${compose[@]}" -p "$project" -f deploy/compose.yaml "$@"; }
 cleanup() {
   rc=$?
   if [ "$rc" -ne 0 ]; then
@@ -51,12 +53,15 @@ else
 fi
 docker build -q -f deploy/Dockerfile -t "$image" "$work" >/dev/null
 docker run --rm "$image" version
+"$work/logplayer" certs --dir "$work/tls" --node n1=store1 --node n2=store2 --node n3=store3 \
+  --node player=player --node shard-0=shard0 --node shard-1=shard1 --node shard-2=shard2 --client cli >/dev/null
+chmod a+r "$work/tls"/*.key # the container's user reads them through the bind mount
 
 step "compose up"
 dc up -d
 
 stores=store1:7400,store2:7400,store3:7400
-cli() { dc exec -T store1 /logplayer "$@"; }
+cli() { dc exec -T -e LOGPLAYER_TLS_CERT=/tls/cli.crt -e LOGPLAYER_TLS_KEY=/tls/cli.key store1 /logplayer "$@"; }
 
 step "waiting for a Raft leader"
 deadline=$((SECONDS + 120))

@@ -77,6 +77,7 @@ type benchStoreCmd struct {
 	skipRaft         bool
 	plainAppends     bool
 	dataDir          string
+	tls              bool
 }
 
 func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
@@ -89,21 +90,25 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.skipRaft, "skip-raft", false, "leave out the bare hashicorp/raft reference rows")
 	fs.BoolVar(&c.plainAppends, "plain-appends", false, "one Append call per transaction (no coalescing of concurrent Appends into AppendBatch calls)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
+	fs.BoolVar(&c.tls, "tls", false, "run every level twice: plaintext, then mutual TLS with authorization (a table each)")
 }
 
 func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
 		return usagef("--duration, --topics and --slice-bytes must be positive")
 	}
-	t, err := lsbench.Run(ctx, lsbench.Config{
-		Clients: c.clients.ints, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
-		SliceBytes: c.sliceBytes, Dir: c.dataDir, SkipBareRaft: c.skipRaft, PlainAppends: c.plainAppends,
-	})
-	if err != nil {
+	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
+		t, err := lsbench.Run(ctx, lsbench.Config{
+			Clients: c.clients.ints, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
+			SliceBytes: c.sliceBytes, Dir: c.dataDir, SkipBareRaft: c.skipRaft, PlainAppends: c.plainAppends,
+			Security: sec,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprint(s.stdout, t.String())
 		return err
-	}
-	_, err = fmt.Fprint(s.stdout, t.String())
-	return err
+	})
 }
 
 type benchPlayerCmd struct {
@@ -116,6 +121,7 @@ type benchPlayerCmd struct {
 	childProcs       int
 	child            string
 	memoryTargets    bool
+	tls              bool
 }
 
 func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
@@ -131,6 +137,7 @@ func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.memoryTargets, "memory-targets", false, "targets keep only their applied position in memory (no bbolt, no fsync): the LogPlayer delay without the targets' disk and CPU")
 	fs.BoolVar(&c.processes, "processes", false, "run the LogStore and each target in a child process instead of inside this one")
 	fs.IntVar(&c.childProcs, "child-gomaxprocs", 1, "with --processes: GOMAXPROCS of each target process (0: Go's default, one per core)")
+	fs.BoolVar(&c.tls, "tls", false, "run every row twice: plaintext, then mutual TLS with authorization (in-process only)")
 	fs.StringVar(&c.child, "child", "", "internal, set by --processes: run as its child process with these `arguments` (a JSON list)")
 }
 
@@ -167,10 +174,16 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 			return cmd
 		}
 	}
-	t, err := lpbench.Run(ctx, cfg)
-	if err != nil {
-		return err
+	if c.tls && (c.processes || len(c.store.items) > 0) {
+		return usagef("--tls runs the in-process components only (not with --processes or --store)")
 	}
-	_, err = fmt.Fprint(s.stdout, t.String())
-	return err
+	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
+		cfg.Security = sec
+		t, err := lpbench.Run(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprint(s.stdout, t.String())
+		return err
+	})
 }

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/devcluster"
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
@@ -28,18 +28,42 @@ func startTestDev(t *testing.T) *devCluster {
 	return startTestDevIn(t, t.TempDir())
 }
 
-// startTestDevIn starts the dev cluster on the data in dir.
+// startTestDevIn starts the dev cluster (TLS and tokens, as by default)
+// on the data in dir, and points the client commands at its CA and CLI
+// token through the environment (LOGPLAYER_TLS_CA, LOGPLAYER_TOKEN_FILE).
 func startTestDevIn(t *testing.T, dir string) *devCluster {
+	t.Helper()
+	d := startTestDevWith(t, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: dir})
+	t.Setenv(envName("tls-ca"), d.TLSFiles(devcluster.CLIToken).CAFile)
+	t.Setenv(envName("token-file"), d.TokenFile())
+	return d
+}
+
+func startTestDevWith(t *testing.T, c *devCmd) *devCluster {
 	t.Helper()
 	s := &sys{stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	d, err := startDev(ctx, s, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: dir})
+	d, err := startDev(ctx, s, c)
 	if err != nil {
 		t.Fatalf("start dev cluster: %v", err)
 	}
 	t.Cleanup(d.Stop)
 	return d
+}
+
+// dialCLI connects to a server of d as the CLI token.
+func dialCLI(t *testing.T, d *devCluster, addr string) *grpc.ClientConn {
+	t.Helper()
+	opts, err := d.DialOptions(devcluster.CLIToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc
 }
 
 // A dev cluster on random ports restarts on its data directory: the stores
@@ -68,10 +92,7 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 	if res := jsonLines(t, out)[0]; res["lsn"].(float64) != first+1 || res["offsets"].(map[string]any)["orders"] != 1.0 {
 		t.Fatalf("after restart: %v, want lsn %v and orders offset 1", res, first+1)
 	}
-	cc, err := grpc.NewClient(d.Targets[1].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := dialCLI(t, d, d.Targets[1].Addr())
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -139,10 +160,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	}
 
 	// The shard target received the mutation through the LogPlayer.
-	cc, err := grpc.NewClient(d.Targets[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := dialCLI(t, d, d.Targets[0].Addr())
 	defer cc.Close()
 	sc := shardpb.NewShardClient(cc)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -248,7 +266,11 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	}
 
 	// group delete removes a group's committed offsets.
-	cl, err := client.New(client.Config{Addrs: d.StoreAddrs})
+	cliOpts, err := d.DialOptions(devcluster.CLIToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(client.Config{Addrs: d.StoreAddrs, DialOptions: cliOpts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +286,15 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	if got, err := cl.FetchOffsets(ctx, "billing"); err != nil || len(got) != 0 {
 		t.Fatalf("offsets after group delete: %v, %v", got, err)
 	}
+
+	// Refused by the dev policy: one line naming the identity and why.
+	files := d.TLSFiles(devcluster.ConsumerIdentity)
+	code, _, errOut = runCLI(t, nil, "append", addr, "--token-file=", "--tls-cert", files.CertFile, "--tls-key", files.KeyFile, "--topic", `orders={"id":9}`)
+	wantRuntimeError(t, code, errOut, `append refused: PERMISSION_DENIED: consumer (certificate) refused: request 0: no producer grant for topic "orders"`)
+	code, _, errOut = runCLI(t, nil, "append", addr, "--token-file=", "--topic", `orders={"id":9}`)
+	wantRuntimeError(t, code, errOut, "append refused: UNAUTHENTICATED: anonymous caller refused: no identity")
+	code, _, errOut = runCLI(t, nil, "status", addr, "--token-file=", "--tls-ca=")
+	wantRuntimeError(t, code, errOut, "refused status (check --tls-ca, --tls-cert, --token-file)")
 }
 
 func TestUnreachableCluster(t *testing.T) {
@@ -287,7 +318,8 @@ func TestUnreachableCluster(t *testing.T) {
 }
 
 func TestClusterMembership(t *testing.T) {
-	d := startTestDev(t)
+	// The fourth node serves plaintext Raft: this cluster runs --insecure.
+	d := startTestDevWith(t, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: t.TempDir(), insecure: true})
 	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 	leader := func() string {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--json")

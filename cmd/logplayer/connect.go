@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
@@ -26,17 +28,36 @@ var defaultStoreAddrs = []string{"127.0.0.1:7400", "127.0.0.1:7401", "127.0.0.1:
 type clientFlags struct {
 	addrs   addrList
 	timeout time.Duration
+	tls     tlsClientFlags
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet) {
 	c.addrs = newAddrList(defaultStoreAddrs...)
 	fs.Var(&c.addrs, "addr", "LogStore API `addresses`, comma-separated (any nodes; writes find the leader)")
 	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "give up after this long (retries included)")
+	c.tls.register(fs, true)
 }
 
 // dial returns a LogStore client; it connects lazily.
 func (c *clientFlags) dial(s *sys) (*client.Client, error) {
-	return client.New(client.Config{Addrs: c.addrs.items, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout)})
+	opts, err := c.tls.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(client.Config{Addrs: c.addrs.items, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout), DialOptions: opts})
+}
+
+// dialOther connects to another server (a LogPlayer's admin API, a shard)
+// with the same security flags.
+func (c *clientFlags) dialOther(addr string) (*grpc.ClientConn, error) {
+	opts, err := c.tls.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	if opts == nil {
+		opts = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return grpc.NewClient(addr, opts...)
 }
 
 // leaderStatus asks the leader for its status within the timeout; what
@@ -61,7 +82,8 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 		switch d.Code {
 		case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_TIMEOUT:
 		default:
-			return fmt.Errorf("%s refused: %s: %s", what, d.Code, status.Convert(err).Message())
+			msg := strings.TrimPrefix(status.Convert(err).Message(), d.Code.String()+": ") // the authorizer's messages name it already
+			return fmt.Errorf("%s refused: %s: %s", what, d.Code, msg)
 		}
 	}
 	code := status.Code(err)

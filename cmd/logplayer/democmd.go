@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/proto/shardpb"
@@ -69,18 +68,18 @@ func (c *demoCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer cl.Close()
-	return runDemo(ctx, s, c.shards.addrs, demo.SessionConfig{
+	return runDemo(ctx, s, c.shards.addrs, c.conn.dialOther, demo.SessionConfig{
 		Cluster: cl, Duration: c.duration, Clients: c.clients, Seed: c.seed,
 		CatchUp: c.catchUp, StatusTimeout: c.conn.timeout,
 	})
 }
 
-// runDemo connects to the shards (target id -> address), runs a demo
-// session and prints its report (the JSON line last).
-func runDemo(ctx context.Context, s *sys, shards map[string]string, cfg demo.SessionConfig) error {
+// runDemo connects to the shards (target id -> address) with dial, runs a
+// demo session and prints its report (the JSON line last).
+func runDemo(ctx context.Context, s *sys, shards map[string]string, dial func(addr string) (*grpc.ClientConn, error), cfg demo.SessionConfig) error {
 	cfg.Out, cfg.Logger, cfg.Shards = s.stderr, s.log, map[string]shardpb.ShardClient{}
 	for id, addr := range shards {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := dial(addr)
 		if err != nil {
 			return fmt.Errorf("shard %s: %w", id, err)
 		}

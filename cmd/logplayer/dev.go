@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/devcluster"
 )
@@ -69,6 +71,7 @@ type devCmd struct {
 	demoClients int
 	seed        uint64
 	catchUp     time.Duration
+	insecure    bool
 }
 
 func (c *devCmd) flags(fs *flag.FlagSet) {
@@ -80,6 +83,7 @@ func (c *devCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.demoClients, "demo-clients", demo.DefaultClients, "concurrent producers of the demo")
 	fs.Uint64Var(&c.seed, "seed", 0, "`seed` of the demo's randomness (default: from the clock)")
 	fs.DurationVar(&c.catchUp, "catch-up", 60*time.Second, "how long the demo waits for delivery to catch up before checking")
+	fs.BoolVar(&c.insecure, "insecure", false, "plaintext and open: no TLS, tokens or authorization (default: throwaway TLS material in the data directory)")
 }
 
 // portBaseValue is --port-base; set records an explicit choice.
@@ -123,6 +127,7 @@ func startDev(ctx context.Context, s *sys, c *devCmd) (*devCluster, error) {
 		PortBase:       c.portBase.port,
 		FallbackRandom: !c.portBase.set,
 		Metrics:        c.metrics,
+		Secure:         !c.insecure,
 		Logger:         s.log,
 	})
 	if err != nil {
@@ -151,12 +156,18 @@ func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
 	if m := d.MetricsAddr(); m != "" {
 		fmt.Fprintf(w, "  metrics        http://%s/metrics\n", m)
 	}
+	if d.TLSDir != "" {
+		fmt.Fprintf(w, "  tls            CA, certificates, policy and token in %s (--insecure: plaintext)\n", d.TLSDir)
+	}
 	if demoMode {
 		return
 	}
 	addr := "--addr " + strings.Join(d.StoreAddrs, ",")
-	fmt.Fprintf(w, `Try, in another terminal:
-  logplayer append %s --topic orders='{"id":1}' --put shard-0:user/1=alice
+	fmt.Fprintln(w, "Try, in another terminal:")
+	if d.TLSDir != "" {
+		fmt.Fprintf(w, "  export %s=%s %s=%s\n", envName("tls-ca"), d.TLSFiles(devcluster.CLIToken).CAFile, envName("token-file"), d.TokenFile())
+	}
+	fmt.Fprintf(w, `  logplayer append %s --topic orders='{"id":1}' --put shard-0:user/1=alice
   logplayer tail %s --follow
   logplayer status %s --player %s
 Press Ctrl-C to stop.
@@ -185,5 +196,12 @@ func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
 			shards[t.ID] = t.Addr()
 		}
 	}
-	return runDemo(ctx, s, shards, cfg)
+	dial := func(addr string) (*grpc.ClientConn, error) {
+		opts, err := d.DialOptions(devcluster.CLIToken)
+		if err != nil {
+			return nil, err
+		}
+		return grpc.NewClient(addr, opts...)
+	}
+	return runDemo(ctx, s, shards, dial, cfg)
 }

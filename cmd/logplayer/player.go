@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logplayer"
 )
@@ -53,6 +55,9 @@ type playerCmd struct {
 	handshakeTimeout time.Duration
 	maxBatchCount    int
 	windowBatches    int
+
+	tls  tlsServerFlags // the admin API's, and the files the LogPlayer dials with
+	dial tlsClientFlags
 }
 
 func (c *playerCmd) flags(fs *flag.FlagSet) {
@@ -68,6 +73,17 @@ func (c *playerCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", logplayer.DefaultHandshakeTimeout, "how long a start waits for the targets' handshakes")
 	fs.IntVar(&c.maxBatchCount, "max-batch", logplayer.DefaultMaxBatchCount, "deliveries in one batch sent to a target at most")
 	fs.IntVar(&c.windowBatches, "window", logplayer.DefaultWindowBatches, "batches in flight (sent, not acked) per target at most")
+	c.tls.register(fs)
+	c.dial.register(fs, false)
+}
+
+// dialOptions are the LogPlayer's connections' security (to the LogStore
+// and the targets): TLS verified by --tls-ca, --tls-cert as its client
+// certificate (its identity, which needs the player role), --token-file.
+func (c *playerCmd) dialOptions() ([]grpc.DialOption, error) {
+	d := c.dial
+	d.ca, d.cert, d.key = c.tls.ca, c.tls.cert, c.tls.key
+	return d.dialOptions()
 }
 
 func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
@@ -81,6 +97,10 @@ func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
 		MaxBatchCount:    c.maxBatchCount,
 		WindowBatches:    c.windowBatches,
 		Logger:           s.log,
+	}
+	var err error
+	if cfg.DialOptions, err = c.dialOptions(); err != nil {
+		return cfg, err
 	}
 	if c.targetsFile != "" {
 		more, err := logplayer.LoadTargets(c.targetsFile)
@@ -107,13 +127,17 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer p.Close()
-	ms, err := serve.StartMetrics(c.metricsAddr.addr, reg, s.log)
+	adminOpts, metricsTLS, err := c.tls.setup(s.log, nil)
+	if err != nil {
+		return err
+	}
+	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, reg, s.log, metricsTLS)
 	if err != nil {
 		return err
 	}
 	defer ms.Stop()
 	if c.adminAddr.addr != "" {
-		admin, err := serveAdmin(c.adminAddr.addr, p, s.log)
+		admin, err := serveAdmin(c.adminAddr.addr, p, s.log, adminOpts...)
 		if err != nil {
 			return err
 		}
@@ -127,12 +151,12 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 const adminStopMax = 2 * time.Second
 
 // serveAdmin listens on addr and serves p's admin API until Stop.
-func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger) (*serve.GRPC, error) {
+func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger, opts ...grpc.ServerOption) (*serve.GRPC, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin endpoint: %w", err)
 	}
-	a := serve.StartGRPC("admin", lis, logplayer.NewAdminServer(p).Register, log)
+	a := serve.StartGRPC("admin", lis, logplayer.NewAdminServer(p).Register, log, opts...)
 	log.Info("admin endpoint", "addr", a.Addr())
 	return a, nil
 }

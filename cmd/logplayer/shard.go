@@ -49,6 +49,7 @@ type shardCmd struct {
 	metricsAddr optAddrValue
 	topics      stringList
 	skipLSNs    lsnList
+	tls         tlsServerFlags
 }
 
 func (c *shardCmd) flags(fs *flag.FlagSet) {
@@ -58,9 +59,18 @@ func (c *shardCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.topics, "topics", "`topics` this shard owns, comma-separated (default: its id)")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
 	fs.Var(&c.skipLSNs, "skip-lsn", "operator escape hatch after a permanent refusal: drop the data of these `LSNs` (comma-separated; see README)")
+	c.tls.register(fs)
 }
 
 func (c *shardCmd) run(ctx context.Context, s *sys) error {
+	topics := c.topics.items
+	if len(topics) == 0 {
+		topics = []string{c.id} // shard.Config's default
+	}
+	opts, metricsTLS, err := c.tls.setup(s.log, topics)
+	if err != nil {
+		return err
+	}
 	reg := serve.ProcessRegistry()
 	sh, err := shard.Open(shard.Config{
 		Dir:        c.dataDir,
@@ -81,14 +91,14 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 		_ = sh.Close()
 		return err
 	}
-	ms, err := serve.StartMetrics(c.metricsAddr.addr, reg, s.log)
+	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, reg, s.log, metricsTLS)
 	if err != nil {
 		_ = lis.Close()
 		_ = sh.Close()
 		return err
 	}
 	defer ms.Stop()
-	srv := serveTarget(c.id, lis, sh.Register, sh.Close, s.log)
+	srv := serveTarget(c.id, lis, sh.Register, sh.Close, s.log, opts...)
 	s.log.Info("shard serving", "target", c.id, "addr", srv.Addr(), "dir", c.dataDir, "lsn", sh.AppliedLSN())
 	<-ctx.Done()
 	s.log.Info("shutting down", "target", c.id)

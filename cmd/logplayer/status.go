@@ -9,7 +9,8 @@ import (
 	"text/tabwriter"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -162,6 +163,9 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 			view = st
 		}
 	}
+	if code := status.Code(lastErr); view == nil && (code == codes.Unauthenticated || code == codes.PermissionDenied) {
+		return nil, fmt.Errorf("the LogStore at %s refused status (check --tls-ca, --tls-cert, --token-file): %v", c.conn.addrs.String(), lastErr)
+	}
 	if view == nil {
 		return nil, fmt.Errorf("cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
 			c.conn.addrs.String(), c.conn.timeout, lastErr)
@@ -181,7 +185,7 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 
 // listTargets asks the LogPlayer's admin API for its targets.
 func (c *statusCmd) listTargets(ctx context.Context) (*playerReport, error) {
-	cc, err := grpc.NewClient(c.player.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := c.conn.dialOther(c.player.addr)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"net"
 	"time"
 
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/security"
 )
 
 func init() {
@@ -53,6 +57,9 @@ type storeCmd struct {
 	retentionBytes                    sizeValue
 	retentionAge, snapshotInterval    time.Duration
 	heartbeatTimeout, electionTimeout time.Duration
+
+	tls     tlsServerFlags
+	raftTLS raftTLSFlags
 }
 
 func (c *storeCmd) flags(fs *flag.FlagSet) {
@@ -78,6 +85,8 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", logstore.DefaultSnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", logstore.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", logstore.DefaultElectionTimeout, "Raft election timeout")
+	c.tls.register(fs)
+	c.raftTLS.register(fs)
 }
 
 func (c *storeCmd) config(s *sys) logstore.Config {
@@ -112,14 +121,65 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 }
 
 func (c *storeCmd) run(ctx context.Context, s *sys) error {
-	st, err := serve.StartStore(c.config(s), nil, c.metricsAddr.addr, s.log, allowPlayerPings())
+	cfg := c.config(s)
+	opts, metricsTLS, err := c.tls.setup(s.log, nil)
+	if err != nil {
+		return err
+	}
+	sl, err := c.raftStream(s)
+	if err != nil {
+		return err
+	}
+	if sl != nil { // a nil *StreamLayer in the interface would not be nil
+		cfg.RaftStream = sl
+	}
+	st, err := serve.StartStore(cfg, nil, "", s.log, append(opts, allowPlayerPings())...)
 	if errors.Is(err, logstore.ErrConfig) {
 		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
 	}
+	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, st.Node.Registry(), s.log, metricsTLS)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "node", c.id)
-	return st.Close()
+	err = st.Close()
+	ms.Stop()
+	return err
+}
+
+// raftStream is the Raft transport's mutual-TLS stream layer when
+// --raft-tls-cert or --tls-cert is set (nil: plain TCP).
+func (c *storeCmd) raftStream(s *sys) (*security.StreamLayer, error) {
+	files := security.Files{
+		CAFile:   cmp.Or(c.raftTLS.ca, c.tls.ca),
+		CertFile: cmp.Or(c.raftTLS.cert, c.tls.cert),
+		KeyFile:  cmp.Or(c.raftTLS.key, c.tls.key),
+	}
+	if files.CertFile == "" {
+		return nil, nil
+	}
+	peers := c.raftTLS.peers.items
+	if !c.raftTLS.peers.set {
+		for _, p := range c.peers.peers {
+			peers = append(peers, p.id)
+		}
+	}
+	if len(peers) == 0 {
+		return nil, usagef("%v", errRaftPeers)
+	}
+	lis, err := net.Listen("tcp", c.raftAddr.addr)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: raft listen: %w", err)
+	}
+	sl, err := serve.RaftTLS(lis, files, peers, s.log)
+	if err != nil {
+		_ = lis.Close()
+		return nil, usagef("%v", err)
+	}
+	return sl, nil
 }

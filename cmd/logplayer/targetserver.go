@@ -12,9 +12,10 @@ import (
 )
 
 // serveTarget registers the target's services and serves them on lis in a
-// goroutine until Stop, allowing the LogPlayer's keepalive pings.
-func serveTarget(id string, lis net.Listener, register func(grpc.ServiceRegistrar), closeFn func() error, log *slog.Logger) *serve.Target {
-	return serve.StartTarget(id, lis, register, closeFn, log, append(target.ServerOptions(), allowPlayerPings())...)
+// goroutine until Stop, allowing the LogPlayer's keepalive pings; opts are
+// its security (tlsServerFlags.serverOptions).
+func serveTarget(id string, lis net.Listener, register func(grpc.ServiceRegistrar), closeFn func() error, log *slog.Logger, opts ...grpc.ServerOption) *serve.Target {
+	return serve.StartTarget(id, lis, register, closeFn, log, append(append(target.ServerOptions(), allowPlayerPings()), opts...)...)
 }
 
 // allowPlayerPings lets a gRPC server accept the LogPlayer's keepalive pings

@@ -9,8 +9,11 @@
 //     (Node.RegisterServices) with its options (Node.ServerOptions), plus
 //     gRPC health and reflection.
 //   - StartMetrics / ServeMetricsOn serve a Prometheus gatherer on
-//     /metrics; ProcessRegistry is a registry with the Go runtime and
-//     process collectors.
+//     /metrics (StartMetricsTLS / ServeMetricsTLSOn over HTTPS);
+//     ProcessRegistry is a registry with the Go runtime and process
+//     collectors.
+//   - RaftTLS is a node's mutual-TLS Raft stream layer
+//     (logstore.Config.RaftStream) accepting only the named peers.
 //   - StartStore is the whole `logplayer store` role: listen, open the
 //     node, serve its API and metrics; Store.Close stops them in order.
 //

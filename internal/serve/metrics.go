@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +50,12 @@ type Metrics struct {
 // StartMetrics listens on addr (nothing, and nil, when addr is empty) and
 // serves g on /metrics until Stop.
 func StartMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*Metrics, error) {
+	return StartMetricsTLS(addr, g, log, nil)
+}
+
+// StartMetricsTLS is StartMetrics serving HTTPS with tlsCfg (a server
+// config, security.ServerTLS.Config); nil serves plain HTTP.
+func StartMetricsTLS(addr string, g prometheus.Gatherer, log *slog.Logger, tlsCfg *tls.Config) (*Metrics, error) {
 	if addr == "" {
 		return nil, nil
 	}
@@ -56,11 +63,24 @@ func StartMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*Metric
 	if err != nil {
 		return nil, fmt.Errorf("metrics endpoint: %w", err)
 	}
-	return ServeMetricsOn(lis, g, log), nil
+	return serveMetrics(lis, g, log, tlsCfg), nil
 }
 
 // ServeMetricsOn serves g on /metrics on lis until Stop.
 func ServeMetricsOn(lis net.Listener, g prometheus.Gatherer, log *slog.Logger) *Metrics {
+	return serveMetrics(lis, g, log, nil)
+}
+
+// ServeMetricsTLSOn is ServeMetricsOn over TLS (nil tlsCfg: plain HTTP).
+func ServeMetricsTLSOn(lis net.Listener, g prometheus.Gatherer, log *slog.Logger, tlsCfg *tls.Config) *Metrics {
+	return serveMetrics(lis, g, log, tlsCfg)
+}
+
+func serveMetrics(lis net.Listener, g prometheus.Gatherer, log *slog.Logger, tlsCfg *tls.Config) *Metrics {
+	scheme := "http://"
+	if tlsCfg != nil {
+		lis, scheme = tls.NewListener(lis, tlsCfg), "https://"
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", MetricsHandler(g, log))
 	m := &Metrics{
@@ -74,7 +94,7 @@ func ServeMetricsOn(lis net.Listener, g prometheus.Gatherer, log *slog.Logger) *
 			log.Error("metrics endpoint stopped", "err", err)
 		}
 	}()
-	log.Info("metrics endpoint", "addr", "http://"+lis.Addr().String()+"/metrics")
+	log.Info("metrics endpoint", "addr", scheme+lis.Addr().String()+"/metrics")
 	return m
 }
 

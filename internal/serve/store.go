@@ -73,7 +73,12 @@ func StartStore(cfg logstore.Config, apiLis net.Listener, metricsAddr string, lo
 			return nil, fmt.Errorf("logstore: api listen: %w", err)
 		}
 	}
-	cfg.APIAddr = apiLis.Addr().String() // the node advertises the bound address
+	// The node advertises the address it was given (a host name a TLS
+	// certificate names, not the IP it resolved to), or the bound one when
+	// it has none or asked for a random port.
+	if _, port, err := net.SplitHostPort(cfg.APIAddr); err != nil || port == "0" {
+		cfg.APIAddr = apiLis.Addr().String()
+	}
 	s := &Store{}
 	defer func() {
 		if err != nil {

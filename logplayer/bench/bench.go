@@ -70,6 +70,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logplayer"
@@ -123,6 +124,9 @@ type Config struct {
 	Spawn func(args ...string) *exec.Cmd
 	// Logger for every component (default: discard).
 	Logger *slog.Logger
+	// Security, when set, runs every connection over TLS (in-process
+	// components only; nil: plaintext).
+	Security *lsbench.Security
 }
 
 func (c *Config) validate() error {
@@ -279,14 +283,14 @@ func newEnv(cfg Config) (*Env, error) {
 		}
 		e.store, e.addrs = c, strings.Split(addrs, ",")
 	default:
-		c, err := lsbench.StartCluster(filepath.Join(e.dir, "logstore"), cfg.Logger)
+		c, err := lsbench.StartClusterSecure(filepath.Join(e.dir, "logstore"), cfg.Logger, cfg.Security)
 		if err != nil {
 			e.close()
 			return nil, err
 		}
 		e.cluster, e.addrs = c, c.APIAddrs()
 	}
-	cl, err := client.New(client.Config{Addrs: e.addrs, Logger: cfg.Logger})
+	cl, err := client.New(client.Config{Addrs: e.addrs, Logger: cfg.Logger, DialOptions: cfg.dialOptions()})
 	if err != nil {
 		e.close()
 		return nil, err
@@ -341,6 +345,7 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 	}
 	p, err := logplayer.New(logplayer.Config{
 		PlayerID: "bench", LogStore: e.addrs, Targets: tcs, Logger: e.cfg.Logger, Registerer: prometheus.NewRegistry(),
+		DialOptions: e.cfg.dialOptions(),
 	})
 	if err != nil {
 		return Row{}, err
@@ -398,6 +403,14 @@ func (e *Env) startTarget(dir, id string, rec *recorder) (benchTarget, error) {
 		return startProcTarget(e.cfg.Spawn, dir, id, e.cfg.MemoryTargets)
 	}
 	return startLocalTarget(dir, id, e.cfg.MemoryTargets, rec, e.cfg)
+}
+
+// dialOptions are the clients' Security options (nil: plaintext).
+func (c Config) dialOptions() []grpc.DialOption {
+	if c.Security == nil {
+		return nil
+	}
+	return c.Security.DialOptions
 }
 
 func topicsOf(tcs []logplayer.TargetConfig) []string {

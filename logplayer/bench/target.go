@@ -69,12 +69,16 @@ func startLocalTarget(dir, id string, memory bool, rec *recorder, cfg Config) (*
 		bs.closeTarget()
 		return nil, err
 	}
-	gs := grpc.NewServer(append(target.ServerOptions(),
+	opts := append(target.ServerOptions(),
 		grpc.KeepaliveEnforcementPolicy(logplayer.ServerKeepalive),
 		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			return h(srv, &recvTimer{ServerStream: ss, rec: rec})
 		}),
-	)...)
+	)
+	if cfg.Security != nil {
+		opts = append(opts, cfg.Security.ServerOptions...)
+	}
+	gs := grpc.NewServer(opts...)
 	register(gs)
 	go func() { _ = gs.Serve(lis) }()
 	bs.gs, bs.addr = gs, lis.Addr().String()

@@ -34,6 +34,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/quantile"
@@ -66,6 +67,20 @@ type Config struct {
 	PlainAppends bool
 	// Logger for the nodes (default: discard).
 	Logger *slog.Logger
+	// Security, when set, runs the client API and Raft over TLS (nil:
+	// plaintext).
+	Security *Security
+}
+
+// Security is the TLS of a run: what cmd/logplayer's `bench --tls` builds
+// from throwaway certificates.
+type Security struct {
+	// ServerOptions are added to every gRPC server (stores, targets).
+	ServerOptions []grpc.ServerOption
+	// RaftStream returns a node's Raft stream layer on its listener.
+	RaftStream func(lis net.Listener) (raft.StreamLayer, error)
+	// DialOptions are added to every client (the benchmark's, a LogPlayer).
+	DialOptions []grpc.DialOption
 }
 
 func (c *Config) validate() error {
@@ -234,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 		dir = d
 	}
 	var table Table
-	ls, err := StartCluster(filepath.Join(dir, "logstore"), cfg.Logger)
+	ls, err := StartClusterSecure(filepath.Join(dir, "logstore"), cfg.Logger, cfg.Security)
 	if err != nil {
 		return table, err
 	}
@@ -274,6 +289,9 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 // appendOp returns one Append of cfg's shape through a client of c.
 func appendOp(c *Cluster, cfg Config) (func(context.Context) error, func(), error) {
 	ccfg := client.Config{Addrs: c.APIAddrs(), Logger: cfg.Logger}
+	if cfg.Security != nil {
+		ccfg.DialOptions = cfg.Security.DialOptions
+	}
 	if cfg.PlainAppends {
 		ccfg.MaxBatchBytes = -1
 	}
@@ -397,6 +415,11 @@ func (b batches) since(before batches) (perEntry, perCall float64) {
 // StartCluster starts 3 bootstrapped nodes under dir with default settings
 // (fsync on) and waits for a leader.
 func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
+	return StartClusterSecure(dir, logger, nil)
+}
+
+// StartClusterSecure is StartCluster with sec's TLS (nil: plaintext).
+func StartClusterSecure(dir string, logger *slog.Logger, sec *Security) (*Cluster, error) {
 	var peers []logstore.Peer
 	var rls, als []net.Listener
 	closeAll := func() {
@@ -417,7 +440,7 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 	c := &Cluster{}
 	for i, p := range peers {
 		reg := prometheus.NewRegistry()
-		st, err := serve.StartStore(logstore.Config{
+		ncfg := logstore.Config{
 			ID: p.ID, Dir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
 			RaftListener: rls[i], Bootstrap: peers, Logger: logger,
 			Registry: reg,
@@ -426,7 +449,18 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 			// like with like (rows on raft-wal, the node default, are
 			// issue 11's benchmark work).
 			RaftLogStore: logstore.RaftLogBoltDB,
-		}, als[i], "", logger)
+		}
+		var opts []grpc.ServerOption
+		if sec != nil {
+			stream, err := sec.RaftStream(rls[i])
+			if err != nil {
+				c.Close()
+				closeAll()
+				return nil, err
+			}
+			ncfg.RaftStream, opts = stream, sec.ServerOptions
+		}
+		st, err := serve.StartStore(ncfg, als[i], "", logger, opts...)
 		if err != nil {
 			c.Close()
 			return nil, err

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/logplayer/logplayer/internal/serve"
+	lsbench "github.com/logplayer/logplayer/logstore/bench"
+	"github.com/logplayer/logplayer/security"
+)
+
+// benchIdentity is the one certificate of a `bench --tls` run: every
+// server's, every client's, and the only Raft peer; the policy grants it
+// every role, so each call pays for the check.
+const benchIdentity = "bench"
+
+// withBenchTLS runs fn plaintext (sec nil) and, when on, again over mutual
+// TLS with authorization, heading each table with its mode.
+func withBenchTLS(s *sys, on bool, fn func(sec *lsbench.Security) error) error {
+	if !on {
+		return fn(nil)
+	}
+	fmt.Fprintln(s.stdout, "TLS off (plaintext):")
+	if err := fn(nil); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "logplayer-bench-tls-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	sec, err := benchSecurity(dir, s)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(s.stdout, "\nTLS on (mutual TLS on the client API, Raft and delivery; every call authorized):")
+	return fn(sec)
+}
+
+// benchSecurity writes throwaway material into dir and returns the
+// options of every server and client of the run.
+func benchSecurity(dir string, s *sys) (*lsbench.Security, error) {
+	if _, err := security.WriteBundle(security.BundleOptions{Dir: dir, Nodes: []security.NodeSpec{{Name: benchIdentity}}}); err != nil {
+		return nil, err
+	}
+	policy := filepath.Join(dir, "policy.json")
+	grants := fmt.Sprintf(`{"grants": [{"identity": %[1]q, "role": "player"}, {"identity": %[1]q, "role": "admin"},
+  {"identity": %[1]q, "role": "producer", "topics": ["*"]}, {"identity": %[1]q, "role": "consumer", "topics": ["*"], "groups": ["*"]}]}`, benchIdentity)
+	if err := os.WriteFile(policy, []byte(grants), 0o600); err != nil {
+		return nil, err
+	}
+	files := security.Files{
+		CAFile:   filepath.Join(dir, security.CACertFile),
+		CertFile: filepath.Join(dir, benchIdentity+".crt"),
+		KeyFile:  filepath.Join(dir, benchIdentity+".key"),
+	}
+	srv, err := security.GRPCServerOptions(security.ServerSettings{
+		TLS: security.ServerOptions{Files: files, ClientAuth: security.ClientAuthRequire}, PolicyFile: policy, Log: s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	dial, err := security.GRPCDialOptions(security.ClientSettings{TLS: security.ClientOptions{Files: files}})
+	if err != nil {
+		return nil, err
+	}
+	return &lsbench.Security{
+		ServerOptions: srv,
+		DialOptions:   dial,
+		RaftStream: func(lis net.Listener) (raft.StreamLayer, error) {
+			return serve.RaftTLS(lis, files, []string{benchIdentity}, s.log)
+		},
+	}, nil
+}
