@@ -13,6 +13,7 @@ import (
 	"time"
 
 	lpbench "github.com/logplayer/logplayer/logplayer/bench"
+	"github.com/logplayer/logplayer/logstore"
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
 )
 
@@ -106,6 +107,8 @@ type benchStoreCmd struct {
 	dataDir          string
 	jsonOut          string
 	cpuProfile       string
+	// Tuning experiments: LogStore node settings (0: the node default).
+	maxInflight, pipelineMin, maxAppendEntries int
 }
 
 func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
@@ -120,6 +123,9 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the rows as JSON to this `file` (for 'bench chart')")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this `file`")
+	fs.IntVar(&c.maxInflight, "max-inflight-entries", 0, "tuning: the LogStore nodes' MaxInflightEntries (0: the default)")
+	fs.IntVar(&c.pipelineMin, "pipeline-min-txns", 0, "tuning: the LogStore nodes' PipelineMinTxns (0: the default)")
+	fs.IntVar(&c.maxAppendEntries, "max-append-entries", 0, "tuning: the LogStore nodes' Raft MaxAppendEntries (0: the default)")
 }
 
 func systemNames() string {
@@ -133,6 +139,9 @@ func systemNames() string {
 func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
 		return usagef("--duration, --topics and --slice-bytes must be positive")
+	}
+	if c.maxInflight < 0 || c.pipelineMin < 0 || c.maxAppendEntries < 0 {
+		return usagef("--max-inflight-entries, --pipeline-min-txns and --max-append-entries must not be negative")
 	}
 	systems, err := lsbench.ParseSystems(c.systems)
 	if err != nil {
@@ -152,6 +161,9 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	t, err := lsbench.Run(ctx, lsbench.Config{
 		Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
 		SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends,
+		Node: func(nc *logstore.Config) {
+			nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
+		},
 	})
 	if err != nil {
 		return err

@@ -20,7 +20,11 @@
 // (Warmup after the load starts, for Duration): an operation that starts in
 // the warmup and ends in the window counts, one that ends after the window
 // does not. Latencies are those of the counted operations, summarized by
-// internal/quantile. Rows report tx/s, p50/p99/p99.9 and, for the LogStore,
+// internal/quantile. CPU per transaction is the process's CPU time (every
+// node, client and goroutine of the run: they share this process) over the
+// row's whole load divided by the operations that succeeded in it: on a
+// machine shared with other work, tx/s follows the CPU share the process
+// gets, CPU per transaction does not. Rows report tx/s, p50/p99/p99.9 and, for the LogStore,
 // the transactions per gRPC call and per Raft entry the leader saw.
 // Table.String prints the rows and the goal ratios marked met or
 // missed; Table.WriteCharts draws them.
@@ -357,7 +361,9 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 		mu    sync.Mutex
 		lats  []time.Duration
 		errs  int
+		done  int // every call that succeeded, in the window or not
 		wg    sync.WaitGroup
+		cpu0  = processCPU()
 		start = time.Now()
 	)
 	from := start.Add(cfg.Warmup)
@@ -367,7 +373,7 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			var bad int
+			var bad, ok int
 			for ctx.Err() == nil {
 				t0 := time.Now()
 				if !t0.Before(end) {
@@ -377,6 +383,9 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 				err := o(opCtx)
 				cancel()
 				t1 := time.Now()
+				if err == nil {
+					ok++
+				}
 				if t1.Before(from) || !t1.Before(end) {
 					continue
 				}
@@ -389,11 +398,17 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 			mu.Lock()
 			lats = append(lats, mine...)
 			errs += bad
+			done += ok
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	cpu := processCPU() - cpu0
 	s := quantile.Summarize(lats)
-	return Row{System: system, Clients: len(ops), Txns: len(lats), Errors: errs,
+	row := Row{System: system, Clients: len(ops), Txns: len(lats), Errors: errs,
 		TxPerSec: float64(len(lats)) / cfg.Duration.Seconds(), P50: s.P50, P99: s.P99, P999: s.P999}
+	if done > 0 {
+		row.CPUPerTxn = cpu / time.Duration(done)
+	}
+	return row
 }

@@ -37,7 +37,7 @@ func TestRunSmall(t *testing.T) {
 		if r.System != wantSystem || r.Clients != wantClients {
 			t.Errorf("row %d is %s × %d, want %s × %d (levels interleaved)", i, r.System, r.Clients, wantSystem, wantClients)
 		}
-		if r.Txns == 0 || r.Errors != 0 || r.P50 <= 0 || r.P99 < r.P50 || r.P999 < r.P99 {
+		if r.Txns == 0 || r.Errors != 0 || r.P50 <= 0 || r.P99 < r.P50 || r.P999 < r.P99 || r.CPUPerTxn <= 0 {
 			t.Errorf("bad row %+v", r)
 		}
 		// Every LogStore entry carries at least one txn; bare raft rows
@@ -131,7 +131,7 @@ func TestParseSystems(t *testing.T) {
 func fixedTable() Table {
 	ms := time.Millisecond
 	return Table{Rows: []Row{
-		{System: LogStoreWAL, Clients: 1, TxPerSec: 1000, P50: 1 * ms, P99: 2 * ms, P999: 3 * ms, TxnsPerEntry: 1, TxnsPerCall: 1},
+		{System: LogStoreWAL, Clients: 1, TxPerSec: 1000, P50: 1 * ms, P99: 2 * ms, P999: 3 * ms, CPUPerTxn: 250 * time.Microsecond, TxnsPerEntry: 1, TxnsPerCall: 1},
 		{System: LogStoreWALConns, Clients: 1, TxPerSec: 990, P50: 1 * ms, P99: 2 * ms, P999: 3 * ms, TxnsPerEntry: 1, TxnsPerCall: 1},
 		{System: RaftWAL, Clients: 1, TxPerSec: 1100, P50: 800 * time.Microsecond, P99: 2 * ms, P999: 3 * ms},
 		{System: RaftBoltDB, Clients: 1, TxPerSec: 500, P50: 2 * ms, P99: 4 * ms, P999: 5 * ms},
@@ -149,9 +149,9 @@ func fixedTable() Table {
 func TestTableString(t *testing.T) {
 	out := fixedTable().String()
 	for _, s := range []string{
-		"| 1 | logstore-wal | 1000 | 1.00 ms | 2.00 ms | 3.00 ms | 1.0 | 1.0 | 0 |",
-		"| 64 | raft-wal | 10000 | 6.00 ms | 9.00 ms | 10.00 ms | – | – | 2 |",
-		"| 64 | logstore-wal | 20000 | 3.00 ms | 6.00 ms | 9.00 ms | 20.0 | 60.2 | 0 |",
+		"| 1 | logstore-wal | 1000 | 1.00 ms | 2.00 ms | 3.00 ms | 250 µs | 1.0 | 1.0 | 0 |",
+		"| 64 | raft-wal | 10000 | 6.00 ms | 9.00 ms | 10.00 ms | 0 µs | – | – | 2 |",
+		"| 64 | logstore-wal | 20000 | 3.00 ms | 6.00 ms | 9.00 ms | 0 µs | 20.0 | 60.2 | 0 |",
 		"| serial p50 | 1 | logstore-wal / raft-boltdb | 0.50× | ≤ 0.7× | met |",
 		"| serial p50 | 1 | logstore-wal / raft-wal | 1.25× | ≤ 1.3× | met |",
 		"| tx/s | 64 | logstore-wal / raft-boltdb | 4.00× | ≥ 2.5× | met |",

@@ -24,6 +24,9 @@ type Row struct {
 	// TxnsPerCall is the mean number of transactions per gRPC call
 	// (Append or AppendBatch) the leader served during the row.
 	TxnsPerCall float64 `json:"txns_per_call,omitempty"`
+	// CPUPerTxn is the process's CPU time per successful operation over
+	// the row's load (see the package comment; 0 where not measured).
+	CPUPerTxn time.Duration `json:"cpu_per_txn_ns,omitempty"`
 }
 
 // Table is Run's result (and what `bench store --json` writes).
@@ -89,15 +92,15 @@ func (g Goal) Met(ratio float64) bool {
 // the goals this table has both rows of, each marked met or missed.
 func (t Table) String() string {
 	var b strings.Builder
-	b.WriteString("| clients | system | tx/s | p50 | p99 | p99.9 | txns per call | txns per entry | errors |\n")
-	b.WriteString("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| clients | system | tx/s | p50 | p99 | p99.9 | CPU per txn | txns per call | txns per entry | errors |\n")
+	b.WriteString("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range t.Rows {
 		perCall, perEntry := "–", "–"
 		if !r.System.bare() {
 			perCall, perEntry = fmt.Sprintf("%.1f", r.TxnsPerCall), fmt.Sprintf("%.1f", r.TxnsPerEntry)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %d |\n", r.Clients, r.System, r.TxPerSec,
-			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999), perCall, perEntry, r.Errors)
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %.0f µs | %s | %s | %d |\n", r.Clients, r.System, r.TxPerSec,
+			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999), float64(r.CPUPerTxn)/float64(time.Microsecond), perCall, perEntry, r.Errors)
 	}
 	var goals strings.Builder
 	for _, g := range Goals {
