@@ -20,7 +20,11 @@
 // (Warmup after the load starts, for Duration): an operation that starts in
 // the warmup and ends in the window counts, one that ends after the window
 // does not. Latencies are those of the counted operations, summarized by
-// internal/quantile. CPU per transaction is the process's CPU time (every
+// internal/quantile. For the LogStore, the leader's histograms split the
+// mean latency (over the row's whole load): intake → apply result at the
+// leader (aggregator wait + Raft commit) and raft.Apply → result (the
+// commit alone); the rest is the gRPC call and the client. CPU per
+// transaction is the process's CPU time (every
 // node, client and goroutine of the run: they share this process) over the
 // row's whole load divided by the operations that succeeded in it: on a
 // machine shared with other work, tx/s follows the CPU share the process
@@ -43,6 +47,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/quantile"
@@ -146,6 +152,8 @@ type Config struct {
 	// Node, if set, edits each LogStore node's config before it starts
 	// (tuning experiments: aggregator and Raft settings).
 	Node func(*logstore.Config)
+	// ServerOptions are added to each LogStore node's gRPC server.
+	ServerOptions []grpc.ServerOption
 	// Logger for the nodes (default: discard).
 	Logger *slog.Logger
 }
@@ -229,7 +237,7 @@ func (b *bed) start(s System) error {
 	if b.clusters[be] != nil {
 		return nil
 	}
-	c, err := StartClusterWith(filepath.Join(b.dir, "logstore-"+string(be)), b.cfg.Logger, func(nc *logstore.Config) {
+	c, err := startCluster(filepath.Join(b.dir, "logstore-"+string(be)), b.cfg.Logger, b.cfg.ServerOptions, func(nc *logstore.Config) {
 		nc.RaftLogStore = be
 		if b.cfg.Node != nil {
 			b.cfg.Node(nc)
@@ -292,7 +300,8 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 	}
 	before := c.batchStats()
 	row := measure(ctx, s, ops, b.cfg)
-	row.TxnsPerEntry, row.TxnsPerCall = c.batchStats().since(before)
+	ls := c.batchStats().since(before)
+	row.TxnsPerEntry, row.TxnsPerCall, row.LeaderAppend, row.RaftCommit = ls.perEntry, ls.perCall, ls.append, ls.commit
 	return row, nil
 }
 
@@ -406,7 +415,7 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 	cpu := processCPU() - cpu0
 	s := quantile.Summarize(lats)
 	row := Row{System: system, Clients: len(ops), Txns: len(lats), Errors: errs,
-		TxPerSec: float64(len(lats)) / cfg.Duration.Seconds(), P50: s.P50, P99: s.P99, P999: s.P999}
+		TxPerSec: float64(len(lats)) / cfg.Duration.Seconds(), Avg: s.Avg, P50: s.P50, P99: s.P99, P999: s.P999}
 	if done > 0 {
 		row.CPUPerTxn = cpu / time.Duration(done)
 	}

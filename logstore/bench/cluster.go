@@ -14,6 +14,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/internal/raftlog"
 	"github.com/logplayer/logplayer/internal/serve"
@@ -28,10 +29,13 @@ type Cluster struct {
 	stores []*serve.Store         // the served nodes, parallel to Nodes
 }
 
-// batches sums the leaders' aggregation and AppendBatch histograms.
+// batches sums the leaders' aggregation, AppendBatch and latency
+// histograms.
 type batches struct {
 	txns, entries         float64 // logstore_aggregation_batch_txns: sum, count
 	batchReqs, batchCalls float64 // logstore_append_batch_requests: sum, count
+	appendSec, appends    float64 // logstore_append_duration_seconds (every code): sum, count
+	commitSec, commits    float64 // logstore_raft_commit_duration_seconds: sum, count
 }
 
 // batchStats sums the histograms over the nodes (only leaders write
@@ -46,13 +50,16 @@ func (c *Cluster) batchStats() batches {
 		for _, mf := range mfs {
 			for _, m := range mf.GetMetric() {
 				h := m.GetHistogram()
+				sum, count := h.GetSampleSum(), float64(h.GetSampleCount())
 				switch mf.GetName() {
 				case "logstore_aggregation_batch_txns":
-					out.txns += h.GetSampleSum()
-					out.entries += float64(h.GetSampleCount())
+					out.txns, out.entries = out.txns+sum, out.entries+count
 				case "logstore_append_batch_requests":
-					out.batchReqs += h.GetSampleSum()
-					out.batchCalls += float64(h.GetSampleCount())
+					out.batchReqs, out.batchCalls = out.batchReqs+sum, out.batchCalls+count
+				case "logstore_append_duration_seconds":
+					out.appendSec, out.appends = out.appendSec+sum, out.appends+count
+				case "logstore_raft_commit_duration_seconds":
+					out.commitSec, out.commits = out.commitSec+sum, out.commits+count
 				}
 			}
 		}
@@ -60,18 +67,34 @@ func (c *Cluster) batchStats() batches {
 	return out
 }
 
-// since returns transactions per Raft entry and per Append/AppendBatch
-// call between before and b (every command of the bench is an Append).
-func (b batches) since(before batches) (perEntry, perCall float64) {
+// leaderStats is what the leader's histograms say of a row.
+type leaderStats struct {
+	perEntry, perCall float64       // transactions per Raft entry, per gRPC call
+	append            time.Duration // mean intake → apply result, per request
+	commit            time.Duration // mean raft.Apply → apply result, per entry
+}
+
+// since returns the leader's figures between before and b (every command
+// of the bench is an Append).
+func (b batches) since(before batches) leaderStats {
+	var out leaderStats
 	txns, entries := b.txns-before.txns, b.entries-before.entries
 	batched, batchCalls := b.batchReqs-before.batchReqs, b.batchCalls-before.batchCalls
 	if entries > 0 {
-		perEntry = txns / entries
+		out.perEntry = txns / entries
 	}
 	if calls := batchCalls + (txns - batched); calls > 0 {
-		perCall = txns / calls
+		out.perCall = txns / calls
 	}
-	return perEntry, perCall
+	mean := func(sum, count float64) time.Duration {
+		if count <= 0 {
+			return 0
+		}
+		return time.Duration(sum / count * float64(time.Second))
+	}
+	out.append = mean(b.appendSec-before.appendSec, b.appends-before.appends)
+	out.commit = mean(b.commitSec-before.commitSec, b.commits-before.commits)
+	return out
 }
 
 // StartCluster starts 3 bootstrapped nodes under dir with default settings
@@ -83,6 +106,10 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 // StartClusterWith is StartCluster with edit applied to each node's config
 // (if not nil) before it starts.
 func StartClusterWith(dir string, logger *slog.Logger, edit func(*logstore.Config)) (*Cluster, error) {
+	return startCluster(dir, logger, nil, edit)
+}
+
+func startCluster(dir string, logger *slog.Logger, opts []grpc.ServerOption, edit func(*logstore.Config)) (*Cluster, error) {
 	var peers []logstore.Peer
 	var rls, als []net.Listener
 	closeAll := func() {
@@ -111,7 +138,7 @@ func StartClusterWith(dir string, logger *slog.Logger, edit func(*logstore.Confi
 		if edit != nil {
 			edit(&cfg)
 		}
-		st, err := serve.StartStore(cfg, als[i], "", logger)
+		st, err := serve.StartStore(cfg, als[i], "", logger, opts...)
 		if err != nil {
 			c.Close()
 			return nil, err

@@ -14,6 +14,7 @@ type Row struct {
 	Txns     int           `json:"txns"` // completed inside the window
 	Errors   int           `json:"errors"`
 	TxPerSec float64       `json:"tx_per_sec"`
+	Avg      time.Duration `json:"avg_ns"`
 	P50      time.Duration `json:"p50_ns"`
 	P99      time.Duration `json:"p99_ns"`
 	P999     time.Duration `json:"p999_ns"`
@@ -27,6 +28,11 @@ type Row struct {
 	// CPUPerTxn is the process's CPU time per successful operation over
 	// the row's load (see the package comment; 0 where not measured).
 	CPUPerTxn time.Duration `json:"cpu_per_txn_ns,omitempty"`
+	// LeaderAppend is the leader's mean time from intake to apply result
+	// per request, RaftCommit its mean time from raft.Apply to the result
+	// per entry (LogStore rows, over the row's whole load).
+	LeaderAppend time.Duration `json:"leader_append_ns,omitempty"`
+	RaftCommit   time.Duration `json:"raft_commit_ns,omitempty"`
 }
 
 // Table is Run's result (and what `bench store --json` writes).
@@ -101,6 +107,19 @@ func (t Table) String() string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %.0f µs | %s | %s | %d |\n", r.Clients, r.System, r.TxPerSec,
 			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999), float64(r.CPUPerTxn)/float64(time.Microsecond), perCall, perEntry, r.Errors)
+	}
+	var split strings.Builder
+	for _, r := range t.Rows {
+		if r.System.bare() || r.LeaderAppend <= 0 {
+			continue
+		}
+		fmt.Fprintf(&split, "| %d | %s | %s | %s | %s | %s |\n", r.Clients, r.System, fmtDur(r.Avg),
+			fmtDur(max(r.Avg-r.LeaderAppend, 0)), fmtDur(max(r.LeaderAppend-r.RaftCommit, 0)), fmtDur(r.RaftCommit))
+	}
+	if split.Len() > 0 {
+		b.WriteString("\nWhere a LogStore Append's time goes (means): the client's whole call; gRPC and client = that minus the leader's intake → result; aggregator = intake → raft.Apply (the batch forming, hold included); Raft commit = raft.Apply → result of the entry.\n\n")
+		b.WriteString("| clients | system | call | gRPC and client | aggregator | Raft commit |\n| ---: | :--- | ---: | ---: | ---: | ---: |\n")
+		b.WriteString(split.String())
 	}
 	var goals strings.Builder
 	for _, g := range Goals {
