@@ -30,8 +30,9 @@ type fakeStore struct {
 	logstorepb.UnimplementedLogStoreServer
 	mu      sync.Mutex
 	unary   int
-	batches []int // requests per AppendBatch call
-	short   bool  // answer one result too few
+	batches []int         // requests per AppendBatch call
+	short   bool          // answer one result too few
+	hold    chan struct{} // if set, Append waits for it to close
 }
 
 func answer(req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
@@ -49,7 +50,11 @@ func answer(req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 func (f *fakeStore) Append(_ context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	f.mu.Lock()
 	f.unary++
+	hold := f.hold
 	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	return answer(req)
 }
 
@@ -227,14 +232,67 @@ func TestBatcherBounds(t *testing.T) {
 func TestBatcherFallsBackWithoutAppendBatch(t *testing.T) {
 	f := &fakeStore{}
 	b := newAppendBatcher(serveFake(t, noBatchStore{fake: f}), DefaultMaxBatchBytes)
+	out := queueHeld(t, testCtx(t), b, []string{"t-1", "t-2", "t-3"})
+	b.flush()
+	got := collect(t, out, 3)
 	for i := 1; i <= 3; i++ {
-		resp, err := b.append(testCtx(t), req(fmt.Sprintf("t-%d", i)))
-		if err != nil || resp.Lsn != uint64(i) {
-			t.Fatalf("append %d: %v %v", i, resp, err)
+		if want := fmt.Sprintf("t-%d: lsn %d", i, i); !got[want] {
+			t.Fatalf("missing %q in %v", want, got)
 		}
 	}
 	if unary, _ := f.calls(); unary != 3 || !b.noBatch.Load() {
 		t.Fatalf("%d plain calls, noBatch %v; want 3, true", unary, b.noBatch.Load())
+	}
+}
+
+// TestBatcherIdleSendsPlainAppend: an append on an idle connection (nothing
+// queued, nothing in flight) goes at once as a plain Append; appends that
+// arrive while it is in flight are coalesced into AppendBatch calls.
+func TestBatcherIdleSendsPlainAppend(t *testing.T) {
+	f := &fakeStore{}
+	b := newAppendBatcher(serveFake(t, f), DefaultMaxBatchBytes)
+	for i := 1; i <= 2; i++ {
+		if resp, err := b.append(testCtx(t), req(fmt.Sprintf("t-%d", i))); err != nil || resp.Lsn != uint64(i) {
+			t.Fatalf("append %d: %v %v", i, resp, err)
+		}
+	}
+	if unary, batches := f.calls(); unary != 2 || len(batches) != 0 {
+		t.Fatalf("serial appends: %d plain, batches %v; want 2 plain", unary, batches)
+	}
+	hold := make(chan struct{})
+	f.mu.Lock()
+	f.hold = hold
+	f.mu.Unlock()
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.append(testCtx(t), req("t-3"))
+		first <- err
+	}()
+	testwait.For(t, 20*time.Second, "the first append at the server", func() bool { u, _ := f.calls(); return u == 3 })
+	out := make(chan string, 3)
+	for _, topic := range []string{"t-4", "t-5", "t-6"} {
+		go func() {
+			resp, err := b.append(testCtx(t), req(topic))
+			out <- fmt.Sprintf("%s: %v %v", topic, resp.GetLsn(), err)
+		}()
+	}
+	got := collect(t, out, 3)
+	for _, want := range []string{"t-4: 4 <nil>", "t-5: 5 <nil>", "t-6: 6 <nil>"} {
+		if !got[want] {
+			t.Fatalf("missing %q in %v", want, got)
+		}
+	}
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	unary, batches := f.calls()
+	total := 0
+	for _, n := range batches {
+		total += n
+	}
+	if unary != 3 || total != 3 {
+		t.Fatalf("with a call in flight: %d plain, batches %v; want the 3 later appends in AppendBatch calls", unary, batches)
 	}
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes their tables into docs/BENCHMARKS.md, with
-# the machine, Go version, commit and load they ran under. The numbers in
-# that file come only from here: never edit them by hand.
+# the machine, Go version, commit and load they ran under, and the store
+# table as PNG charts beside it (docs/bench-store-*.png, drawn by
+# `logplayer bench chart`). The numbers in those files come only from here:
+# never edit them by hand.
 #   scripts/bench.sh            full run (several minutes)
 #   scripts/bench.sh --quick    short rows, for trying the script
 # Extra flags: BENCH_STORE_ARGS / BENCH_PLAYER_ARGS (e.g. "--duration 10s").
@@ -13,7 +15,7 @@ cd "$(dirname "$0")/.."
 store_args=${BENCH_STORE_ARGS:-}
 player_args=${BENCH_PLAYER_ARGS:-}
 if [ "${1:-}" = "--quick" ]; then
-  store_args="--clients 1,10 --duration 1s $store_args"
+  store_args="--clients 1,64 --duration 1s $store_args"
   player_args="--targets 2,20 --txn-kb 1 --duration 1s $player_args"
 fi
 
@@ -42,7 +44,9 @@ load() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
 echo "bench store $store_args" >&2
 load_store=$(load)
 # shellcheck disable=SC2086 # word splitting of the extra flags is intended
-"$bin" bench store $store_args > "$work/store.md"
+"$bin" bench store $store_args --json "$work/store.json" > "$work/store.md"
+load_store_end=$(load)
+"$bin" bench chart --in "$work/store.json" --out docs >&2
 echo "bench player $player_args" >&2
 load_player=$(load)
 # shellcheck disable=SC2086
@@ -58,9 +62,13 @@ load_player=$(load)
   echo
   echo "## LogStore commit: Append vs bare hashicorp/raft"
   echo
-  echo "\`logplayer bench store${store_args:+ $store_args}\` — 3 voters in one process, TCP on 127.0.0.1, fsync on; each client does one Append at a time (2 topics × 256 B by default); the bare-raft rows do raft.Apply of a payload of the same size with a no-op FSM, in the same run. Load average at start: $load_store."
+  echo "\`logplayer bench store${store_args:+ $store_args}\` — 3 voters in one process per system, TCP on 127.0.0.1, fsync on; each client does one Append at a time (2 topics × 256 B by default). \`logstore-wal\` / \`logstore-boltdb\`: the LogStore on raft-wal / raft-boltdb, the clients sharing one client.Client; \`-conns\`: one client.Client (one connection) per client; \`raft-wal\` / \`raft-boltdb\`: bare hashicorp/raft (raft.DefaultConfig, no-op FSM), raft.Apply of a payload of the same size. All systems of a level run back to back in the same run; a row counts the operations that complete inside its window. Load average at start: $load_store; at the end of the store run: $load_store_end."
   echo
   cat "$work/store.md"
+  echo
+  echo "![tx/s against clients](bench-store-txps.png)"
+  echo "![p50 against clients](bench-store-p50.png)"
+  echo "![p99 against clients](bench-store-p99.png)"
   echo
   echo "## LogPlayer delay and apply delay (the paper's Figures 9 and 10)"
   echo

@@ -7,40 +7,68 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"time"
 
 	lpbench "github.com/logplayer/logplayer/logplayer/bench"
+	"github.com/logplayer/logplayer/logstore"
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
 )
 
 func init() {
 	register(&command{
 		name:     "bench store",
-		summary:  "benchmark LogStore Append against bare hashicorp/raft (Markdown table)",
-		synopsis: "[--clients 1,10,64,256] [--duration 3s] [flags]",
+		summary:  "benchmark LogStore Append on raft-wal and raft-boltdb against bare hashicorp/raft (Markdown table)",
+		synopsis: "[--clients 1,10,64,256] [--systems all] [--duration 3s] [--json FILE] [flags]",
 		about: `
-Starts 3 LogStore nodes in this process (TCP on 127.0.0.1, fsync on) and, for
-each --clients level, that many clients each doing one Append at a time (a
-transaction of --topics topics x one --slice-bytes message) for --duration
-after --warmup; right after each level, the same load on bare
-hashicorp/raft Apply (raft-boltdb, TCP transport, no-op FSM) as the
-reference, so both see the same machine. Prints one Markdown table, a line
-per client count: tx/s and p50/p99/p99.9 of both systems, the LogStore/bare
-ratios marked against the DESIGN.md goals, and transactions per gRPC call
-and per Raft entry.
+Starts, in this process, 3 LogStore nodes on each Raft log backend (raft-wal
+and raft-boltdb; TCP on 127.0.0.1, fsync on) and 3 bare hashicorp/raft
+nodes on each (TCP transport, no-op FSM, raft.DefaultConfig). For each
+--clients level it runs every system of --systems in turn, that many
+clients each doing one operation at a time for --duration after --warmup:
+  logstore-wal, logstore-boltdb    Append (a transaction of --topics topics
+                                   x one --slice-bytes message), all clients
+                                   sharing one client.Client, which sends
+                                   concurrent Appends in one AppendBatch call
+  logstore-wal-conns, ...-boltdb-conns
+                                   the same with one client.Client (one
+                                   connection) per client: independent
+                                   producers, one transaction per call
+  raft-wal, raft-boltdb            raft.Apply of a payload of the same size
+A row counts the operations that complete inside its window. Prints one
+Markdown table, a line per level and system (tx/s, p50/p99/p99.9,
+transactions per gRPC call and per Raft entry), then issue 11's goal ratios
+marked met or missed. --json also writes the rows as JSON, which
+'bench chart' draws.
 
-The clients share one client.Client, which sends Appends that run at the
-same time in one AppendBatch call (each still its own transaction);
---plain-appends sends every transaction in an Append call of its own.
+--systems takes names or prefixes ("logstore", "raft", "logstore-wal"), so
+a quick run can measure a subset. --plain-appends sends every transaction
+in an Append call of its own. --cpu-profile writes a pprof CPU profile of
+the whole run (all nodes and clients share this process).
 
 scripts/bench.sh runs this and 'bench player' and writes docs/BENCHMARKS.md.`,
 		examples: []string{
 			"logplayer bench store",
-			"logplayer bench store --clients 1,10 --duration 5s --skip-raft",
-			"logplayer bench store --clients 64 --plain-appends",
+			"logplayer bench store --clients 1,10 --duration 5s --systems logstore-wal,raft",
+			"logplayer bench store --clients 64 --systems logstore-wal --json store.json --cpu-profile cpu.pprof",
 		},
 		new: func() runner { return &benchStoreCmd{} },
+	})
+	register(&command{
+		name:     "bench chart",
+		summary:  "draw the 'bench store --json' rows as PNG charts",
+		synopsis: "--in FILE [--out DIR]",
+		about: `
+Reads the JSON 'bench store --json' wrote and writes, into --out, one PNG per
+figure against the client count, a line per system: bench-store-txps.png
+(tx/s), bench-store-p50.png and bench-store-p99.png (latency, log scale).
+scripts/bench.sh writes them beside docs/BENCHMARKS.md.`,
+		examples: []string{
+			"logplayer bench chart --in store.json --out docs",
+		},
+		new: func() runner { return &benchChartCmd{} },
 	})
 	register(&command{
 		name:     "bench player",
@@ -71,44 +99,118 @@ two cores. Every delay is measured on this machine's wall clock.`,
 
 type benchStoreCmd struct {
 	clients          intList
+	systems          string
 	duration, warmup time.Duration
 	topics           int
 	sliceBytes       int
-	skipRaft         bool
 	plainAppends     bool
 	dataDir          string
+	jsonOut          string
+	cpuProfile       string
 	tls              bool
+	// Tuning experiments: LogStore node settings (0: the node default).
+	maxInflight, pipelineMin, maxAppendEntries int
 }
 
 func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	c.clients = intList{ints: []int{1, 10, 64, 256}}
 	fs.Var(&c.clients, "clients", "concurrency `levels`, comma-separated")
+	fs.StringVar(&c.systems, "systems", "all", "`systems` to measure, comma-separated names or prefixes: "+systemNames())
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
 	fs.DurationVar(&c.warmup, "warmup", 300*time.Millisecond, "load before each row's measurement")
 	fs.IntVar(&c.topics, "topics", 2, "topics per transaction")
 	fs.IntVar(&c.sliceBytes, "slice-bytes", 256, "bytes of each topic's one message")
-	fs.BoolVar(&c.skipRaft, "skip-raft", false, "leave out the bare hashicorp/raft reference rows")
 	fs.BoolVar(&c.plainAppends, "plain-appends", false, "one Append call per transaction (no coalescing of concurrent Appends into AppendBatch calls)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the rows as JSON to this `file` (for 'bench chart')")
+	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this `file`")
 	fs.BoolVar(&c.tls, "tls", false, "run every level twice: plaintext, then mutual TLS with authorization (a table each)")
+	fs.IntVar(&c.maxInflight, "max-inflight-entries", 0, "tuning: the LogStore nodes' MaxInflightEntries (0: the default)")
+	fs.IntVar(&c.pipelineMin, "pipeline-min-txns", 0, "tuning: the LogStore nodes' PipelineMinTxns (0: the default)")
+	fs.IntVar(&c.maxAppendEntries, "max-append-entries", 0, "tuning: the LogStore nodes' Raft MaxAppendEntries (0: the default)")
+}
+
+func systemNames() string {
+	var names []string
+	for _, s := range lsbench.Systems {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
 }
 
 func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
 		return usagef("--duration, --topics and --slice-bytes must be positive")
 	}
+	if c.maxInflight < 0 || c.pipelineMin < 0 || c.maxAppendEntries < 0 {
+		return usagef("--max-inflight-entries, --pipeline-min-txns and --max-append-entries must not be negative")
+	}
+	systems, err := lsbench.ParseSystems(c.systems)
+	if err != nil {
+		return usagef("--systems: %v", err)
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
 		t, err := lsbench.Run(ctx, lsbench.Config{
-			Clients: c.clients.ints, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
-			SliceBytes: c.sliceBytes, Dir: c.dataDir, SkipBareRaft: c.skipRaft, PlainAppends: c.plainAppends,
-			Security: sec,
+			Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
+			SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, Security: sec,
+			Node: func(nc *logstore.Config) {
+				nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
+			},
 		})
 		if err != nil {
 			return err
 		}
+		if c.jsonOut != "" && sec == nil { // the plaintext table: what 'bench chart' draws
+			b, err := json.MarshalIndent(t, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(c.jsonOut, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+		}
 		_, err = fmt.Fprint(s.stdout, t.String())
 		return err
 	})
+}
+
+type benchChartCmd struct {
+	in, out string
+}
+
+func (c *benchChartCmd) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.in, "in", "", "the `file` 'bench store --json' wrote")
+	fs.StringVar(&c.out, "out", ".", "`directory` to write the PNGs into")
+}
+
+func (c *benchChartCmd) run(_ context.Context, s *sys) error {
+	if c.in == "" {
+		return usagef("--in is required")
+	}
+	b, err := os.ReadFile(c.in)
+	if err != nil {
+		return err
+	}
+	var t lsbench.Table
+	if err := json.Unmarshal(b, &t); err != nil {
+		return fmt.Errorf("bench chart: %s: %w", c.in, err)
+	}
+	paths, err := t.WriteCharts(c.out)
+	for _, p := range paths {
+		fmt.Fprintln(s.stdout, p)
+	}
+	return err
 }
 
 type benchPlayerCmd struct {

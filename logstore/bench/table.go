@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Row is one measured system and concurrency.
+type Row struct {
+	System   System        `json:"system"`
+	Clients  int           `json:"clients"`
+	Txns     int           `json:"txns"` // completed inside the window
+	Errors   int           `json:"errors"`
+	TxPerSec float64       `json:"tx_per_sec"`
+	Avg      time.Duration `json:"avg_ns"`
+	P50      time.Duration `json:"p50_ns"`
+	P99      time.Duration `json:"p99_ns"`
+	P999     time.Duration `json:"p999_ns"`
+	// TxnsPerEntry is the mean number of transactions per Raft entry the
+	// aggregator wrote during the row (LogStore rows; 0 for bare raft, one
+	// Apply per entry).
+	TxnsPerEntry float64 `json:"txns_per_entry,omitempty"`
+	// TxnsPerCall is the mean number of transactions per gRPC call
+	// (Append or AppendBatch) the leader served during the row.
+	TxnsPerCall float64 `json:"txns_per_call,omitempty"`
+	// CPUPerTxn is the process's CPU time per successful operation over
+	// the row's load (see the package comment; 0 where not measured).
+	CPUPerTxn time.Duration `json:"cpu_per_txn_ns,omitempty"`
+	// LeaderAppend is the leader's mean time from intake to apply result
+	// per request, RaftCommit its mean time from raft.Apply to the result
+	// per entry (LogStore rows, over the row's whole load).
+	LeaderAppend time.Duration `json:"leader_append_ns,omitempty"`
+	RaftCommit   time.Duration `json:"raft_commit_ns,omitempty"`
+}
+
+// Table is Run's result (and what `bench store --json` writes).
+type Table struct {
+	Duration   time.Duration `json:"duration_ns"` // of each row's window
+	Topics     int           `json:"topics"`
+	SliceBytes int           `json:"slice_bytes"`
+	Rows       []Row         `json:"rows"`
+}
+
+// Goal is one of issue 11's goals: a ratio of two systems' figure at a
+// client count, at most or at least Target.
+type Goal struct {
+	What    string // "serial p50", "tx/s"
+	Clients int
+	Num     System
+	Den     System
+	AtMost  bool    // Ratio must be <= Target (else >=)
+	Target  float64 // ratio
+	p50     bool    // compares p50 (else tx/s)
+}
+
+// Goals are issue 11's, stated as ratios within one run.
+var Goals = []Goal{
+	{What: "serial p50", Clients: 1, Num: LogStoreWAL, Den: RaftBoltDB, AtMost: true, Target: 0.7, p50: true},
+	{What: "serial p50", Clients: 1, Num: LogStoreWAL, Den: RaftWAL, AtMost: true, Target: 1.3, p50: true},
+	{What: "tx/s", Clients: 64, Num: LogStoreWAL, Den: RaftBoltDB, Target: 2.5},
+	{What: "tx/s", Clients: 256, Num: LogStoreWAL, Den: RaftBoltDB, Target: 2.5},
+	{What: "tx/s", Clients: 64, Num: LogStoreWAL, Den: RaftWAL, Target: 1.5},
+	{What: "tx/s", Clients: 256, Num: LogStoreWAL, Den: RaftWAL, Target: 1.5},
+	{What: "tx/s", Clients: 64, Num: LogStoreWALConns, Den: LogStoreWAL, Target: 0.8},
+	{What: "tx/s", Clients: 256, Num: LogStoreWALConns, Den: LogStoreWAL, Target: 0.8},
+}
+
+// Ratio returns g's ratio in t, false when t lacks one of its rows.
+func (t Table) Ratio(g Goal) (float64, bool) {
+	num, ok1 := t.Row(g.Num, g.Clients)
+	den, ok2 := t.Row(g.Den, g.Clients)
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	if g.p50 {
+		if den.P50 <= 0 {
+			return 0, false
+		}
+		return float64(num.P50) / float64(den.P50), true
+	}
+	if den.TxPerSec <= 0 {
+		return 0, false
+	}
+	return num.TxPerSec / den.TxPerSec, true
+}
+
+// Met reports whether ratio meets g.
+func (g Goal) Met(ratio float64) bool {
+	if g.AtMost {
+		return ratio <= g.Target
+	}
+	return ratio >= g.Target
+}
+
+// String formats the table as Markdown: a line per level and system, then
+// the goals this table has both rows of, each marked met or missed.
+func (t Table) String() string {
+	var b strings.Builder
+	b.WriteString("| clients | system | tx/s | p50 | p99 | p99.9 | CPU per txn | txns per call | txns per entry | errors |\n")
+	b.WriteString("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range t.Rows {
+		perCall, perEntry := "–", "–"
+		if !r.System.bare() {
+			perCall, perEntry = fmt.Sprintf("%.1f", r.TxnsPerCall), fmt.Sprintf("%.1f", r.TxnsPerEntry)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %.0f µs | %s | %s | %d |\n", r.Clients, r.System, r.TxPerSec,
+			fmtDur(r.P50), fmtDur(r.P99), fmtDur(r.P999), float64(r.CPUPerTxn)/float64(time.Microsecond), perCall, perEntry, r.Errors)
+	}
+	var split strings.Builder
+	for _, r := range t.Rows {
+		if r.System.bare() || r.LeaderAppend <= 0 {
+			continue
+		}
+		fmt.Fprintf(&split, "| %d | %s | %s | %s | %s | %s |\n", r.Clients, r.System, fmtDur(r.Avg),
+			fmtDur(max(r.Avg-r.LeaderAppend, 0)), fmtDur(max(r.LeaderAppend-r.RaftCommit, 0)), fmtDur(r.RaftCommit))
+	}
+	if split.Len() > 0 {
+		b.WriteString("\nWhere a LogStore Append's time goes (means): the client's whole call; gRPC and client = that minus the leader's intake → result; aggregator = intake → raft.Apply (the batch forming, hold included); Raft commit = raft.Apply → result of the entry.\n\n")
+		b.WriteString("| clients | system | call | gRPC and client | aggregator | Raft commit |\n| ---: | :--- | ---: | ---: | ---: | ---: |\n")
+		b.WriteString(split.String())
+	}
+	var goals strings.Builder
+	for _, g := range Goals {
+		ratio, ok := t.Ratio(g)
+		if !ok {
+			continue
+		}
+		op, verdict := "≥", "missed"
+		if g.AtMost {
+			op = "≤"
+		}
+		if g.Met(ratio) {
+			verdict = "met"
+		}
+		fmt.Fprintf(&goals, "| %s | %d | %s / %s | %.2f× | %s %.1f× | %s |\n", g.What, g.Clients, g.Num, g.Den, ratio, op, g.Target, verdict)
+	}
+	if goals.Len() > 0 {
+		b.WriteString("\nGoals of issue 11, as ratios within this run:\n\n")
+		b.WriteString("| figure | clients | systems | ratio | goal | |\n| :--- | ---: | :--- | ---: | ---: | :--- |\n")
+		b.WriteString(goals.String())
+	}
+	return b.String()
+}
+
+// Levels returns the client counts of the rows, ascending.
+func (t Table) Levels() []int {
+	var out []int
+	for _, r := range t.Rows {
+		if !slices.Contains(out, r.Clients) {
+			out = append(out, r.Clients)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// systems returns the systems of the rows, in Systems' order.
+func (t Table) systems() []System {
+	var out []System
+	for _, s := range Systems {
+		for _, r := range t.Rows {
+			if r.System == s {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Row returns system's row for clients.
+func (t Table) Row(system System, clients int) (Row, bool) {
+	for _, r := range t.Rows {
+		if r.System == system && r.Clients == clients {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
+}
