@@ -290,7 +290,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	// Refused by the dev policy: one line naming the identity and why.
 	files := d.TLSFiles(devcluster.ConsumerIdentity)
 	code, _, errOut = runCLI(t, nil, "append", addr, "--token-file=", "--tls-cert", files.CertFile, "--tls-key", files.KeyFile, "--topic", `orders={"id":9}`)
-	wantRuntimeError(t, code, errOut, `append refused: PERMISSION_DENIED: consumer (certificate) refused: request 0: no producer grant for topic "orders"`)
+	wantRuntimeError(t, code, errOut, `append refused: PERMISSION_DENIED: consumer (certificate) refused: no producer grant for topic "orders"`)
 	code, _, errOut = runCLI(t, nil, "append", addr, "--token-file=", "--topic", `orders={"id":9}`)
 	wantRuntimeError(t, code, errOut, "append refused: UNAUTHENTICATED: anonymous caller refused: no identity")
 	code, _, errOut = runCLI(t, nil, "status", addr, "--token-file=", "--tls-ca=")
