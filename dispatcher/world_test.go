@@ -22,12 +22,15 @@ import (
 //	fetch     one step of a recovery fetcher (PushCatchup, or FetchingCompleted
 //	          after its range); stale fetchers of older terms keep running
 //	          until the dispatcher tells them to stop
-//	send      a target's sender: NextBatchForTerm onto its in-order wire
+//	send      a target's sender: while its stream's window has room (fewer
+//	          than window batches unacked, as logplayer's conn counts them),
+//	          NextBatchForTerm onto its in-order wire
 //	apply     the target applies the wire's front batch and persists its
 //	          applied LSN in the same local transaction (the SDK's group
 //	          commit); its cumulative ack is pending
 //	ack       the pending ack reaches AckTerm with its stream's term (an ack
-//	          of an older stream is refused as stale, as the engine does)
+//	          of an older stream is refused as stale, as the engine does);
+//	          accepted, it releases the acked batches from the window
 //	progress  the progress ticker: Progress
 //	crash     (failure) the target crashes or its stream breaks: wire and
 //	          pending ack lost, Suspend
@@ -50,7 +53,7 @@ type model struct {
 	queue       targetqueue.Config
 	batch       int   // messages per batch
 	batchBytes  int64 // bytes per batch
-	window      int   // messages in flight per target
+	window      int   // batches in flight per target (logplayer WindowBatches)
 	maxFailures int   // crashes + restarts
 	mutate      mutations
 	// next[t][a] is the lowest LSN > a carrying a slice for target t (0: none).
@@ -174,8 +177,12 @@ type tstate struct {
 	up      bool                // a stream of term is open
 	term    uint64              // term of the open stream
 	wire    [][]targetqueue.Msg // batches sent on the stream of term, not yet applied
-	ack     uint64              // pending cumulative ack (valid if hasAck)
-	ackTerm uint64              // the term of the stream that carries it
+	// window is the stream's in-flight window as logplayer's conn keeps
+	// it: the last LSN of each batch sent on the stream of term and not
+	// yet wholly acked.
+	window  []uint64
+	ack     uint64 // pending cumulative ack (valid if hasAck)
+	ackTerm uint64 // the term of the stream that carries it
 	hasAck  bool
 }
 
@@ -225,7 +232,7 @@ func (w *world) actions(buf []action, faults bool) []action {
 	for t := range w.targets {
 		ts := &w.targets[t]
 		id := w.m.ids[t]
-		if ts.up && w.d.canSend(id, w.m.window) {
+		if ts.up && len(ts.window) < w.m.window && w.d.hasFront(id) {
 			buf = append(buf, action{actSend, t})
 		}
 		if len(ts.wire) > 0 {
@@ -303,13 +310,13 @@ func (w *world) step(a action) (v *violation) {
 		return nil
 	case actSend:
 		ts := &w.targets[a.i]
-		n := min(m.batch, m.window-w.d.inFlight(m.ids[a.i]))
-		msgs, ok := w.d.NextBatchForTerm(m.ids[a.i], ts.term, n, m.batchBytes)
+		msgs, ok := w.d.NextBatchForTerm(m.ids[a.i], ts.term, m.batch, m.batchBytes)
 		if !ok {
 			return &violation{"safety", fmt.Sprintf("sender of %s has term %d, dispatcher disagrees", m.ids[a.i], ts.term)}
 		}
 		if len(msgs) > 0 {
 			ts.wire = append(ts.wire, msgs)
+			ts.window = append(ts.window, msgs[len(msgs)-1].LSN)
 		}
 		w.note("send %s term=%d %s", m.ids[a.i], ts.term, targetqueue.AppendLSNs(nil, msgs))
 		return nil
@@ -321,6 +328,14 @@ func (w *world) step(a action) (v *violation) {
 		err := w.d.AckTerm(m.ids[a.i], ts.ackTerm, ts.ack)
 		if err != nil && !errors.Is(err, ErrStaleTerm) {
 			return &violation{"safety", fmt.Sprintf("ack refused: %v", err)}
+		}
+		if err == nil && ts.up && ts.ackTerm == ts.term {
+			// conn.ack: the batches wholly covered by the cumulative ack.
+			n := 0
+			for n < len(ts.window) && ts.window[n] <= ts.ack {
+				n++
+			}
+			ts.window = ts.window[n:]
 		}
 		w.note("ack %s %d term=%d: %v", m.ids[a.i], ts.ack, ts.ackTerm, err)
 		return nil
@@ -345,7 +360,7 @@ func (w *world) step(a action) (v *violation) {
 		if err != nil {
 			return &violation{"panic", err.Error()}
 		}
-		ts.up, ts.term = true, r.Term
+		ts.up, ts.term, ts.window = true, r.Term, nil // a new conn, an empty window
 		if !r.Empty {
 			w.counts.recoveries++
 			w.fetchers = append(w.fetchers, fetcher{target: a.i, term: r.Term, next: m.nextFor(a.i, r.From, r.To), to: r.To})
@@ -470,6 +485,7 @@ func (w *world) clone() *world {
 	c.targets = slices.Clone(w.targets)
 	for t := range c.targets {
 		c.targets[t].wire = slices.Clone(c.targets[t].wire) // batches are never modified
+		c.targets[t].window = slices.Clone(c.targets[t].window)
 		c.targets[t].history = slices.Clone(c.targets[t].history)
 	}
 	return &c
@@ -526,7 +542,8 @@ func (w *world) fingerprint(b []byte) []byte {
 		b = append(b, "|t"...)
 		b = strconv.AppendUint(b, ts.applied, 10)
 		if ts.up {
-			b = append(b, 'u', rel(t, ts.term))
+			b = append(b, 'u', rel(t, ts.term), 'w')
+			b = appendUints(b, ts.window...)
 		}
 		for _, batch := range ts.wire {
 			b = targetqueue.AppendLSNs(b, batch)
@@ -605,21 +622,12 @@ func (d *Dispatcher) appendFingerprint(b []byte, exact bool, terms []uint64) dis
 	return dispatcherFingerprint{fp: b, terms: terms}
 }
 
-func (d *Dispatcher) inFlight(id string) int {
+// hasFront: the target's queue has something to send.
+func (d *Dispatcher) hasFront(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n, _ := d.mu.targets[id].q.InFlight()
-	return n
-}
-
-// canSend: the window has room and the queue has a front.
-func (d *Dispatcher) canSend(id string, window int) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	q := d.mu.targets[id].q
-	n, _ := q.InFlight()
-	_, ok := q.Front()
-	return ok && n < window
+	_, ok := d.mu.targets[id].q.Front()
+	return ok
 }
 
 func (d *Dispatcher) progressDue(id string) bool {
