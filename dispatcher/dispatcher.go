@@ -103,7 +103,7 @@ type Dispatcher struct {
 
 type mutations struct {
 	ignoreTerm    bool // use the current term instead of the caller's
-	ignoreLastAck bool // push even when lastAck >= LSN
+	ignoreLastAck bool // Dispatch pushes even when lastAck >= LSN
 	// recoveryEndBehind makes Return end the recovery range one LSN early,
 	// the outcome of reading currentLSN and bumping the term in two lock
 	// sections while a Dispatch runs in between with the old term.
@@ -294,9 +294,9 @@ func (d *Dispatcher) PushCatchup(id string, term uint64, txn *logstorepb.Transac
 	if r := t.recovery; !d.mutate.ignoreTerm && (txn.Lsn <= r.From || txn.Lsn > r.To) {
 		panic(fmt.Sprintf("dispatcher: catchup LSN %d for %q outside recovery range (%d, %d] of term %d", txn.Lsn, id, r.From, r.To, term))
 	}
-	if t.lastAck >= txn.Lsn && !d.mutate.ignoreLastAck {
-		return targetqueue.Pushed
-	}
+	// No last-ack filter here: the range starts at the last ack, and in RF
+	// only catchup messages pushed before are sent and acked, so lastAck
+	// stays below the next LSN (tla/LogPlayer.tla: CatchupAboveAck).
 	var sizes sliceSizes
 	sizes.compute(txn.Slices)
 	m, ok := t.msg(txn, &sizes, dispatchedUnixNano)

@@ -294,6 +294,12 @@ func (w *world) step(a action) (v *violation) {
 			w.fetchers = slices.Delete(w.fetchers, a.i, a.i+1)
 			return nil
 		}
+		// PushCatchup has no last-ack filter: the next catchup LSN of the
+		// current term must be above the last ack (LogPlayer.tla:
+		// CatchupAboveAck).
+		if s, _ := w.d.Stats(id); s.Term == f.term && s.State == targetqueue.RecoveryFetching && s.LastAck >= f.next {
+			return &violation{"safety", fmt.Sprintf("catchup push of LSN %d to %s at or below its last ack %d", f.next, id, s.LastAck)}
+		}
 		res := w.d.PushCatchup(id, f.term, m.log[f.next-1], 0)
 		w.note("pushCatchup %s term=%d lsn=%d: %s", id, f.term, f.next, res)
 		switch res {
