@@ -32,6 +32,9 @@ import (
 //	          of an older stream is refused as stale, as the engine does);
 //	          accepted, it releases the acked batches from the window
 //	progress  the progress ticker: Progress
+//	bogus     (failure) a faulty target acks the log's last LSN, above
+//	          anything sent to it in this term: AckTerm must refuse it
+//	          (ErrBogusAck) and the engine ends the stream, as on a crash
 //	crash     (failure) the target crashes or its stream breaks: wire and
 //	          pending ack lost, Suspend
 //	return    the target's handshake: Return(durable applied); a recovery
@@ -123,6 +126,7 @@ var testMutations = []struct {
 }{
 	{"no-target-terms", mutations{ignoreTerm: true}},
 	{"no-last-ack-filter", mutations{ignoreLastAck: true}},
+	{"no-bogus-ack-check", mutations{ignoreBogusAck: true}},
 	{"recovery-end-behind", mutations{recoveryEndBehind: true}},
 }
 
@@ -138,9 +142,10 @@ const (
 	actCrash
 	actReturn
 	actRestart
+	actBogus
 )
 
-var actionNames = [...]string{"dispatch", "fetch", "send", "apply", "ack", "progress", "crash", "return", "restart"}
+var actionNames = [...]string{"dispatch", "fetch", "send", "apply", "ack", "progress", "crash", "return", "restart", "bogus"}
 
 // action is one step; i is a target index, or a fetcher index for actFetch.
 type action struct {
@@ -160,7 +165,9 @@ func (w *world) targetOf(a action) int {
 	return a.i
 }
 
-func (a action) fault() bool { return a.kind == actCrash || a.kind == actRestart }
+func (a action) fault() bool {
+	return a.kind == actCrash || a.kind == actRestart || a.kind == actBogus
+}
 
 // fetcher is a recovery fetcher: it pushes its target's transactions in
 // next..to, then completes.
@@ -184,6 +191,7 @@ type tstate struct {
 	ack     uint64 // pending cumulative ack (valid if hasAck)
 	ackTerm uint64 // the term of the stream that carries it
 	hasAck  bool
+	bogus   bool // the pending ack is a faulty target's lie
 }
 
 type world struct {
@@ -204,7 +212,7 @@ type world struct {
 }
 
 type worldCounts struct {
-	slow, staleDrops, catchupFull, progress, crashes, restarts, recoveries, lateApplies int
+	slow, staleDrops, catchupFull, progress, crashes, restarts, recoveries, lateApplies, bogusAcks int
 }
 
 func (w *world) note(format string, args ...any) {
@@ -249,6 +257,9 @@ func (w *world) actions(buf []action, faults bool) []action {
 		}
 		if faults && ts.up && w.failures < w.m.maxFailures {
 			buf = append(buf, action{actCrash, t})
+			if w.d.bogusAckPossible(id, w.lastLSN()) {
+				buf = append(buf, action{actBogus, t})
+			}
 		}
 	}
 	if faults && w.failures < w.m.maxFailures {
@@ -332,7 +343,15 @@ func (w *world) step(a action) (v *violation) {
 		ts := &w.targets[a.i]
 		ts.hasAck = false
 		err := w.d.AckTerm(m.ids[a.i], ts.ackTerm, ts.ack)
-		if err != nil && !errors.Is(err, ErrStaleTerm) {
+		switch {
+		case err == nil, errors.Is(err, ErrStaleTerm):
+		case errors.Is(err, ErrBogusAck) && ts.bogus:
+			// runner.receive cancels the conn: the session ends.
+			if ts.up && ts.ackTerm == ts.term {
+				w.disconnect(a.i, false)
+				w.d.Suspend(m.ids[a.i])
+			}
+		default:
 			return &violation{"safety", fmt.Sprintf("ack refused: %v", err)}
 		}
 		if err == nil && ts.up && ts.ackTerm == ts.term {
@@ -372,6 +391,13 @@ func (w *world) step(a action) (v *violation) {
 			w.fetchers = append(w.fetchers, fetcher{target: a.i, term: r.Term, next: m.nextFor(a.i, r.From, r.To), to: r.To})
 		}
 		w.note("return %s applied=%d: term=%d range=(%d,%d] empty=%t", m.ids[a.i], ts.applied, r.Term, r.From, r.To, r.Empty)
+		return nil
+	case actBogus:
+		w.failures++
+		w.counts.bogusAcks++
+		ts := &w.targets[a.i]
+		ts.ack, ts.ackTerm, ts.hasAck, ts.bogus = w.lastLSN(), ts.term, true, true
+		w.note("bogus ack %s %d term=%d", m.ids[a.i], ts.ack, ts.term)
 		return nil
 	case actRestart:
 		w.failures++
@@ -417,7 +443,7 @@ func (w *world) apply(t int) *violation {
 			return v
 		}
 	}
-	ts.ack, ts.ackTerm, ts.hasAck = ts.applied, ts.term, true
+	ts.ack, ts.ackTerm, ts.hasAck, ts.bogus = ts.applied, ts.term, true, false
 	w.note("apply %s %s", w.m.ids[t], targetqueue.AppendLSNs(nil, batch))
 	return nil
 }
@@ -557,6 +583,9 @@ func (w *world) fingerprint(b []byte) []byte {
 		if r := rel(t, ts.ackTerm); ts.hasAck && r != 's' {
 			b = append(b, 'a', r)
 			b = strconv.AppendUint(b, ts.ack, 10)
+			if ts.bogus {
+				b = append(b, 'b')
+			}
 		}
 	}
 	b = append(b, "|F"...)
@@ -626,6 +655,15 @@ func (d *Dispatcher) appendFingerprint(b []byte, exact bool, terms []uint64) dis
 		b = append(b, qs...)
 	}
 	return dispatcherFingerprint{fp: b, terms: terms}
+}
+
+// bogusAckPossible: an ack of lsn would be above both the target's last ack
+// and everything sent to it in this term (AckTerm's ErrBogusAck).
+func (d *Dispatcher) bogusAckPossible(id string, lsn uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.mu.targets[id]
+	return lsn > t.lastAck && lsn > t.q.LastSent()
 }
 
 // hasFront: the target's queue has something to send.
