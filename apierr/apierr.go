@@ -25,6 +25,11 @@
 //	SUPERSEDED, CONTINUITY             ABORTED (reconnect and resync)
 //	WRONG_TARGET, UNSUPPORTED_PROTOCOL INVALID_ARGUMENT (configuration error)
 //	APPLY_REJECTED                     DATA_LOSS (permanent: never retry)
+//
+// Security refusals (package security's interceptors):
+//
+//	UNAUTHENTICATED                    UNAUTHENTICATED
+//	PERMISSION_DENIED                  PERMISSION_DENIED (topic or group set)
 package apierr
 
 import (
@@ -78,6 +83,10 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		return codes.InvalidArgument
 	case logstorepb.ErrorCode_APPLY_REJECTED:
 		return codes.DataLoss
+	case logstorepb.ErrorCode_UNAUTHENTICATED:
+		return codes.Unauthenticated
+	case logstorepb.ErrorCode_PERMISSION_DENIED:
+		return codes.PermissionDenied
 	default:
 		return codes.Internal
 	}

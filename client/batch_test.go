@@ -18,8 +18,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -135,7 +135,7 @@ func queueHeld(t *testing.T, ctx context.Context, b *appendBatcher, topics []str
 			out <- fmt.Sprintf("%s: lsn %d", topic, resp.Lsn)
 		}()
 	}
-	logstoretest.WaitFor(t, 20*time.Second, "every append queued", func() bool { return b.queued() == len(topics) })
+	testwait.For(t, 20*time.Second, "every append queued", func() bool { return b.queued() == len(topics) })
 	return out
 }
 

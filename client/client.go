@@ -1,19 +1,22 @@
 // A Client holds one gRPC connection per node address it knows (the
 // configured seeds plus leaders learned from NOT_LEADER errors) and sends
 // writes to the node it believes leads. It is safe for concurrent use.
+// Node rotation, retries and following the log are internal/storeconn's,
+// the access layer the LogPlayer's fetcher uses too; the retry table is
+// apierr.Classify's.
 //
 // Retries. Every call runs within the caller's context deadline and retries
 // with exponential backoff (cenkalti/backoff/v4, capped at
 // Config.MaxBackoff) only when a retry cannot write twice:
 //   - the server answered NOT_LEADER (the request was refused before Raft;
 //     the detail's leader address is tried next), QUEUE_FULL or
-//     SHUTTING_DOWN;
+//     SHUTTING_DOWN (apierr.NotApplied);
 //   - the node could not be reached at all (its connection never became
 //     ready, so nothing was sent);
 //   - or the request is idempotent: an Append with a producer id (the FSM
 //     answers a repeated sequence with the first result), ReportConsumer,
-//     FetchOffsets, Status. Then a lost response or a timed-out attempt is
-//     retried too.
+//     FetchOffsets, Status. Then a lost response or a timed-out attempt
+//     (apierr.MaybeApplied) is retried too.
 //
 // A non-idempotent Append whose outcome is unknown (the connection broke
 // after sending, the attempt timed out, leadership was lost in flight)
@@ -44,16 +47,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -126,14 +125,14 @@ func (c *Config) validate() error {
 // Client talks to a LogStore cluster.
 type Client struct {
 	cfg Config
-	mu  struct {
+	// sc holds the node rotation and the retry rules; node i is mu.addrs[i].
+	sc *storeconn.Conn
+	mu struct {
 		sync.Mutex
 		conns map[string]*grpc.ClientConn
 		// batchers coalesce the Appends sent on each connection.
 		batchers map[*grpc.ClientConn]*appendBatcher
-		addrs    []string // seeds, then learned addresses
-		leader   string   // best guess; "" unknown
-		next     int      // round-robin position in addrs
+		addrs    []string // seeds, then learned addresses: the nodes of sc
 		closed   bool
 	}
 }
@@ -147,6 +146,16 @@ func New(cfg Config) (*Client, error) {
 	c.mu.conns = map[string]*grpc.ClientConn{}
 	c.mu.batchers = map[*grpc.ClientConn]*appendBatcher{}
 	c.mu.addrs = slices.Clone(cfg.Addrs)
+	sc, err := storeconn.New(storeconn.Config{
+		Nodes: len(cfg.Addrs), Node: c.node, Resolve: c.nodeOf, Spread: true,
+		InitialBackoff: cfg.InitialBackoff, MaxBackoff: cfg.MaxBackoff,
+		AttemptTimeout: cfg.AttemptTimeout, CallTimeout: cfg.CallTimeout,
+		Logger: cfg.Logger, FailureLevel: slog.LevelDebug,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.sc = sc
 	return c, nil
 }
 
@@ -190,70 +199,42 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	c.mu.conns[addr] = cc
 	c.mu.batchers[cc] = newAppendBatcher(cc, c.cfg.MaxBatchBytes)
-	if !slices.Contains(c.mu.addrs, addr) {
-		c.mu.addrs = append(c.mu.addrs, addr)
-	}
+	c.nodeOfLocked(addr)
 	return cc, nil
 }
 
-// pick returns the address to try: the leader guess, else the next seed.
-func (c *Client) pick(wantLeader bool) string {
+// nodeOf returns addr's node, adding it (a leader learned from a
+// NOT_LEADER answer) when it is new.
+func (c *Client) nodeOf(addr string) (int, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if wantLeader && c.mu.leader != "" {
-		return c.mu.leader
-	}
-	a := c.mu.addrs[c.mu.next%len(c.mu.addrs)]
-	c.mu.next++
-	return a
+	return c.nodeOfLocked(addr), true
 }
 
-// failed forgets addr as leader and moves round-robin past it.
-func (c *Client) failed(addr string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.leader == addr {
-		c.mu.leader = ""
+func (c *Client) nodeOfLocked(addr string) int {
+	if i := slices.Index(c.mu.addrs, addr); i >= 0 {
+		return i
 	}
-	if c.mu.addrs[c.mu.next%len(c.mu.addrs)] == addr {
-		c.mu.next++
-	}
+	c.mu.addrs = append(c.mu.addrs, addr)
+	return c.sc.Add() // == len(c.mu.addrs)-1: nodes are only added here
 }
 
-func (c *Client) setLeader(addr string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.mu.leader = addr
+// connAt returns the connection of node i.
+func (c *Client) connAt(i int) (*grpc.ClientConn, error) {
+	return c.conn(c.addrOf(i))
 }
 
-// ready waits up to ConnectTimeout for cc to be usable; false means nothing
-// could have been sent on it.
-func (c *Client) ready(ctx context.Context, cc *grpc.ClientConn) bool {
-	if cc.GetState() == connectivity.Ready {
-		return true // the common case: no timer, no context
+// node is storeconn's Config.Node: node i's connection once it is ready
+// (within ConnectTimeout).
+func (c *Client) node(ctx context.Context, i int) (logstorepb.LogStoreClient, error) {
+	cc, err := c.connAt(i)
+	if err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectTimeout)
-	defer cancel()
-	cc.Connect()
-	for {
-		s := cc.GetState()
-		switch s {
-		case connectivity.Ready:
-			return true
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			cc.ResetConnectBackoff()
-			return false
-		}
-		if !cc.WaitForStateChange(ctx, s) {
-			return false
-		}
+	if err := storeconn.Ready(ctx, cc, c.cfg.ConnectTimeout); err != nil {
+		return nil, err
 	}
-}
-
-func (c *Client) newBackoff(ctx context.Context) backoff.BackOff {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = c.cfg.InitialBackoff, c.cfg.MaxBackoff, 0
-	return backoff.WithContext(b, ctx)
+	return logstorepb.NewLogStoreClient(cc), nil
 }
 
 // withDeadline gives ctx the default call deadline when it has none.
@@ -264,100 +245,30 @@ func (c *Client) withDeadline(ctx context.Context) (context.Context, context.Can
 	return context.WithTimeout(ctx, c.cfg.CallTimeout)
 }
 
-// retryable classifies err from a sent request: safe means the request
-// surely was not applied; transient means a retry may succeed.
-func retryable(err error) (safe, transient bool) {
-	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_SHUTTING_DOWN:
-		return true, true
-	case logstorepb.ErrorCode_TIMEOUT:
-		return false, true
-	case logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED:
-		switch status.Code(err) {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
-			return false, true
-		}
-	}
-	return false, false
-}
+// The retry policies of the client's calls (see apierr.Outcome): a write
+// is retried only when it surely did not apply; an idempotent request also
+// after an unknown outcome.
+var (
+	writePolicy      = storeconn.Policy{Name: "write", Retry: apierr.NotApplied, Leader: true}
+	idempotentPolicy = storeconn.Policy{Name: "idempotent", Retry: apierr.MaybeApplied, Leader: true}
+	readPolicy       = storeconn.StreamPolicy{Name: "read", Retry: apierr.MaybeApplied}
+)
 
-// call runs fn on nodes until it succeeds or fails for good. toLeader
-// sends to the leader guess; idempotent allows retrying unknown outcomes.
-func (c *Client) call(ctx context.Context, toLeader, idempotent bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
-	ctx, cancel := c.withDeadline(ctx)
-	defer cancel()
-	b := c.newBackoff(ctx)
-	redirected := false // the last attempt followed a NOT_LEADER redirect at once
-	for {
-		addr := c.pick(toLeader)
-		err := c.attempt(ctx, addr, fn)
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, ErrClosed) {
+// call runs fn on the leader (or, while none is known, on one node after
+// another) until it succeeds or fails for good; idempotent allows retrying
+// unknown outcomes.
+func (c *Client) call(ctx context.Context, idempotent bool, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
+	p := writePolicy
+	if idempotent {
+		p = idempotentPolicy
+	}
+	return c.sc.Call(ctx, p, func(ctx context.Context, node int, _ logstorepb.LogStoreClient) error {
+		cc, err := c.connAt(node)
+		if err != nil {
 			return err
 		}
-		safe, transient := true, true
-		if !errors.Is(err, errUnreachable) {
-			safe, transient = retryable(err)
-		}
-		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
-			if d.LeaderAddress != "" && d.LeaderAddress != addr {
-				c.setLeader(d.LeaderAddress)
-				if !redirected {
-					redirected = true
-					continue // go straight to the named leader
-				}
-				// Two redirects in a row (nodes naming each other during an
-				// election): back off below instead of spinning.
-			} else {
-				c.failed(addr)
-			}
-			redirected = false
-		} else if transient {
-			c.failed(addr)
-		}
-		if !transient || !(safe || idempotent) {
-			return err
-		}
-		wait := b.NextBackOff()
-		if wait == backoff.Stop {
-			return err
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return err
-		}
-	}
-}
-
-var errUnreachable = errors.New("client: node unreachable")
-
-func (c *Client) attempt(ctx context.Context, addr string, fn func(ctx context.Context, cc *grpc.ClientConn) error) error {
-	cc, err := c.conn(addr)
-	if err != nil {
-		return err
-	}
-	if !c.ready(ctx, cc) {
-		return fmt.Errorf("%w: %s", errUnreachable, addr)
-	}
-	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
-	defer cancel()
-	err = fn(actx, cc)
-	if err == nil && ctx.Err() == nil {
-		c.setLeaderIfUnknown(addr)
-	}
-	return err
-}
-
-// setLeaderIfUnknown remembers addr after a write succeeded there.
-func (c *Client) setLeaderIfUnknown(addr string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.leader == "" {
-		c.mu.leader = addr
-	}
+		return fn(ctx, cc)
+	})
 }
 
 // Append commits one transaction (see logstorepb.AppendRequest). With a
@@ -366,7 +277,7 @@ func (c *Client) setLeaderIfUnknown(addr string) {
 // Duplicate set.
 func (c *Client) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	var resp *logstorepb.AppendResponse
-	err := c.call(ctx, true, req.ProducerId != "", func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := c.call(ctx, req.ProducerId != "", func(ctx context.Context, cc *grpc.ClientConn) error {
 		var err error
 		resp, err = c.appendOn(ctx, cc, req)
 		return err
@@ -391,7 +302,7 @@ func (c *Client) appendOn(ctx context.Context, cc *grpc.ClientConn, req *logstor
 // earlier one".
 func (c *Client) NextEpoch(ctx context.Context) (uint64, error) {
 	var epoch uint64
-	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		resp, err := logstorepb.NewLogStoreClient(cc).NextEpoch(ctx, &logstorepb.NextEpochRequest{})
 		if err == nil {
 			epoch = resp.Epoch
@@ -404,7 +315,7 @@ func (c *Client) NextEpoch(ctx context.Context) (uint64, error) {
 // ReportConsumer records consumer's durable acked LSN (remove: drop it from
 // the retention floor).
 func (c *Client) ReportConsumer(ctx context.Context, consumer string, ackedLSN uint64, remove bool) error {
-	return c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	return c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := logstorepb.NewLogStoreClient(cc).ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: ackedLSN, Remove: remove})
 		return err
 	})
@@ -414,7 +325,7 @@ func (c *Client) ReportConsumer(ctx context.Context, consumer string, ackedLSN u
 // is empty) as known by the leader.
 func (c *Client) FetchOffsets(ctx context.Context, group string, topics ...string) ([]*logstorepb.OffsetCommit, error) {
 	var out []*logstorepb.OffsetCommit
-	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		resp, err := logstorepb.NewLogStoreClient(cc).FetchOffsets(ctx, &logstorepb.FetchOffsetsRequest{Group: group, Topics: topics})
 		if err == nil {
 			out = resp.Offsets
@@ -430,7 +341,7 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, topics ...strin
 // count is then that of the last attempt (0 after a lost answer).
 func (c *Client) DeleteGroup(ctx context.Context, group string) (uint64, error) {
 	var removed uint64
-	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		resp, err := logstorepb.NewLogStoreClient(cc).DeleteGroup(ctx, &logstorepb.DeleteGroupRequest{Group: group})
 		if err == nil {
 			removed = resp.Removed
@@ -454,7 +365,7 @@ func (c *Client) Status(ctx context.Context, addr string) (*logstorepb.StatusRes
 // LeaderStatus returns the status of the leader.
 func (c *Client) LeaderStatus(ctx context.Context) (*logstorepb.StatusResponse, error) {
 	var out *logstorepb.StatusResponse
-	err := c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		resp, err := logstorepb.NewLogStoreClient(cc).Status(ctx, &logstorepb.StatusRequest{})
 		if err != nil {
 			return err
@@ -472,7 +383,7 @@ func (c *Client) LeaderStatus(ctx context.Context) (*logstorepb.StatusResponse, 
 
 // AddVoter adds a voter (the leader registers its API address too).
 func (c *Client) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) error {
-	return c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	return c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := logstorepb.NewClusterClient(cc).AddVoter(ctx, &logstorepb.AddVoterRequest{Id: id, RaftAddress: raftAddr, ApiAddress: apiAddr})
 		return err
 	})
@@ -480,7 +391,7 @@ func (c *Client) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) err
 
 // RemoveServer removes a server from the cluster.
 func (c *Client) RemoveServer(ctx context.Context, id string) error {
-	return c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	return c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := logstorepb.NewClusterClient(cc).RemoveServer(ctx, &logstorepb.RemoveServerRequest{Id: id})
 		return err
 	})
@@ -489,7 +400,7 @@ func (c *Client) RemoveServer(ctx context.Context, id string) error {
 // TransferLeadership asks the leader to hand over to id ("" lets Raft pick).
 // Not retried on unknown outcomes (a second transfer would move it again).
 func (c *Client) TransferLeadership(ctx context.Context, id string) error {
-	return c.call(ctx, true, false, func(ctx context.Context, cc *grpc.ClientConn) error {
+	return c.call(ctx, false, func(ctx context.Context, cc *grpc.ClientConn) error {
 		_, err := logstorepb.NewClusterClient(cc).TransferLeadership(ctx, &logstorepb.TransferLeadershipRequest{Id: id})
 		return err
 	})
@@ -498,82 +409,23 @@ func (c *Client) TransferLeadership(ctx context.Context, id string) error {
 // Read streams committed transactions from req.FromLsn (to req.ToLsn, or
 // forever when 0) to fn, from any node. After a stream failure it resumes
 // on another node from the last read_through_lsn+1, so fn sees every LSN
-// once, in order. It returns nil when req.ToLsn is reached, fn's error, a
-// permanent error (e.g. OUT_OF_RANGE below retention), or ctx's error.
-// req's deadline-less ctx is allowed here: a follow never ends by itself.
+// once, in order (a response that breaks this is refused: ErrContinuity).
+// It returns nil when req.ToLsn is reached, fn's error, a permanent error
+// (e.g. OUT_OF_RANGE below retention), or ctx's error. req's deadline-less
+// ctx is allowed here: a follow never ends by itself.
 func (c *Client) Read(ctx context.Context, req *logstorepb.ReadRequest, fn func(*logstorepb.ReadResponse) error) error {
-	next := proto.Clone(req).(*logstorepb.ReadRequest) // only FromLsn changes
-	b := c.newBackoff(ctx)
+	r := storeconn.NewLogReader(c.sc, readPolicy, req, nil)
+	defer r.Close()
 	for {
-		addr := c.pick(false)
-		progressed, err := c.readOnce(ctx, addr, next, fn)
-		if err == nil {
+		resp, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		var fnErr fnError
-		if errors.As(err, &fnErr) {
-			return fnErr.err
-		}
-		if progressed {
-			b.Reset()
-		}
-		if _, transient := retryable(err); !transient && !errors.Is(err, errUnreachable) {
-			return err
-		}
-		c.failed(addr)
-		c.cfg.Logger.Debug("read stream failed; resuming elsewhere", "addr", addr, "from_lsn", next.FromLsn, "err", err)
-		wait := b.NextBackOff()
-		if wait == backoff.Stop {
-			return err
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-type fnError struct{ err error }
-
-func (e fnError) Error() string { return e.err.Error() }
-
-func (c *Client) readOnce(ctx context.Context, addr string, req *logstorepb.ReadRequest, fn func(*logstorepb.ReadResponse) error) (bool, error) {
-	cc, err := c.conn(addr)
-	if err != nil {
-		return false, err
-	}
-	if !c.ready(ctx, cc) {
-		return false, fmt.Errorf("%w: %s", errUnreachable, addr)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := logstorepb.NewLogStoreClient(cc).Read(sctx, req)
-	if err != nil {
-		return false, err
-	}
-	progressed := false
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			return progressed, nil
-		}
 		if err != nil {
-			return progressed, err
-		}
-		if resp.ReadThroughLsn < req.FromLsn {
-			return progressed, fmt.Errorf("client: node %s read through %d below requested %d", addr, resp.ReadThroughLsn, req.FromLsn)
+			return c.continuityErr(err, r.Node())
 		}
 		if err := fn(resp); err != nil {
-			return progressed, fnError{err}
-		}
-		progressed = true
-		req.FromLsn = resp.ReadThroughLsn + 1
-		if req.ToLsn != 0 && req.FromLsn > req.ToLsn {
-			return progressed, nil
+			return err
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
@@ -20,12 +22,18 @@ import (
 // acknowledged transactions, and each producer's transactions appear
 // exactly once, in sequence order, at the LSNs their results named.
 func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testProducersSurviveLeaderSIGKILL(t, backend) })
+	}
+}
+
+func testProducersSurviveLeaderSIGKILL(t *testing.T, backend logstore.RaftLogStore) {
 	const producers = 4
 	rounds := 1
 	if *long {
 		rounds = 6
 	}
-	procs := logstoretest.NewProcCluster(t, 3)
+	procs := logstoretest.NewProcCluster(t, 3, backend)
 	var addrs []string
 	for _, p := range procs {
 		addrs = append(addrs, p.Spec.APIAddr)
@@ -79,7 +87,7 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	progress := func(n int, what string) {
 		t.Helper()
 		from := acked()
-		logstoretest.WaitFor(t, 90*time.Second, what, func() bool { return acked() >= from+n })
+		testwait.For(t, 90*time.Second, what, func() bool { return acked() >= from+n })
 	}
 	progress(60, "appends before the crash")
 	for round := range rounds {
@@ -124,7 +132,7 @@ func TestProducersSurviveLeaderSIGKILL(t *testing.T) {
 	var logs [][]*client.Transaction
 	for _, a := range addrs {
 		ncl := newClient(t, a)
-		logstoretest.WaitFor(t, 60*time.Second, "node "+a+" catches up", func() bool {
+		testwait.For(t, 60*time.Second, "node "+a+" catches up", func() bool {
 			s, err := ncl.Status(ctxT(t, 5*time.Second), a)
 			return err == nil && s.HeadLsn >= top
 		})

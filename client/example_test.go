@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
@@ -30,12 +31,13 @@ func exampleCluster() (seeds []string, stop func()) {
 		panic(err)
 	}
 	cfg := logstoretest.Config("n0", filepath.Join(dir, "n0"))
-	cfg.RaftListener, cfg.APIListener = rl, al
+	cfg.RaftListener, cfg.APIAddr = rl, al.Addr().String()
 	cfg.Bootstrap = []logstore.Peer{{ID: "n0", RaftAddr: rl.Addr().String(), APIAddr: al.Addr().String()}}
-	n, err := logstore.NewNode(cfg)
+	st, err := serve.StartStore(cfg, al, "", cfg.Logger)
 	if err != nil {
 		panic(err)
 	}
+	n := st.Node
 	deadline := time.Now().Add(30 * time.Second)
 	for !n.IsLeader() { // a single voter elects itself within its election timeout
 		if time.Now().After(deadline) {
@@ -43,7 +45,7 @@ func exampleCluster() (seeds []string, stop func()) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return []string{n.APIAddr()}, func() { n.Close(); os.RemoveAll(dir) }
+	return []string{n.APIAddr()}, func() { st.Close(); os.RemoveAll(dir) }
 }
 
 // Publish to two topics atomically, then read the transaction back.

@@ -257,7 +257,7 @@ func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, rese
 	maybeCommitted := resend // some attempt may have reached Raft
 	conflict := false
 	var resp *logstorepb.AppendResponse
-	err := p.c.call(ctx, true, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+	err := p.c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		if err := ctx.Err(); err != nil {
 			return err // not sent
 		}
@@ -315,6 +315,5 @@ func wroteNothing(err error) bool {
 	if status.Code(err) == codes.InvalidArgument {
 		return true
 	}
-	safe, _ := retryable(err)
-	return safe
+	return apierr.Classify(err) == apierr.NotApplied
 }

@@ -66,9 +66,7 @@ func (d *dropper) intercept(ctx context.Context, req any, info *grpc.UnaryServer
 
 // lossyCluster starts n nodes whose Append responses d may lose.
 func lossyCluster(t *testing.T, n int, d *dropper) *logstoretest.Cluster {
-	return logstoretest.Start(t, n, func(cfg *logstore.Config) {
-		cfg.ServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(d.intercept)}
-	})
+	return logstoretest.Start(t, n, nil, grpc.ChainUnaryInterceptor(d.intercept))
 }
 
 // readLog returns the transactions [1, to] through a Reader.

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
-
-	"github.com/cenkalti/backoff/v4"
-	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -25,120 +22,29 @@ var (
 	ErrContinuity = errors.New("client: read stream broke continuity")
 )
 
-// follower is the stream plumbing shared by Reader and TopicReader: one
-// server stream at a time, from any node (round robin over the known
-// addresses), reopened after a failure with backoff. It runs on the
-// caller's goroutine; the stream's context is cancelled when the caller's
-// ctx ends during a receive (context.AfterFunc), and by close.
-type follower[R any] struct {
-	c      *Client
-	b      backoff.BackOff
-	addr   string
-	recv   func() (R, error) // the open stream's Recv; nil when none
-	cancel context.CancelFunc
-}
-
-func newFollower[R any](c *Client) follower[R] {
-	return follower[R]{c: c, b: c.newBackoff(context.Background())}
-}
-
-// opener opens a stream on cc from the reader's current position.
-type opener[R any] func(ctx context.Context, cc *grpc.ClientConn) (func() (R, error), error)
-
-// next returns the next response of the stream, opening one with open when
-// there is none. It returns io.EOF when a stream ended cleanly (the caller
-// knows whether it is done, and calls pause and next again if not), a
-// permanent error, or ctx's error. Transient failures (node down, not
-// reachable, shutting down) move to another node after a backoff.
-func (f *follower[R]) next(ctx context.Context, open opener[R]) (R, error) {
-	var zero R
-	for {
-		if err := ctx.Err(); err != nil {
-			return zero, err
-		}
-		if f.recv == nil {
-			if err := f.connect(ctx, open); err != nil {
-				if err := f.failed(ctx, err); err != nil {
-					return zero, err
-				}
-				continue
-			}
-		}
-		stop := context.AfterFunc(ctx, f.cancel)
-		resp, err := f.recv()
-		stop()
-		if err == nil {
-			f.b.Reset()
-			return resp, nil
-		}
-		f.close()
-		if ctx.Err() != nil {
-			return zero, ctx.Err()
-		}
-		if errors.Is(err, io.EOF) {
-			return zero, io.EOF
-		}
-		if err := f.failed(ctx, err); err != nil {
-			return zero, err
-		}
-	}
-}
-
-func (f *follower[R]) connect(ctx context.Context, open opener[R]) error {
-	addr := f.c.pick(false)
-	f.addr = addr
-	cc, err := f.c.conn(addr)
-	if err != nil {
+// continuityErr turns a *storeconn.ContinuityError from node's stream into
+// ErrContinuity; other errors pass unchanged.
+func (c *Client) continuityErr(err error, node int) error {
+	var ce *storeconn.ContinuityError
+	if !errors.As(err, &ce) {
 		return err
 	}
-	if !f.c.ready(ctx, cc) {
-		return fmt.Errorf("%w: %s", errUnreachable, addr)
-	}
-	sctx, cancel := context.WithCancel(context.Background())
-	recv, err := open(sctx, cc)
-	if err != nil {
-		cancel()
-		return err
-	}
-	f.recv, f.cancel = recv, cancel
-	return nil
+	return fmt.Errorf("%w: node %s: %w", ErrContinuity, c.addrOf(node), err)
 }
 
-// failed returns err when it is permanent; for a transient error it marks
-// the node failed and waits a backoff (nil), or returns ctx's error.
-func (f *follower[R]) failed(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	if apierr.CodeOf(err) == logstorepb.ErrorCode_BELOW_RETENTION {
+// addrOf returns node's address.
+func (c *Client) addrOf(node int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.addrs[node]
+}
+
+// belowRetention wraps a below-retention refusal in ErrBelowRetention.
+func belowRetention(err error) error {
+	if _, ok := apierr.BelowRetention(err); ok {
 		return fmt.Errorf("%w: %w", ErrBelowRetention, err)
 	}
-	if _, transient := retryable(err); !transient && !errors.Is(err, errUnreachable) {
-		return err
-	}
-	f.c.failed(f.addr)
-	f.c.cfg.Logger.Debug("read stream failed; resuming on another node", "addr", f.addr, "err", err)
-	return f.pause(ctx)
-}
-
-// pause waits one backoff interval, or until ctx ends.
-func (f *follower[R]) pause(ctx context.Context) error {
-	t := time.NewTimer(f.b.NextBackOff())
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// close ends the open stream, if any.
-func (f *follower[R]) close() {
-	if f.cancel != nil {
-		f.cancel()
-	}
-	f.recv, f.cancel = nil, nil
+	return err
 }
 
 // ReaderConfig says what a Reader reads.
@@ -157,7 +63,8 @@ type ReaderConfig struct {
 // returned: no gap, no duplicate. It checks the continuity of what nodes
 // send (ErrContinuity). Not safe for concurrent use; Close it when done.
 type Reader struct {
-	f       follower[*logstorepb.ReadResponse]
+	c       *Client
+	r       *storeconn.LogReader // reads from the LSN after buf
 	cfg     ReaderConfig
 	next    uint64 // the next LSN not yet returned or skipped
 	buf     []*Transaction
@@ -172,7 +79,8 @@ func (c *Client) NewReader(cfg ReaderConfig) (*Reader, error) {
 	if cfg.ToLSN != 0 && cfg.ToLSN < cfg.FromLSN {
 		return nil, fmt.Errorf("client: reader ToLSN %d below FromLSN %d", cfg.ToLSN, cfg.FromLSN)
 	}
-	return &Reader{f: newFollower[*logstorepb.ReadResponse](c), cfg: cfg, next: cfg.FromLSN}, nil
+	req := &logstorepb.ReadRequest{FromLsn: cfg.FromLSN, ToLsn: cfg.ToLSN, Topics: cfg.Topics}
+	return &Reader{c: c, r: storeconn.NewLogReader(c.sc, readPolicy, req, nil), cfg: cfg, next: cfg.FromLSN}, nil
 }
 
 // Position returns the LSN the reader will read next: resume a new Reader
@@ -185,29 +93,13 @@ func (r *Reader) Position() uint64 { return r.next }
 // calling Next again continues).
 func (r *Reader) Next(ctx context.Context) (*Transaction, error) {
 	for len(r.buf) == 0 {
-		if r.cfg.ToLSN != 0 && r.next > r.cfg.ToLSN {
-			r.f.close()
-			return nil, io.EOF
-		}
-		resp, err := r.f.next(ctx, func(ctx context.Context, cc *grpc.ClientConn) (func() (*logstorepb.ReadResponse, error), error) {
-			s, err := logstorepb.NewLogStoreClient(cc).Read(ctx, &logstorepb.ReadRequest{FromLsn: r.next, ToLsn: r.cfg.ToLSN, Topics: r.cfg.Topics})
-			if err != nil {
-				return nil, err
-			}
-			return s.Recv, nil
-		})
-		if errors.Is(err, io.EOF) { // a stream that ended before ToLSN
-			if err := r.f.pause(ctx); err != nil {
-				return nil, err
-			}
-			continue
-		}
+		resp, err := r.r.Next(ctx)
 		if err != nil {
-			return nil, err
+			return nil, belowRetention(r.c.continuityErr(err, r.r.Node()))
 		}
-		if err := r.accept(resp); err != nil {
-			r.f.close()
-			return nil, err
+		r.buf, r.through = resp.Transactions, resp.ReadThroughLsn
+		if len(r.buf) == 0 {
+			r.next = r.through + 1
 		}
 	}
 	txn := r.buf[0]
@@ -219,29 +111,8 @@ func (r *Reader) Next(ctx context.Context) (*Transaction, error) {
 	return txn, nil
 }
 
-// accept checks a response against the position and buffers it.
-func (r *Reader) accept(resp *logstorepb.ReadResponse) error {
-	want := r.next
-	for _, txn := range resp.Transactions {
-		if txn.Lsn < want || (len(r.cfg.Topics) == 0 && txn.Lsn != want) {
-			return fmt.Errorf("%w: node %s sent lsn %d, next is %d", ErrContinuity, r.f.addr, txn.Lsn, want)
-		}
-		want = txn.Lsn + 1
-	}
-	if resp.ReadThroughLsn+1 < want || resp.ReadThroughLsn < r.next ||
-		(r.cfg.ToLSN != 0 && resp.ReadThroughLsn > r.cfg.ToLSN) {
-		return fmt.Errorf("%w: node %s read through lsn %d (position %d, last sent %d, to %d)",
-			ErrContinuity, r.f.addr, resp.ReadThroughLsn, r.next, want-1, r.cfg.ToLSN)
-	}
-	r.buf, r.through = resp.Transactions, resp.ReadThroughLsn
-	if len(r.buf) == 0 {
-		r.next = r.through + 1
-	}
-	return nil
-}
-
 // Close ends the reader's stream.
-func (r *Reader) Close() { r.f.close() }
+func (r *Reader) Close() { r.r.Close() }
 
 // TopicReaderConfig says what a TopicReader reads.
 type TopicReaderConfig struct {
@@ -258,7 +129,8 @@ type TopicReaderConfig struct {
 // gap, no duplicate (offsets are checked to be dense). Not safe for
 // concurrent use; Close it when done.
 type TopicReader struct {
-	f    follower[*logstorepb.ReadTopicResponse]
+	c    *Client
+	s    *storeconn.Stream[*logstorepb.ReadTopicResponse]
 	cfg  TopicReaderConfig
 	next uint64 // the next offset not yet returned
 	read uint64 // messages returned
@@ -270,7 +142,15 @@ func (c *Client) NewTopicReader(cfg TopicReaderConfig) (*TopicReader, error) {
 	if cfg.Topic == "" {
 		return nil, errors.New("client: topic reader needs a topic")
 	}
-	return &TopicReader{f: newFollower[*logstorepb.ReadTopicResponse](c), cfg: cfg, next: cfg.FromOffset}, nil
+	r := &TopicReader{c: c, cfg: cfg, next: cfg.FromOffset}
+	r.s = storeconn.NewStream(c.sc, readPolicy, func(ctx context.Context, _ int, ls logstorepb.LogStoreClient) (func() (*logstorepb.ReadTopicResponse, error), error) {
+		req := &logstorepb.ReadTopicRequest{Topic: r.cfg.Topic, FromOffset: r.next, Follow: true}
+		if r.cfg.Limit != 0 {
+			req.MaxMessages = r.cfg.Limit - r.read
+		}
+		return storeconn.Recv(ls.ReadTopic(ctx, req))
+	})
+	return r, nil
 }
 
 // Position returns the offset the reader will read next.
@@ -283,34 +163,21 @@ func (r *TopicReader) Position() uint64 { return r.next }
 func (r *TopicReader) Next(ctx context.Context) (*TopicMessage, error) {
 	for len(r.buf) == 0 {
 		if r.cfg.Limit != 0 && r.read >= r.cfg.Limit {
-			r.f.close()
+			r.s.Close()
 			return nil, io.EOF
 		}
-		resp, err := r.f.next(ctx, func(ctx context.Context, cc *grpc.ClientConn) (func() (*logstorepb.ReadTopicResponse, error), error) {
-			req := &logstorepb.ReadTopicRequest{Topic: r.cfg.Topic, FromOffset: r.next, Follow: true}
-			if r.cfg.Limit != 0 {
-				req.MaxMessages = r.cfg.Limit - r.read
-			}
-			s, err := logstorepb.NewLogStoreClient(cc).ReadTopic(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			return s.Recv, nil
-		})
+		resp, err := r.s.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			if err := r.f.pause(ctx); err != nil {
-				return nil, err
-			}
-			continue
+			continue // a stream that ended before Limit: reopen from the position
 		}
 		if err != nil {
-			return nil, err
+			return nil, belowRetention(err)
 		}
 		want := r.next
 		for _, m := range resp.Messages {
 			if m.Offset != want {
-				r.f.close()
-				return nil, fmt.Errorf("%w: node %s sent topic %q offset %d, next is %d", ErrContinuity, r.f.addr, r.cfg.Topic, m.Offset, want)
+				r.s.Close()
+				return nil, fmt.Errorf("%w: node %s sent topic %q offset %d, next is %d", ErrContinuity, r.c.addrOf(r.s.Node()), r.cfg.Topic, m.Offset, want)
 			}
 			want++
 		}
@@ -326,4 +193,4 @@ func (r *TopicReader) Next(ctx context.Context) (*TopicMessage, error) {
 }
 
 // Close ends the reader's stream.
-func (r *TopicReader) Close() { r.f.close() }
+func (r *TopicReader) Close() { r.s.Close() }

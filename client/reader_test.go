@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
@@ -119,7 +120,7 @@ func TestReadersResumeAcrossNodeFailures(t *testing.T) {
 	progress := func(what string) {
 		t.Helper()
 		from := lsnSeen.Load()
-		logstoretest.WaitFor(t, 60*time.Second, what, func() bool {
+		testwait.For(t, 60*time.Second, what, func() bool {
 			select {
 			case err := <-readErr:
 				t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
-	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -24,9 +23,7 @@ import (
 // ExpectCommitted.
 func TestProducerStateSurvivesSnapshotRestart(t *testing.T) {
 	d := newDropper()
-	c := logstoretest.Start(t, 1, func(cfg *logstore.Config) {
-		cfg.ServerOptions = []grpc.ServerOption{grpc.ChainUnaryInterceptor(d.intercept)}
-	})
+	c := logstoretest.Start(t, 1, nil, grpc.ChainUnaryInterceptor(d.intercept))
 	cl := newClient(t, c.Addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	p := newProducer(t, cl, client.ProducerConfig{})

@@ -19,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/types"
 )
 
 // fakeLog is a LogStore stand-in: dense LSNs and per-topic offsets, an
@@ -293,22 +294,6 @@ func TestModelRejectsBrokenLog(t *testing.T) {
 	}
 }
 
-func TestQuantile(t *testing.T) {
-	var ds []time.Duration
-	for i := 1; i <= 100; i++ {
-		ds = append(ds, time.Duration(101-i)*time.Millisecond)
-	}
-	if q := Quantile(ds, 0.5); q != 50*time.Millisecond {
-		t.Fatalf("p50 = %v", q)
-	}
-	if q := Quantile(ds, 0.99); q != 99*time.Millisecond {
-		t.Fatalf("p99 = %v", q)
-	}
-	if q := Quantile(nil, 0.5); q != 0 {
-		t.Fatalf("empty p50 = %v", q)
-	}
-}
-
 func TestRecordingEventStore(t *testing.T) {
 	f, _ := runFake(t, false)
 	m := buildModel(t, f.txns)
@@ -316,13 +301,13 @@ func TestRecordingEventStore(t *testing.T) {
 	ev := &EventStore{}
 	st := rec.Record("events", ev)
 	ds := deliveries(f.txns, OrdersTopic, InventoryTopic)
-	if err := st.Apply(ds, target.State{AppliedLSN: ds[len(ds)-1].Lsn}); err != nil {
+	if err := st.Apply(ds, target.State{AppliedLSN: types.LSN(ds[len(ds)-1].Lsn)}); err != nil {
 		t.Fatal(err)
 	}
 	if ev.Events() != 2*len(f.txns) {
 		t.Fatalf("events = %d, want %d", ev.Events(), 2*len(f.txns))
 	}
-	if got, _ := st.State(); got.AppliedLSN != m.LastLSN() {
+	if got, _ := st.State(); got.AppliedLSN != types.LSN(m.LastLSN()) {
 		t.Fatalf("applied lsn %d, want %d", got.AppliedLSN, m.LastLSN())
 	}
 	if p := rec.Progress()["events"]; p.Messages != ev.Events() || p.LastLSN != m.LastLSN() {
@@ -331,7 +316,7 @@ func TestRecordingEventStore(t *testing.T) {
 
 	// A failed apply of the inner store is not recorded.
 	failing := rec.Record("failing", failStore{})
-	if err := failing.Apply(ds, target.State{AppliedLSN: ds[len(ds)-1].Lsn}); err == nil {
+	if err := failing.Apply(ds, target.State{AppliedLSN: types.LSN(ds[len(ds)-1].Lsn)}); err == nil {
 		t.Fatal("failStore applied")
 	}
 	if p, ok := rec.Progress()["failing"]; ok {
@@ -344,7 +329,7 @@ type failStore struct{}
 
 func (failStore) State() (target.State, error) { return target.State{}, nil }
 func (failStore) Apply(ds []*targetpb.Delivery, _ target.State) error {
-	return target.Permanent(ds[0].Lsn, errors.New("refused"))
+	return target.Permanent(types.LSN(ds[0].Lsn), errors.New("refused"))
 }
 
 func TestApplyLatencies(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
@@ -132,10 +133,10 @@ func Check(ctx context.Context, cfg CheckConfig, res *Result) (*Report, error) {
 		rep.Missing += a.Missing
 	}
 
-	rep.CommitP50Ms, rep.CommitP99Ms = ms(Quantile(res.Commit, 0.50)), ms(Quantile(res.Commit, 0.99))
+	rep.CommitP50Ms, rep.CommitP99Ms = ms(quantile.Of(res.Commit, 0.50)), ms(quantile.Of(res.Commit, 0.99))
 	if cfg.Recorder != nil {
 		apply := cfg.Recorder.ApplyLatencies(m, subs, cfg.After, cfg.Through, res.Starts)
-		rep.ApplyP50Ms, rep.ApplyP99Ms = ms(Quantile(apply, 0.50)), ms(Quantile(apply, 0.99))
+		rep.ApplyP50Ms, rep.ApplyP99Ms = ms(quantile.Of(apply, 0.50)), ms(quantile.Of(apply, 0.99))
 	}
 	rep.OK = rep.Committed > 0 && rep.Duplicates == 0 && rep.Missing == 0 && rep.StateMismatches == 0 &&
 		rep.LogDuplicates == 0 && rep.AckedNotInLog == 0

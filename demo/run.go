@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -255,15 +254,4 @@ func Retryable(err error) bool {
 		return true
 	}
 	return false
-}
-
-// Quantile returns the q-quantile (0..1) of ds by the nearest-rank method,
-// or 0 for none. It sorts ds.
-func Quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	slices.Sort(ds)
-	i := int(q*float64(len(ds))+0.999999) - 1
-	return ds[min(max(i, 0), len(ds)-1)]
 }

@@ -20,9 +20,14 @@
 // <run>/<client>/<seq>/<i>, where run is random per Generator family, client
 // the producer, seq the producer's sequence number.
 //
+// Session is the whole demo against a running cluster (`logplayer demo` and
+// `logplayer dev --demo` call it): watch the shards, Run, wait for delivery,
+// Check.
+//
 // Goroutines: none in Generator, Model or Recorder (Recorder is safe for
 // concurrent use); Run starts one goroutine per client (each owns its
-// Generator) and one progress ticker, and waits for all of them.
+// Generator) and one progress ticker, and waits for all of them; Session
+// adds one WatchApplied per shard, stopped before it returns.
 package demo
 
 import (

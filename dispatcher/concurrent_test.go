@@ -12,6 +12,7 @@ import (
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // TestConcurrent runs the dispatcher under real goroutines (run it with
@@ -33,7 +34,7 @@ func TestConcurrent(t *testing.T) {
 	topics := []string{"a", "b", "c", "d", "e"}
 	var log []*logstorepb.Transaction
 	for l := 1; l <= nTxns; l++ {
-		log = append(log, txn(uint64(l), topics[rng.IntN(len(topics))], topics[rng.IntN(len(topics))]))
+		log = append(log, txn(types.LSN(l), topics[rng.IntN(len(topics))], topics[rng.IntN(len(topics))]))
 	}
 	ids := make([]string, nTargets)
 	subs := make([][]string, nTargets)
@@ -72,7 +73,7 @@ func TestConcurrent(t *testing.T) {
 	for ti, id := range ids {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(ti), 3))
-			var applied uint64
+			var applied types.LSN
 			var fetchers sync.WaitGroup
 			defer fetchers.Wait()
 			left := crashes

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 var (
@@ -45,7 +46,7 @@ func conformanceModel(messages, failures, queue int) *model {
 	cycle := [][]string{{"y"}, {"x"}, {"x", "y"}, {"y"}, {"z"}, {"x"}}
 	var log []*logstorepb.Transaction
 	for l := 1; l <= messages; l++ {
-		log = append(log, txn(uint64(l), cycle[(l-1)%len(cycle)]...))
+		log = append(log, txn(types.LSN(l), cycle[(l-1)%len(cycle)]...))
 	}
 	m := newModel(log, []string{"a", "b"}, [][]string{{"x"}, {"x", "y"}})
 	m.maxFailures = failures

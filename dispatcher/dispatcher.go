@@ -13,6 +13,7 @@ import (
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Errors returned by the dispatcher.
@@ -59,26 +60,26 @@ func (c *Config) validate() error {
 // fetch: FetchingCompleted was already called and the target is in N.
 type Recovery struct {
 	Target string
-	Term   uint64
-	From   uint64 // exclusive: the target's durable applied LSN
-	To     uint64 // inclusive: currentLSN at the return
+	Term   types.Term
+	From   types.LSN // exclusive: the target's durable applied LSN
+	To     types.LSN // inclusive: currentLSN at the return
 	Empty  bool
 }
 
 // TargetStats is a target's state for metrics and status.
 type TargetStats struct {
 	State                     targetqueue.State
-	Term                      uint64
+	Term                      types.Term
 	NormalLen, CatchupLen     int
 	NormalBytes, CatchupBytes int64
 	InFlight                  int
 	InFlightBytes             int64
-	LastAck                   uint64
-	CurrentLSN                uint64
+	LastAck                   types.LSN
+	CurrentLSN                types.LSN
 	// Cumulative counters since AddTarget.
-	Recoveries      uint64 // returns
-	Suspends        uint64 // Suspend calls and overflow suspensions
-	Overflows       uint64 // overflow suspensions (slow target)
+	Returns         uint64 // Return calls (handshakes; term bumps)
+	Suspends        uint64 // Suspend calls and slow suspensions
+	SlowSuspends    uint64 // suspensions because the normal queue was full (slow target)
 	StaleDrops      uint64 // pushes and completions refused for a stale term
 	ProgressMarkers uint64
 }
@@ -90,7 +91,7 @@ type Dispatcher struct {
 
 	mu struct {
 		sync.Mutex
-		currentLSN    uint64
+		currentLSN    types.LSN
 		lastTimestamp int64 // log time of the transaction at currentLSN
 		targets       map[string]*target
 		order         []*target // sorted by id: deterministic dispatch order
@@ -116,7 +117,7 @@ type target struct {
 	id       string
 	topics   map[string]struct{}
 	q        *targetqueue.Queue
-	lastAck  uint64
+	lastAck  types.LSN
 	lastPush int64    // dispatch time (Unix ns) of the last message pushed
 	recovery Recovery // of the current term; meaningful in RF and FC
 	stats    TargetStats
@@ -125,7 +126,7 @@ type target struct {
 // New returns a dispatcher whose main stream will deliver startLSN+1,
 // startLSN+2, … (every committed transaction, densely). Invalid cfg panics
 // (check it with cfg.Queue.Validate where configuration enters).
-func New(cfg Config, startLSN uint64) *Dispatcher {
+func New(cfg Config, startLSN types.LSN) *Dispatcher {
 	if err := cfg.validate(); err != nil {
 		panic("dispatcher: " + err.Error())
 	}
@@ -170,7 +171,7 @@ func (d *Dispatcher) RemoveTarget(id string) {
 
 // CurrentLSN returns the LSN of the last transaction dispatched from the main
 // stream (startLSN before the first).
-func (d *Dispatcher) CurrentLSN() uint64 {
+func (d *Dispatcher) CurrentLSN() types.LSN {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.mu.currentLSN
@@ -191,14 +192,16 @@ func (d *Dispatcher) Dispatch(txn *logstorepb.Transaction, dispatchedUnixNano in
 	var sizes sliceSizes
 	sizes.compute(txn.Slices)
 
+	lsn := types.LSN(txn.Lsn)
+
 	d.mu.Lock()
-	if txn.Lsn != d.mu.currentLSN+1 {
+	if lsn != d.mu.currentLSN+1 {
 		cur := d.mu.currentLSN
 		d.mu.Unlock()
-		panic(fmt.Sprintf("dispatcher: main stream LSN %d after current LSN %d (want %d)", txn.Lsn, cur, cur+1))
+		panic(fmt.Sprintf("dispatcher: main stream LSN %d after current LSN %d (want %d)", lsn, cur, cur+1))
 	}
 	for _, t := range d.mu.order {
-		if t.lastAck >= txn.Lsn && !d.mutate.ignoreLastAck {
+		if t.lastAck >= lsn && !d.mutate.ignoreLastAck {
 			continue
 		}
 		m, ok := t.msg(txn, &sizes, dispatchedUnixNano)
@@ -213,18 +216,18 @@ func (d *Dispatcher) Dispatch(txn *logstorepb.Transaction, dispatchedUnixNano in
 		case targetqueue.Overflow:
 			t.q.Suspend()
 			t.stats.Suspends++
-			t.stats.Overflows++
+			t.stats.SlowSuspends++
 			slow = append(slow, t.id)
 		default:
-			panic(fmt.Sprintf("dispatcher: main push of LSN %d to %q with its current term: %s", txn.Lsn, t.id, res))
+			panic(fmt.Sprintf("dispatcher: main push of LSN %d to %q with its current term: %s", lsn, t.id, res))
 		}
 	}
-	d.mu.currentLSN = txn.Lsn
+	d.mu.currentLSN = lsn
 	d.mu.lastTimestamp = txn.TimestampUnixNano
 	d.mu.Unlock()
 
 	for _, id := range slow {
-		d.log.Warn("target queue full: suspending slow target for recovery", "target", id, "lsn", txn.Lsn)
+		d.log.Warn("target queue full: suspending slow target for recovery", "target", id, "lsn", lsn)
 	}
 	return wake, slow
 }
@@ -234,7 +237,7 @@ func (d *Dispatcher) Dispatch(txn *logstorepb.Transaction, dispatchedUnixNano in
 // the term (queues cleared, state RF) and fixes the recovery range
 // (applied, currentLSN]. If that range is empty it calls FetchingCompleted at
 // once (state N) and returns Empty. Errors: ErrUnknownTarget.
-func (d *Dispatcher) Return(id string, applied uint64) (Recovery, error) {
+func (d *Dispatcher) Return(id string, applied types.LSN) (Recovery, error) {
 	d.mu.Lock()
 	t, ok := d.mu.targets[id]
 	if !ok {
@@ -255,7 +258,7 @@ func (d *Dispatcher) Return(id string, applied uint64) (Recovery, error) {
 		}
 	}
 	t.recovery = r
-	t.stats.Recoveries++
+	t.stats.Returns++
 	d.mu.Unlock()
 
 	if applied < prevAck {
@@ -275,7 +278,7 @@ func (d *Dispatcher) Return(id string, applied uint64) (Recovery, error) {
 //
 // The LSNs of one term must strictly increase and lie in the recovery range;
 // anything else panics.
-func (d *Dispatcher) PushCatchup(id string, term uint64, txn *logstorepb.Transaction, dispatchedUnixNano int64) targetqueue.PushResult {
+func (d *Dispatcher) PushCatchup(id string, term types.Term, txn *logstorepb.Transaction, dispatchedUnixNano int64) targetqueue.PushResult {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t, ok := d.mu.targets[id]
@@ -292,8 +295,9 @@ func (d *Dispatcher) PushCatchup(id string, term uint64, txn *logstorepb.Transac
 	if t.q.State() == targetqueue.Suspended {
 		return targetqueue.DroppedSuspended
 	}
-	if r := t.recovery; !d.mutate.ignoreTerm && (txn.Lsn <= r.From || txn.Lsn > r.To) {
-		panic(fmt.Sprintf("dispatcher: catchup LSN %d for %q outside recovery range (%d, %d] of term %d", txn.Lsn, id, r.From, r.To, term))
+	lsn := types.LSN(txn.Lsn)
+	if r := t.recovery; !d.mutate.ignoreTerm && (lsn <= r.From || lsn > r.To) {
+		panic(fmt.Sprintf("dispatcher: catchup LSN %d for %q outside recovery range (%d, %d] of term %d", lsn, id, r.From, r.To, term))
 	}
 	// No last-ack filter here: the range starts at the last ack, and in RF
 	// only catchup messages pushed before are sent and acked, so lastAck
@@ -315,7 +319,7 @@ func (d *Dispatcher) PushCatchup(id string, term uint64, txn *logstorepb.Transac
 // PushCatchup. It reports whether the queue left RF (to FC, or to N if the
 // catchup queue was already drained: then the sender should be woken).
 // False for a stale term, a target not in RF, or an unknown target.
-func (d *Dispatcher) FetchingCompleted(id string, term uint64) bool {
+func (d *Dispatcher) FetchingCompleted(id string, term types.Term) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t, ok := d.mu.targets[id]
@@ -343,24 +347,11 @@ func (d *Dispatcher) Suspend(id string) {
 	}
 }
 
-// NextBatch takes the next batch for a target (see targetqueue.NextBatch)
-// and returns it with the term it belongs to. A sender that owns a stream of
-// a known term should use NextBatchForTerm instead, so that a sender of an
-// older stream can never take messages meant for the new one.
-func (d *Dispatcher) NextBatch(id string, maxCount int, maxBytes int64) (msgs []targetqueue.Msg, term uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	t, ok := d.mu.targets[id]
-	if !ok {
-		return nil, 0
-	}
-	return t.q.NextBatch(maxCount, maxBytes), t.q.Term()
-}
-
-// NextBatchForTerm is NextBatch for the sender of the stream of term: it
-// returns nil, false (taking nothing) when term is not the target's current
-// term or the target is unknown.
-func (d *Dispatcher) NextBatchForTerm(id string, term uint64, maxCount int, maxBytes int64) ([]targetqueue.Msg, bool) {
+// NextBatchForTerm takes the next batch for the sender of the stream of term
+// (see targetqueue.NextBatch). It returns nil, false (taking nothing) when
+// term is not the target's current term or the target is unknown, so that a
+// sender of an older stream can never take messages meant for the new one.
+func (d *Dispatcher) NextBatchForTerm(id string, term types.Term, maxCount int, maxBytes int64) ([]targetqueue.Msg, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t, ok := d.mu.targets[id]
@@ -376,21 +367,12 @@ func (d *Dispatcher) NextBatchForTerm(id string, term uint64, maxCount int, maxB
 	return t.q.NextBatch(maxCount, maxBytes), true
 }
 
-// Ack records a target's cumulative ack: lastAck = max(lastAck, lsn), and the
-// in-flight messages with LSN <= lsn are released. Unknown ids are ignored.
-func (d *Dispatcher) Ack(id string, lsn uint64) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if t, ok := d.mu.targets[id]; ok {
-		t.ack(lsn)
-	}
-}
-
-// AckTerm is Ack for the receiver of the stream of term. Errors (nothing
-// changes): ErrUnknownTarget; ErrStaleTerm when term is not current (an
+// AckTerm records the cumulative ack of the receiver of the stream of term:
+// lastAck = max(lastAck, lsn), and the in-flight messages with LSN <= lsn are
+// released. Errors (nothing changes): ErrUnknownTarget; ErrStaleTerm when term is not current (an
 // older stream's late ack); ErrBogusAck when lsn is above both the last LSN
 // sent in this term and lastAck (the target claims what it was never sent).
-func (d *Dispatcher) AckTerm(id string, term, lsn uint64) error {
+func (d *Dispatcher) AckTerm(id string, term types.Term, lsn types.LSN) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t, ok := d.mu.targets[id]
@@ -407,7 +389,7 @@ func (d *Dispatcher) AckTerm(id string, term, lsn uint64) error {
 	return nil
 }
 
-func (t *target) ack(lsn uint64) {
+func (t *target) ack(lsn types.LSN) {
 	t.lastAck = max(t.lastAck, lsn)
 	t.q.Ack(lsn)
 }
@@ -479,7 +461,7 @@ func (d *Dispatcher) Targets() []string {
 // MinAck returns the lowest last ack over all targets (the LSN below which
 // every target has everything: a retention floor and restart point), or
 // CurrentLSN when there are no targets.
-func (d *Dispatcher) MinAck() uint64 {
+func (d *Dispatcher) MinAck() types.LSN {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.mu.order) == 0 {
@@ -516,7 +498,7 @@ func (t *target) msg(txn *logstorepb.Transaction, sizes *sliceSizes, dispatchedU
 		}
 	}
 	return targetqueue.Msg{
-		LSN:                txn.Lsn,
+		LSN:                types.LSN(txn.Lsn),
 		Slices:             mine,
 		TimestampUnixNano:  txn.TimestampUnixNano,
 		DispatchedUnixNano: dispatchedUnixNano,

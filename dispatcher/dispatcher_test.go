@@ -11,11 +11,12 @@ import (
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // txn builds a transaction with one one-message slice per topic.
-func txn(lsn uint64, topics ...string) *logstorepb.Transaction {
-	t := &logstorepb.Transaction{Lsn: lsn, TimestampUnixNano: int64(1000 + lsn)}
+func txn(lsn types.LSN, topics ...string) *logstorepb.Transaction {
+	t := &logstorepb.Transaction{Lsn: uint64(lsn), TimestampUnixNano: int64(1000 + lsn)}
 	for _, topic := range topics {
 		t.Slices = append(t.Slices, &logstorepb.TxnSlice{
 			Topic:    topic,
@@ -25,7 +26,7 @@ func txn(lsn uint64, topics ...string) *logstorepb.Transaction {
 	return t
 }
 
-func newTest(t *testing.T, cfg targetqueue.Config, start uint64, targets map[string][]string) *Dispatcher {
+func newTest(t *testing.T, cfg targetqueue.Config, start types.LSN, targets map[string][]string) *Dispatcher {
 	t.Helper()
 	d := New(Config{Queue: cfg}, start)
 	for id, topics := range targets {
@@ -36,7 +37,7 @@ func newTest(t *testing.T, cfg targetqueue.Config, start uint64, targets map[str
 	return d
 }
 
-func mustReturn(t *testing.T, d *Dispatcher, id string, applied uint64) Recovery {
+func mustReturn(t *testing.T, d *Dispatcher, id string, applied types.LSN) Recovery {
 	t.Helper()
 	r, err := d.Return(id, applied)
 	if err != nil {
@@ -54,8 +55,8 @@ func stats(t *testing.T, d *Dispatcher, id string) TargetStats {
 	return s
 }
 
-func lsns(msgs []targetqueue.Msg) []uint64 {
-	var out []uint64
+func lsns(msgs []targetqueue.Msg) []types.LSN {
+	var out []types.LSN
 	for _, m := range msgs {
 		out = append(out, m.LSN)
 	}
@@ -161,7 +162,7 @@ func TestDispatchFilters(t *testing.T) {
 	if !r.Empty || r.From != 5 || r.To != 3 {
 		t.Fatalf("ahead target recovery %+v", r)
 	}
-	for l := uint64(4); l <= 6; l++ {
+	for l := types.LSN(4); l <= 6; l++ {
 		wake, _ := d.Dispatch(txn(l, "y"), 0)
 		want := []string(nil)
 		if l == 6 {
@@ -189,7 +190,7 @@ func TestOverflowSuspendsSlowTarget(t *testing.T) {
 		t.Fatalf("wake %v slow %v", wake, slow)
 	}
 	s := stats(t, d, "b")
-	if s.State != targetqueue.Suspended || s.NormalLen != 0 || s.Overflows != 1 || s.Suspends != 1 || s.Term != 2 {
+	if s.State != targetqueue.Suspended || s.NormalLen != 0 || s.SlowSuspends != 1 || s.Suspends != 1 || s.Term != 2 {
 		t.Fatalf("slow target: %+v", s)
 	}
 	// It recovers like any returning target: new term, range from its applied LSN.
@@ -202,11 +203,11 @@ func TestOverflowSuspendsSlowTarget(t *testing.T) {
 func TestReturnAndCatchup(t *testing.T) {
 	d := newTest(t, targetqueue.Config{MaxCount: 2}, 0, map[string][]string{"a": {"x"}})
 	mustReturn(t, d, "a", 0)
-	for l := uint64(1); l <= 2; l++ {
+	for l := types.LSN(1); l <= 2; l++ {
 		d.Dispatch(txn(l, "x"), 0)
 	}
 	d.Suspend("a")
-	for l := uint64(3); l <= 6; l++ {
+	for l := types.LSN(3); l <= 6; l++ {
 		d.Dispatch(txn(l, "x", "y"), 0)
 	}
 	r := mustReturn(t, d, "a", 1)
@@ -220,7 +221,7 @@ func TestReturnAndCatchup(t *testing.T) {
 	}
 	mustPanic(t, "catchup LSN 1 for \"a\" outside recovery range (1, 6] of term 3", func() { d.PushCatchup("a", 3, txn(1, "x"), 0) })
 	mustPanic(t, "catchup LSN 7 for \"a\" outside recovery range (1, 6] of term 3", func() { d.PushCatchup("a", 3, txn(7, "x"), 0) })
-	for _, l := range []uint64{2, 3} { // in LSN order (a map's order is random)
+	for _, l := range []types.LSN{2, 3} { // in LSN order (a map's order is random)
 		if res := d.PushCatchup("a", 3, txn(l, "x"), 0); res != targetqueue.Pushed {
 			t.Fatalf("catchup %d: %s", l, res)
 		}
@@ -237,7 +238,7 @@ func TestReturnAndCatchup(t *testing.T) {
 		t.Fatalf("catchup 4 (not a's topic): %s", res)
 	}
 	got, term := d.NextBatch("a", 10, 1<<20)
-	if term != 3 || !slices.Equal(lsns(got), []uint64{2, 3}) {
+	if term != 3 || !slices.Equal(lsns(got), []types.LSN{2, 3}) {
 		t.Fatalf("batch %v term %d", lsns(got), term)
 	}
 	if res := d.PushCatchup("a", 3, txn(5, "x"), 0); res != targetqueue.Pushed {
@@ -253,11 +254,11 @@ func TestReturnAndCatchup(t *testing.T) {
 		t.Fatal("NextBatchForTerm with a stale term took messages")
 	}
 	got, ok := d.NextBatchForTerm("a", 3, 10, 1<<20)
-	if !ok || !slices.Equal(lsns(got), []uint64{5, 7}) {
+	if !ok || !slices.Equal(lsns(got), []types.LSN{5, 7}) {
 		t.Fatalf("batch %v", lsns(got))
 	}
 	s := stats(t, d, "a")
-	if s.State != targetqueue.Normal || s.InFlight != 4 || s.StaleDrops != 2 || s.Recoveries != 2 {
+	if s.State != targetqueue.Normal || s.InFlight != 4 || s.StaleDrops != 2 || s.Returns != 2 {
 		t.Fatalf("after catchup: %+v", s)
 	}
 	// Suspended during recovery: the fetcher of the current term is told to stop.
@@ -275,7 +276,7 @@ func TestAcks(t *testing.T) {
 	d := newTest(t, targetqueue.Config{}, 0, map[string][]string{"a": {"x"}, "b": {"x"}})
 	mustReturn(t, d, "a", 0)
 	mustReturn(t, d, "b", 0)
-	for l := uint64(1); l <= 4; l++ {
+	for l := types.LSN(1); l <= 4; l++ {
 		d.Dispatch(txn(l, "x"), 0)
 	}
 	d.NextBatch("a", 3, 1<<20)

@@ -10,9 +10,10 @@
 //     stream, densely from startLSN+1;
 //   - a recovery fetcher per returning target calls PushCatchup for its range
 //     and then FetchingCompleted;
-//   - a target's sender calls NextBatchForTerm (or NextBatch), its receiver
-//     calls AckTerm (or Ack), its connection manager calls Return and
-//     Suspend;
+//   - a target's sender calls NextBatchForTerm, its receiver calls AckTerm
+//     (both refuse a stale term; the unchecked NextBatch and Ack exist for
+//     tests only, in export_test.go), its connection manager calls Return
+//     and Suspend;
 //   - a progress ticker calls Progress; metrics call Stats.
 //
 // Methods return what the caller must do next (targets to wake, targets to
@@ -29,6 +30,13 @@
 // the recovery stream delivers it) or entirely after it (so it is pushed to
 // the normal queue with the new term): never lost between the two, never in
 // both. This is the bug class the paper's model checking found.
+//
+// # Numbers
+//
+// LSNs are types.LSN and terms types.Term; the transactions (logstorepb)
+// keep uint64 fields and are converted where they are read. The term here
+// is the dispatcher's per-target generation (DESIGN.md §2), never the
+// Hello's session nor a raft term.
 //
 // # Invariants
 //

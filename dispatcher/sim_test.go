@@ -11,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 var (
@@ -52,7 +53,7 @@ func newSim(seed uint64) simConfig {
 	}
 	var log []*logstorepb.Transaction
 	for l := 1; l <= pick(50, 150); l++ {
-		log = append(log, txn(uint64(l), subset(1, 3)...))
+		log = append(log, txn(types.LSN(l), subset(1, 3)...))
 	}
 	var ids []string
 	var topics [][]string
@@ -131,16 +132,17 @@ func simRun(seed uint64, mutate mutations) (*world, error) {
 func (w *world) compareWithOracle() error {
 	for t, ts := range w.targets {
 		topics := w.topicsOf(t)
-		var want []uint64
-		applied := uint64(0)
+		var want []types.LSN
+		applied := types.LSN(0)
 		for _, tx := range w.m.log {
-			if tx.Lsn <= applied { // dedupe at the target
+			lsn := types.LSN(tx.Lsn)
+			if lsn <= applied { // dedupe at the target
 				continue
 			}
-			applied = tx.Lsn
+			applied = lsn
 			for _, s := range tx.Slices {
 				if slices.Contains(topics, s.Topic) {
-					want = append(want, tx.Lsn)
+					want = append(want, lsn)
 					break
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // This file is the closed world shared by the conformance test (every
@@ -60,7 +61,7 @@ type model struct {
 	maxFailures int   // crashes + restarts
 	mutate      mutations
 	// next[t][a] is the lowest LSN > a carrying a slice for target t (0: none).
-	next [][]uint64
+	next [][]types.LSN
 }
 
 func newModel(log []*logstorepb.Transaction, ids []string, topics [][]string) *model {
@@ -71,12 +72,12 @@ func newModel(log []*logstorepb.Transaction, ids []string, topics [][]string) *m
 			set[topic] = true
 		}
 		m.topics = append(m.topics, set)
-		next := make([]uint64, len(log)+1)
-		var n uint64
+		next := make([]types.LSN, len(log)+1)
+		var n types.LSN
 		for a := len(log); a >= 0; a-- {
 			next[a] = n
 			if a > 0 && m.wants(t, log[a-1]) {
-				n = uint64(a)
+				n = types.LSN(a)
 			}
 		}
 		m.next = append(m.next, next)
@@ -87,8 +88,8 @@ func newModel(log []*logstorepb.Transaction, ids []string, topics [][]string) *m
 // nextFor is the recovery fetcher's next LSN after lsn: the LogStore's
 // topic-filtered read skips transactions with none of t's topics. Beyond to
 // it is to+1 (the range is exhausted).
-func (m *model) nextFor(t int, lsn, to uint64) uint64 {
-	if n := m.next[t][min(lsn, uint64(len(m.log)))]; n != 0 && n <= to {
+func (m *model) nextFor(t int, lsn, to types.LSN) types.LSN {
+	if n := m.next[t][min(lsn, types.LSN(len(m.log)))]; n != 0 && n <= to {
 		return n
 	}
 	return to + 1
@@ -103,7 +104,7 @@ func (m *model) wants(t int, txn *logstorepb.Transaction) bool {
 	return false
 }
 
-func (m *model) newDispatcher(start uint64) *Dispatcher {
+func (m *model) newDispatcher(start types.LSN) *Dispatcher {
 	d := New(Config{Queue: m.queue}, start)
 	d.mutate = m.mutate
 	for t, id := range m.ids {
@@ -173,23 +174,23 @@ func (a action) fault() bool {
 // next..to, then completes.
 type fetcher struct {
 	target   int
-	term     uint64
-	next, to uint64
+	term     types.Term
+	next, to types.LSN
 }
 
 // tstate is one target: its durable state and its current stream.
 type tstate struct {
-	applied uint64              // durable applied LSN
-	history []uint64            // data LSNs applied, in order (simulation only)
+	applied types.LSN           // durable applied LSN
+	history []types.LSN         // data LSNs applied, in order (simulation only)
 	up      bool                // a stream of term is open
-	term    uint64              // term of the open stream
+	term    types.Term          // term of the open stream
 	wire    [][]targetqueue.Msg // batches sent on the stream of term, not yet applied
 	// window is the stream's in-flight window as logplayer's conn keeps
 	// it: the last LSN of each batch sent on the stream of term and not
 	// yet wholly acked.
-	window  []uint64
-	ack     uint64 // pending cumulative ack (valid if hasAck)
-	ackTerm uint64 // the term of the stream that carries it
+	window  []types.LSN
+	ack     types.LSN  // pending cumulative ack (valid if hasAck)
+	ackTerm types.Term // the term of the stream that carries it
 	hasAck  bool
 	bogus   bool // the pending ack is a faulty target's lie
 }
@@ -226,7 +227,7 @@ func newWorld(m *model) *world {
 	return w
 }
 
-func (w *world) lastLSN() uint64 { return uint64(len(w.m.log)) }
+func (w *world) lastLSN() types.LSN { return types.LSN(len(w.m.log)) }
 
 // actions appends the actions whose cheap preconditions hold. Some may still
 // turn out to be no-ops (a full catchup queue, nothing to send).
@@ -542,10 +543,10 @@ func (w *world) clone() *world {
 //     catches on the same queues and wires.
 func (w *world) fingerprint(b []byte) []byte {
 	exact := w.m.mutate != (mutations{})
-	var terms [8]uint64
+	var terms [8]types.Term
 	cur := w.d.appendFingerprint(b[:0:0], exact, terms[:0])
 	b = append(b, cur.fp...)
-	rel := func(t int, term uint64) byte {
+	rel := func(t int, term types.Term) byte {
 		switch {
 		case exact:
 			return byte('0' + term)
@@ -572,7 +573,7 @@ func (w *world) fingerprint(b []byte) []byte {
 	}
 	for t, ts := range w.targets {
 		b = append(b, "|t"...)
-		b = strconv.AppendUint(b, ts.applied, 10)
+		b = strconv.AppendUint(b, uint64(ts.applied), 10)
 		if ts.up {
 			b = append(b, 'u', rel(t, ts.term), 'w')
 			b = appendUints(b, ts.window...)
@@ -582,7 +583,7 @@ func (w *world) fingerprint(b []byte) []byte {
 		}
 		if r := rel(t, ts.ackTerm); ts.hasAck && r != 's' {
 			b = append(b, 'a', r)
-			b = strconv.AppendUint(b, ts.ack, 10)
+			b = strconv.AppendUint(b, uint64(ts.ack), 10)
 			if ts.bogus {
 				b = append(b, 'b')
 			}
@@ -599,12 +600,12 @@ func b2u(v bool) uint64 {
 	return 0
 }
 
-func appendUints(b []byte, vs ...uint64) []byte {
+func appendUints[T ~uint64](b []byte, vs ...T) []byte {
 	for i, v := range vs {
 		if i > 0 {
 			b = append(b, ':')
 		}
-		b = strconv.AppendUint(b, v, 10)
+		b = strconv.AppendUint(b, uint64(v), 10)
 	}
 	return b
 }
@@ -630,20 +631,20 @@ func (d *Dispatcher) clone() *Dispatcher {
 
 type dispatcherFingerprint struct {
 	fp    []byte
-	terms []uint64 // current term per target, in id order
+	terms []types.Term // current term per target, in id order
 }
 
 // appendFingerprint describes the dispatcher for world.fingerprint: current
 // LSN, and per target last ack, the recovery range in RF, and the queue
 // without its term (and, unless exact, without its watermarks).
-func (d *Dispatcher) appendFingerprint(b []byte, exact bool, terms []uint64) dispatcherFingerprint {
+func (d *Dispatcher) appendFingerprint(b []byte, exact bool, terms []types.Term) dispatcherFingerprint {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b = strconv.AppendUint(b, d.mu.currentLSN, 10)
+	b = strconv.AppendUint(b, uint64(d.mu.currentLSN), 10)
 	for _, t := range d.mu.order {
 		terms = append(terms, t.q.Term())
 		b = append(b, '|')
-		b = strconv.AppendUint(b, t.lastAck, 10)
+		b = strconv.AppendUint(b, uint64(t.lastAck), 10)
 		if t.q.State() == targetqueue.RecoveryFetching {
 			b = append(b, 'r')
 			b = appendUints(b, t.recovery.From, t.recovery.To)
@@ -659,7 +660,7 @@ func (d *Dispatcher) appendFingerprint(b []byte, exact bool, terms []uint64) dis
 
 // bogusAckPossible: an ack of lsn would be above both the target's last ack
 // and everything sent to it in this term (AckTerm's ErrBogusAck).
-func (d *Dispatcher) bogusAckPossible(id string, lsn uint64) bool {
+func (d *Dispatcher) bogusAckPossible(id string, lsn types.LSN) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.mu.targets[id]

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/histcheck"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/shard"
@@ -152,28 +153,15 @@ func wholeTxn(t *logstorepb.Transaction) (string, error) {
 
 // checkAcks checks every acknowledged Append is in the log exactly once,
 // at the LSN it was acknowledged with (§7.2, §7.5), and that no transaction
-// of the log, acknowledged or not, is there twice.
+// of the log, acknowledged or not, is there twice (histcheck.CheckAcks).
 func checkAcks(t testing.TB, f *logFacts, acks []ack) {
 	t.Helper()
-	byLSN := map[uint64]string{}
+	hacks := make([]histcheck.Ack, 0, len(acks))
 	for _, a := range acks {
-		if prev, ok := byLSN[a.lsn]; ok {
-			t.Errorf("lsn %d acknowledged twice: txn %s and txn %s", a.lsn, prev, a.txn)
-		}
-		byLSN[a.lsn] = a.txn
-		switch {
-		case a.lsn >= uint64(len(f.txn)):
-			t.Errorf("txn %s acknowledged at lsn %d, beyond the log's head %d", a.txn, a.lsn, len(f.txn)-1)
-		case f.txn[a.lsn] != a.txn:
-			t.Errorf("txn %s acknowledged at lsn %d, the log has txn %q there", a.txn, a.lsn, f.txn[a.lsn])
-		case f.count[a.txn] != 1:
-			t.Errorf("txn %s acknowledged at lsn %d is %d times in the log", a.txn, a.lsn, f.count[a.txn])
-		}
+		hacks = append(hacks, histcheck.Ack{ID: a.txn, LSN: a.lsn})
 	}
-	for id, n := range f.count {
-		if n != 1 {
-			t.Errorf("txn %s is %d times in the log", id, n)
-		}
+	if v := histcheck.CheckAcks(f.txn[1:], hacks); !v.OK() {
+		t.Errorf("%d violations of the acknowledged appends:\n%s", v.Count, strings.Join(v.List, "\n"))
 	}
 	if d := f.model.LogDuplicates(); d != 0 {
 		t.Errorf("%d mutation or event ids written twice to the log", d)
@@ -225,13 +213,13 @@ func checkDurable(t testing.TB, shards []*shardNode, f *logFacts, head, epoch ui
 			continue
 		}
 		want := uint64(f.model.Messages(s.id, 0, head))
-		if got := st.Topics[s.id]; got != want {
+		if got := uint64(st.Topics[s.id]); got != want {
 			t.Errorf("%s: durable next offset %d, the log has %d messages for it", s.id, got, want)
 		}
-		if last := f.model.LastLSNOf(s.id, head); st.AppliedLSN < last || st.AppliedLSN > head {
+		if last := f.model.LastLSNOf(s.id, head); uint64(st.AppliedLSN) < last || uint64(st.AppliedLSN) > head {
 			t.Errorf("%s: durable applied lsn %d, want in [%d, %d]", s.id, st.AppliedLSN, last, head)
 		}
-		if st.Epoch != epoch {
+		if uint64(st.Epoch) != epoch {
 			t.Errorf("%s: durable epoch %d, want the last LogPlayer's %d", s.id, st.Epoch, epoch)
 		}
 		if d := f.model.CompareShard(s.id, data); !d.OK() || d.Keys == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -209,11 +210,10 @@ func (c *cluster) waitAcked(ld *load) {
 	waitAcked(c.t, ld, c.phaseAcks, c.alive)
 }
 
-// waitFor is the package waitFor that also fails fast when a process
-// crashed.
+// waitFor is testwait.ForErr that also fails fast when a process crashed.
 func (c *cluster) waitFor(d time.Duration, what string, cond func() error) {
 	c.t.Helper()
-	waitFor(c.t, d, what, func() error {
+	testwait.ForErr(c.t, d, what, func() error {
 		if err := c.alive(); err != nil {
 			c.t.Fatal(err)
 		}

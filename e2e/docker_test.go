@@ -315,7 +315,7 @@ func (d *dockerSystem) connect(id string) {
 }
 
 // streamEndedLog is what the LogPlayer logs when it gives up on a target's
-// stream (package logplayer, transport.go).
+// stream (package logplayer, runner.go).
 const streamEndedLog = "target stream ended, reconnecting"
 
 // loggedFor returns nil once the container of id logged msg about every

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -167,7 +168,7 @@ func (l *load) stopWatching() {
 func waitAcked(t testing.TB, l *load, n int64, alive func() error) {
 	t.Helper()
 	want := l.acks.n.Load() + n
-	waitFor(t, progressMax, fmt.Sprintf("%d acknowledged appends", want), func() error {
+	testwait.ForErr(t, progressMax, fmt.Sprintf("%d acknowledged appends", want), func() error {
 		if err := alive(); err != nil {
 			t.Fatal(err)
 		}

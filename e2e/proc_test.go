@@ -247,24 +247,3 @@ func tail(path string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-// waitFor polls cond every few milliseconds until it holds, failing the
-// test after d. cond may return an error describing why it does not hold
-// yet; the last one is reported on timeout.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() error) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
-		}
-		time.Sleep(pollInterval)
-	}
-}
-
-// pollInterval is waitFor's pause between two checks.
-const pollInterval = 20 * time.Millisecond

@@ -4,10 +4,12 @@
 // LogPlayer needs (NextEpoch, ReportConsumer, Status).
 //
 // Every call survives LogStore node failures: the Fetcher holds one client
-// per node and, when a call or a stream fails, moves on to the next node with
-// exponential backoff (cenkalti/backoff/v4, capped). A stream resumes from
-// the LSN after the last one it handed out, so the caller sees no gap and no
-// duplicate across reconnects.
+// per node and reaches them through internal/storeconn (the access layer it
+// shares with package client): when a call or a stream fails it moves on to
+// the next node with exponential backoff (cenkalti/backoff/v4, capped), and
+// a stream resumes from the LSN after the last read_through_lsn, so the
+// caller sees no gap and no duplicate across reconnects. The main stream
+// follows the Raft leader (storeconn.Conn.ProbeLeader).
 //
 // Follow and ReadRange run in the caller's goroutine and call the handler
 // inline for each transaction (so a slow handler is back-pressure on the
@@ -29,15 +31,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -136,7 +135,7 @@ func (c *Config) validate() error {
 // use; each stream keeps its own position.
 type Fetcher struct {
 	cfg     Config
-	next    atomic.Uint64 // round-robin cursor over cfg.Nodes
+	sc      *storeconn.Conn // node rotation, retry rules, backoff
 	metrics *metrics
 }
 
@@ -149,103 +148,50 @@ func New(cfg Config) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Fetcher{cfg: cfg, metrics: m}, nil
+	f := &Fetcher{cfg: cfg, metrics: m}
+	f.sc, err = storeconn.New(storeconn.Config{
+		Nodes: len(cfg.Nodes),
+		Node: func(_ context.Context, i int) (logstorepb.LogStoreClient, error) {
+			return f.cfg.Nodes[i], nil
+		},
+		InitialBackoff: cfg.RetryInitial, MaxBackoff: cfg.RetryMax,
+		AttemptTimeout: cfg.CallTimeout,
+		Logger:         cfg.Logger, FailureLevel: slog.LevelWarn,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fetcher: %w", err)
+	}
+	return f, nil
 }
 
-// pick returns the cursor and the node to try; advance(cursor) moves past a
-// node that failed so the next attempt goes elsewhere (several callers that
-// saw the same node fail move the cursor once).
-func (f *Fetcher) pick() (cursor uint64, node int) {
-	cursor = f.next.Load()
-	return cursor, int(cursor % uint64(len(f.cfg.Nodes)))
-}
+// The fetcher's retry policies (see apierr.Outcome): the LogPlayer must
+// keep going, so a unary call is retried on another node after anything
+// but an answer about the request itself, and a stream after anything but
+// below retention. NextEpoch and ReportConsumer are harmless twice (a
+// retry may skip an epoch, which keeps "higher than every earlier one").
+var (
+	leaderCallPolicy = storeconn.Policy{Retry: apierr.NodeFault, Leader: true}
+	anyCallPolicy    = storeconn.Policy{Retry: apierr.NodeFault}
+)
 
-func (f *Fetcher) advance(cursor uint64) { f.next.CompareAndSwap(cursor, cursor+1) }
-
-func (f *Fetcher) newBackoff() *backoff.ExponentialBackOff {
-	return backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(f.cfg.RetryInitial),
-		backoff.WithMaxInterval(f.cfg.RetryMax),
-		backoff.WithMaxElapsedTime(0),
-	)
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
+// unary runs call with p, and says which call failed.
+func (f *Fetcher) unary(ctx context.Context, name string, p storeconn.Policy, call func(ctx context.Context, c logstorepb.LogStoreClient) error) error {
+	p.Name = name
+	err := f.sc.Call(ctx, p, func(ctx context.Context, _ int, c logstorepb.LogStoreClient) error { return call(ctx, c) })
+	switch {
+	case err == nil:
 		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	case ctx.Err() != nil:
+		return fmt.Errorf("fetcher: %s: %w (last error: %v)", name, ctx.Err(), err)
 	}
-}
-
-// belowRetention returns a *BelowRetentionError when err is the LogStore's
-// BELOW_RETENTION answer to a read from LSN from.
-func belowRetention(err error, from uint64) error {
-	st, ok := status.FromError(err)
-	if !ok {
-		return nil
-	}
-	for _, d := range st.Details() {
-		if ed, ok := d.(*logstorepb.ErrorDetail); ok && ed.Code == logstorepb.ErrorCode_BELOW_RETENTION {
-			return &BelowRetentionError{From: from, Oldest: ed.OldestLsn}
-		}
-	}
-	if st.Code() == codes.OutOfRange {
-		return &BelowRetentionError{From: from}
-	}
-	return nil
-}
-
-// retryable says whether a unary call failing with err should be tried on
-// another node. Answers about the request itself (invalid argument, …) are
-// the same on every node.
-func retryable(err error) bool {
-	if apierr.CodeOf(err) == logstorepb.ErrorCode_TABLE_FULL {
-		return false // stays full until rows are removed, unlike a full intake
-	}
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted,
-		codes.Aborted, codes.Canceled, codes.Unknown, codes.Internal:
-		return true
-	}
-	return false
-}
-
-// unary runs call against one node after another, with backoff, until it
-// succeeds, fails with a non-retryable error, or ctx ends.
-func (f *Fetcher) unary(ctx context.Context, name string, call func(ctx context.Context, c logstorepb.LogStoreClient) error) error {
-	bo := f.newBackoff()
-	for {
-		cur, i := f.pick()
-		actx, cancel := context.WithTimeout(ctx, f.cfg.CallTimeout)
-		err := call(actx, f.cfg.Nodes[i])
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("fetcher: %s: %w (last error: %v)", name, ctx.Err(), err)
-		}
-		if !retryable(err) {
-			return fmt.Errorf("fetcher: %s: %w", name, err)
-		}
-		f.cfg.Logger.Debug("logstore call failed, trying next node", "call", name, "node", i, "err", err)
-		f.advance(cur)
-		if err := sleep(ctx, bo.NextBackOff()); err != nil {
-			return fmt.Errorf("fetcher: %s: %w", name, err)
-		}
-	}
+	return fmt.Errorf("fetcher: %s: %w", name, err)
 }
 
 // NextEpoch commits and returns a new LogPlayer epoch, higher than every
 // earlier one.
 func (f *Fetcher) NextEpoch(ctx context.Context) (uint64, error) {
 	var epoch uint64
-	err := f.unary(ctx, "NextEpoch", func(ctx context.Context, c logstorepb.LogStoreClient) error {
+	err := f.unary(ctx, "NextEpoch", leaderCallPolicy, func(ctx context.Context, c logstorepb.LogStoreClient) error {
 		resp, err := c.NextEpoch(ctx, &logstorepb.NextEpochRequest{})
 		if err != nil {
 			return err
@@ -262,7 +208,7 @@ func (f *Fetcher) NextEpoch(ctx context.Context) (uint64, error) {
 // ReportConsumer records consumer's durable acked LSN in the LogStore (the
 // retention floor), or removes the consumer.
 func (f *Fetcher) ReportConsumer(ctx context.Context, consumer string, acked uint64, remove bool) error {
-	return f.unary(ctx, "ReportConsumer", func(ctx context.Context, c logstorepb.LogStoreClient) error {
+	return f.unary(ctx, "ReportConsumer", leaderCallPolicy, func(ctx context.Context, c logstorepb.LogStoreClient) error {
 		_, err := c.ReportConsumer(ctx, &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: acked, Remove: remove})
 		return err
 	})
@@ -271,7 +217,7 @@ func (f *Fetcher) ReportConsumer(ctx context.Context, consumer string, acked uin
 // Status returns the status of whichever node answers first.
 func (f *Fetcher) Status(ctx context.Context) (*logstorepb.StatusResponse, error) {
 	var out *logstorepb.StatusResponse
-	err := f.unary(ctx, "Status", func(ctx context.Context, c logstorepb.LogStoreClient) error {
+	err := f.unary(ctx, "Status", anyCallPolicy, func(ctx context.Context, c logstorepb.LogStoreClient) error {
 		resp, err := c.Status(ctx, &logstorepb.StatusRequest{})
 		out = resp
 		return err

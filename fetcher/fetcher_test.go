@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/fetcher/fetchertest"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -95,7 +95,7 @@ func TestFollowSurvivesNodeFailures(t *testing.T) {
 		case 500, 900, 1300:
 			// Break whichever node serves the stream right now, once the
 			// previous break has been followed by a new stream.
-			logstoretest.WaitFor(t, 10*time.Second, "a live stream", func() bool {
+			testwait.For(t, 10*time.Second, "a live stream", func() bool {
 				return reads() == 1 && counterValue(t, c.f.metrics.reconnects.WithLabelValues("main")) == float64(breaks)
 			})
 			for _, n := range c.nodes {
@@ -103,7 +103,7 @@ func TestFollowSurvivesNodeFailures(t *testing.T) {
 			}
 			breaks++
 		case 2000:
-			logstoretest.WaitFor(t, 10*time.Second, "some progress", func() bool { return count() >= 1600 })
+			testwait.For(t, 10*time.Second, "some progress", func() bool { return count() >= 1600 })
 			c.nodes[0].Stop()
 			c.nodes[1].Stop()
 		}
@@ -365,7 +365,7 @@ func TestFollowPrefersLeader(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = c.f.Follow(ctx, 1, func(*logstorepb.Transaction) error { return nil }) }()
-	logstoretest.WaitFor(t, 10*time.Second, "a stream on the leader", func() bool { return c.nodes[2].Reads() == 1 })
+	testwait.For(t, 10*time.Second, "a stream on the leader", func() bool { return c.nodes[2].Reads() == 1 })
 	if c.nodes[0].Reads()+c.nodes[1].Reads() != 0 {
 		t.Fatal("a follower serves the main stream")
 	}
@@ -392,14 +392,14 @@ func TestFollowLeavesStalledNode(t *testing.T) {
 	}()
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
 	c.store.Append(slice("a", "1"))
-	logstoretest.WaitFor(t, 10*time.Second, "lsn 1", func() bool { return count() == 1 })
+	testwait.For(t, 10*time.Second, "lsn 1", func() bool { return count() == 1 })
 	// Node 0 is cut off (it still thinks it leads, until its lease ends);
 	// node 1 is elected.
 	c.nodes[0].Freeze()
 	c.nodes[1].SetRole("leader", 2)
 	c.store.Append(slice("a", "2"))
 	c.store.Append(slice("a", "3"))
-	logstoretest.WaitFor(t, 10*time.Second, "lsns 2 and 3 from the other node", func() bool { return count() == 3 })
+	testwait.For(t, 10*time.Second, "lsns 2 and 3 from the other node", func() bool { return count() == 3 })
 	if c.nodes[1].Reads() != 1 {
 		t.Errorf("stream not on the live node")
 	}

@@ -8,7 +8,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Handler receives one transaction of a stream, in LSN order. Returning an
@@ -16,10 +19,12 @@ import (
 // The transaction is shared: the handler must not modify it.
 type Handler func(txn *logstorepb.Transaction) error
 
-// handlerError marks an error that came from the Handler, not the stream.
-type handlerError struct{ err error }
-
-func (e handlerError) Error() string { return e.err.Error() }
+// The streams' policies: reopened on another node after any failure but
+// below retention; the main stream follows the Raft leader.
+var (
+	mainPolicy     = storeconn.StreamPolicy{Name: "main", Retry: apierr.Final, Leader: true, ProbeLeader: true}
+	recoveryPolicy = storeconn.StreamPolicy{Name: "recovery", Retry: apierr.Final}
+)
 
 // Follow is the main stream: it hands every transaction from LSN from on to
 // handle, in order, without gap or duplicate, forever. When a node fails or a
@@ -31,31 +36,45 @@ func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error
 	if from == 0 {
 		return errors.New("fetcher: Follow from lsn 0 (LSNs start at 1)")
 	}
-	next := from
-	var waiting atomic.Uint64 // next, for the stall watchdog's goroutine
-	waiting.Store(next)
-	onResp := func(resp *logstorepb.ReadResponse) error {
+	var waiting atomic.Uint64 // the next LSN, for the stall watchdog's goroutine
+	waiting.Store(from)
+	r := storeconn.NewLogReader(f.sc, mainPolicy, &logstorepb.ReadRequest{FromLsn: from, MaxBatch: f.cfg.MaxBatch},
+		f.opener("main", waiting.Load))
+	defer r.Close()
+	for {
+		resp, err := r.Next(ctx)
+		if err != nil {
+			var ce *storeconn.ContinuityError
+			if errors.As(err, &ce) {
+				if ce.Got != 0 {
+					panic(fmt.Sprintf("fetcher: main stream continuity broken: want lsn %d, got %d", ce.Want, ce.Got))
+				}
+				panic(fmt.Sprintf("fetcher: main stream skipped lsns: read through %d but next transaction sent is %d",
+					ce.ReadThrough, ce.Want))
+			}
+			return f.streamErr(ctx, "main", err, r.Position())
+		}
 		for _, txn := range resp.Transactions {
-			if txn.Lsn != next {
-				panic(fmt.Sprintf("fetcher: main stream continuity broken: want lsn %d, got %d", next, txn.Lsn))
-			}
 			if err := handle(txn); err != nil {
-				return handlerError{err}
+				return err
 			}
-			next++
-			waiting.Store(next)
-			f.metrics.mainNext.Set(float64(next))
+			waiting.Store(txn.Lsn + 1)
+			f.metrics.mainNext.Set(float64(txn.Lsn + 1))
 		}
-		if resp.ReadThroughLsn >= next {
-			panic(fmt.Sprintf("fetcher: main stream skipped lsns: read through %d but next transaction sent is %d",
-				resp.ReadThroughLsn, next))
-		}
-		return nil
 	}
-	return f.stream(ctx, "main", func() (*logstorepb.ReadRequest, bool) {
-		f.preferLeader(ctx)
-		return &logstorepb.ReadRequest{FromLsn: next, MaxBatch: f.cfg.MaxBatch}, true
-	}, onResp, waiting.Load)
+}
+
+// streamErr is what a stream returns after the reader failed with err at
+// LSN from: ctx's error, a *BelowRetentionError, or err.
+func (f *Fetcher) streamErr(ctx context.Context, kind string, err error, from types.LSN) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if oldest, ok := apierr.BelowRetention(err); ok {
+		f.metrics.belowRetention.WithLabelValues(kind).Inc()
+		return &BelowRetentionError{From: uint64(from), Oldest: uint64(oldest)}
+	}
+	return err
 }
 
 // errStalled ends a main stream that sent nothing for StallTimeout while
@@ -63,64 +82,66 @@ func (f *Fetcher) Follow(ctx context.Context, from uint64, handle Handler) error
 // its connection hangs).
 var errStalled = errors.New("fetcher: main stream stalled while another node is ahead")
 
+// opener opens the Read streams of one Follow or ReadRange: it counts
+// reopenings and, with want (the main stream), arms the stall watchdog.
+func (f *Fetcher) opener(kind string, want func() uint64) storeconn.LogOpener {
+	opened := false
+	return func(ctx context.Context, node int, ls logstorepb.LogStoreClient, req *logstorepb.ReadRequest) (func() (*logstorepb.ReadResponse, error), error) {
+		if opened {
+			f.metrics.reconnects.WithLabelValues(kind).Inc()
+		}
+		opened = true
+		if want == nil || f.cfg.StallTimeout <= 0 {
+			return storeconn.Recv(ls.Read(ctx, req))
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		var last atomic.Int64
+		last.Store(time.Now().UnixNano())
+		s, err := ls.Read(ctx, req)
+		if err != nil {
+			cancel(nil)
+			return nil, err
+		}
+		go f.watchStall(ctx, cancel, node, &last, want)
+		return func() (*logstorepb.ReadResponse, error) {
+			resp, err := s.Recv()
+			if err != nil {
+				if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
+					return nil, cause
+				}
+				return nil, err
+			}
+			last.Store(time.Now().UnixNano())
+			return resp, nil
+		}, nil
+	}
+}
+
 // watchStall cancels the stream on node with errStalled when nothing
 // arrived for StallTimeout (last holds the Unix nanoseconds of the last
-// response) and another node's head reaches want(). It returns when done
-// closes.
+// response) and another node's head reaches want(). It returns when the
+// stream's ctx ends.
 func (f *Fetcher) watchStall(ctx context.Context, cancel context.CancelCauseFunc, node int, last *atomic.Int64,
-	want func() uint64, done <-chan struct{}) {
+	want func() uint64) {
 	t := time.NewTicker(f.cfg.StallTimeout / 2)
 	defer t.Stop()
 	for {
 		select {
-		case <-done:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 		if time.Since(time.Unix(0, last.Load())) < f.cfg.StallTimeout {
 			continue
 		}
-		for i, n := range f.cfg.Nodes {
-			if i == node {
-				continue
+		f.sc.Heads(ctx, node, func(i int, head types.LSN) bool {
+			if head < types.LSN(want()) {
+				return false
 			}
-			pctx, pcancel := context.WithTimeout(ctx, leaderProbeTimeout)
-			st, err := n.Status(pctx, &logstorepb.StatusRequest{})
-			pcancel()
-			if err == nil && st.HeadLsn >= want() {
-				f.metrics.stalls.Inc()
-				cancel(fmt.Errorf("%w: node %d has lsn %d", errStalled, i, st.HeadLsn))
-				return
-			}
-		}
-	}
-}
-
-// leaderProbeTimeout bounds each Status call of preferLeader.
-const leaderProbeTimeout = time.Second
-
-// preferLeader points the cursor at the Raft leader: the leader applies a
-// commit first, a follower only when the next AppendEntries tells it (up to
-// the commit timeout later), so a main stream on the leader delivers
-// sooner. When several nodes claim to lead (an old leader cut off keeps
-// claiming until its lease ends), the highest Raft term wins. Any node is
-// correct; this is only latency.
-func (f *Fetcher) preferLeader(ctx context.Context) {
-	if len(f.cfg.Nodes) == 1 {
-		return
-	}
-	best, bestTerm := -1, uint64(0)
-	for i, n := range f.cfg.Nodes {
-		pctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
-		st, err := n.Status(pctx, &logstorepb.StatusRequest{})
-		cancel()
-		if err == nil && st.Role == "leader" && (best < 0 || st.RaftTerm > bestTerm) {
-			best, bestTerm = i, st.RaftTerm
-		}
-	}
-	if best >= 0 {
-		cur := f.next.Load()
-		f.next.CompareAndSwap(cur, cur-cur%uint64(len(f.cfg.Nodes))+uint64(best))
+			f.metrics.stalls.Inc()
+			cancel(fmt.Errorf("%w: node %d has lsn %d", errStalled, i, head))
+			return true
+		})
 	}
 }
 
@@ -134,115 +155,29 @@ func (f *Fetcher) ReadRange(ctx context.Context, after, to uint64, topics []stri
 	if to <= after {
 		return nil
 	}
-	next := after + 1 // every LSN below next has been considered
-	onResp := func(resp *logstorepb.ReadResponse) error {
-		for _, txn := range resp.Transactions {
-			if txn.Lsn < next || txn.Lsn > to {
-				panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] out of order: got lsn %d, want >= %d",
-					after, to, txn.Lsn, next))
-			}
-			if err := handle(txn); err != nil {
-				return handlerError{err}
-			}
-			next = txn.Lsn + 1
-		}
-		if rt := resp.ReadThroughLsn; rt+1 > next {
-			if rt > to {
-				panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] read through %d", after, to, rt))
-			}
-			next = rt + 1
-		}
-		return nil
-	}
-	return f.stream(ctx, "recovery", func() (*logstorepb.ReadRequest, bool) {
-		if next > to {
-			return nil, false
-		}
-		return &logstorepb.ReadRequest{FromLsn: next, ToLsn: to, Topics: topics, MaxBatch: f.cfg.MaxBatch}, true
-	}, onResp, nil)
-}
-
-// stream runs Read requests built by nextReq (false: done) against one node
-// after another until done, a handler error, BELOW_RETENTION, or ctx ends.
-// With want (the main stream), a stream that stalls while another node is
-// ahead is abandoned (see watchStall).
-func (f *Fetcher) stream(ctx context.Context, kind string, nextReq func() (*logstorepb.ReadRequest, bool),
-	onResp func(*logstorepb.ReadResponse) error, want func() uint64) error {
-	bo := f.newBackoff()
-	for attempt := 0; ; attempt++ {
-		req, more := nextReq()
-		if !more {
+	r := storeconn.NewLogReader(f.sc, recoveryPolicy,
+		&logstorepb.ReadRequest{FromLsn: after + 1, ToLsn: to, Topics: topics, MaxBatch: f.cfg.MaxBatch}, f.opener("recovery", nil))
+	defer r.Close()
+	for {
+		resp, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		if attempt > 0 {
-			f.metrics.reconnects.WithLabelValues(kind).Inc()
-		}
-		cur, node := f.pick()
-		progressed, err := f.readOnce(ctx, node, req, onResp, want)
-		var he handlerError
-		switch {
-		case errors.As(err, &he):
-			return he.err
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case err == nil && progressed:
-			// The server ended the stream cleanly: a bounded range is done
-			// (nextReq says so), a follow stream must not end: reconnect.
-			bo.Reset()
-			continue
-		case err == nil:
-			err = errors.New("stream ended without sending anything")
-		}
-		if br := belowRetention(err, req.FromLsn); br != nil {
-			f.metrics.belowRetention.WithLabelValues(kind).Inc()
-			return br
-		}
-		if progressed {
-			bo.Reset()
-		}
-		wait := bo.NextBackOff()
-		f.cfg.Logger.Warn("logstore read stream failed, reconnecting",
-			"stream", kind, "node", node, "lsn", req.FromLsn, "retry_in", wait, "err", err)
-		f.advance(cur)
-		if err := sleep(ctx, wait); err != nil {
-			return err
-		}
-	}
-}
-
-// readOnce runs one Read stream on one node. progressed says whether any
-// response arrived (so the backoff can start over). A nil error means the
-// server ended the stream. want, when set, arms the stall watchdog.
-func (f *Fetcher) readOnce(ctx context.Context, node int, req *logstorepb.ReadRequest,
-	onResp func(*logstorepb.ReadResponse) error, want func() uint64) (progressed bool, err error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var last atomic.Int64
-	last.Store(time.Now().UnixNano())
-	if want != nil && f.cfg.StallTimeout > 0 {
-		done := make(chan struct{})
-		defer close(done)
-		go f.watchStall(ctx, cancel, node, &last, want, done)
-	}
-	stream, err := f.cfg.Nodes[node].Read(ctx, req)
-	if err != nil {
-		return false, err
-	}
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			return progressed, nil
-		}
 		if err != nil {
-			if cause := context.Cause(ctx); errors.Is(cause, errStalled) {
-				return progressed, cause
+			var ce *storeconn.ContinuityError
+			if errors.As(err, &ce) {
+				if ce.Got != 0 {
+					panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] out of order: got lsn %d, want >= %d",
+						after, to, ce.Got, ce.Want))
+				}
+				panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] read through %d", after, to, ce.ReadThrough))
 			}
-			return progressed, err
+			return f.streamErr(ctx, "recovery", err, r.Position())
 		}
-		last.Store(time.Now().UnixNano())
-		progressed = true
-		if err := onResp(resp); err != nil {
-			return true, err
+		for _, txn := range resp.Transactions {
+			if err := handle(txn); err != nil {
+				return err
+			}
 		}
 	}
 }

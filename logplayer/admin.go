@@ -49,18 +49,18 @@ func (a *AdminServer) RemoveTarget(ctx context.Context, req *playerpb.RemoveTarg
 
 // ListTargets implements playerpb.PlayerAdminServer.
 func (a *AdminServer) ListTargets(context.Context, *playerpb.ListTargetsRequest) (*playerpb.ListTargetsResponse, error) {
-	resp := &playerpb.ListTargetsResponse{PlayerId: a.p.cfg.PlayerID, Epoch: a.p.Epoch(), CurrentLsn: a.p.CurrentLSN()}
+	resp := &playerpb.ListTargetsResponse{PlayerId: a.p.cfg.PlayerID, Epoch: uint64(a.p.Epoch()), CurrentLsn: uint64(a.p.CurrentLSN())}
 	for _, s := range a.p.Targets() {
 		resp.Targets = append(resp.Targets, &playerpb.TargetStatus{
 			Config:          &playerpb.TargetConfig{Id: s.ID, Address: s.Address, Topics: s.Topics},
 			State:           s.State,
-			Term:            s.Term,
+			Term:            uint64(s.Term),
 			Connected:       s.Connected,
 			Blocked:         s.Blocked,
 			LastError:       s.LastError,
 			IncarnationId:   s.Incarnation,
-			LastAckLsn:      s.LastAck,
-			CurrentLsn:      s.CurrentLSN,
+			LastAckLsn:      uint64(s.LastAck),
+			CurrentLsn:      uint64(s.CurrentLSN),
 			LagEntries:      s.LagEntries,
 			LagSeconds:      s.LagSeconds,
 			NormalDepth:     uint64(s.NormalDepth),
@@ -71,7 +71,7 @@ func (a *AdminServer) ListTargets(context.Context, *playerpb.ListTargetsRequest)
 			InflightBytes:   uint64(s.InFlightBytes),
 			Returns:         s.Returns,
 			Suspends:        s.Suspends,
-			SlowSuspends:    s.Overflows,
+			SlowSuspends:    s.SlowSuspends,
 			StaleTermDrops:  s.StaleDrops,
 			ProgressEntries: s.ProgressMarkers,
 		})

@@ -10,6 +10,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
 )
@@ -35,8 +38,8 @@ func startAdmin(t *testing.T, p *Player) playerpb.PlayerAdminClient {
 func wantStatus(t *testing.T, err error, code codes.Code, ec logstorepb.ErrorCode) {
 	t.Helper()
 	st, _ := status.FromError(err)
-	if st.Code() != code || errorCode(err) != ec {
-		t.Fatalf("err = %v (detail %v), want %v with %v", err, errorCode(err), code, ec)
+	if st.Code() != code || apierr.CodeOf(err) != ec {
+		t.Fatalf("err = %v (detail %v), want %v with %v", err, apierr.CodeOf(err), code, ec)
 	}
 }
 
@@ -66,14 +69,14 @@ func TestAdminAPI(t *testing.T) {
 
 	waitApplied(t, store, a, b)
 	var list *playerpb.ListTargetsResponse
-	waitFor(t, "both targets listed caught up", func() bool {
+	testwait.For(t, testwait.Max, "both targets listed caught up", func() bool {
 		list, err = admin.ListTargets(ctx, &playerpb.ListTargetsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return len(list.Targets) == 2 && list.Targets[0].LastAckLsn == 30 && list.Targets[1].LastAckLsn == 30
 	})
-	if list.Epoch != pr.p.Epoch() || list.CurrentLsn != 30 || list.PlayerId == "" {
+	if list.Epoch != uint64(pr.p.Epoch()) || list.CurrentLsn != 30 || list.PlayerId == "" {
 		t.Errorf("list header %+v", list)
 	}
 	for _, ts := range list.Targets {
@@ -92,7 +95,7 @@ func TestAdminAPI(t *testing.T) {
 	if err != nil || len(list.Targets) != 1 || list.Targets[0].Config.Id != "b" {
 		t.Fatalf("after remove: %v %v", list, err)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_last_ack_lsn", map[string]string{"target": "a"}); got != 0 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_last_ack_lsn", map[string]string{"target": "a"}); got != 0 {
 		t.Errorf("removed target still has metrics: last ack %v", got)
 	}
 

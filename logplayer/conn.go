@@ -6,6 +6,7 @@ import (
 
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // conn is one Deliver stream to a target, of one dispatcher term: the
@@ -13,7 +14,7 @@ import (
 // receiver goroutine owns Recv; everything else they share is the in-flight
 // window below.
 type conn struct {
-	term   uint64 // the dispatcher term Return gave this stream
+	term   types.Term // the dispatcher term Return gave this stream
 	stream targetpb.Target_DeliverClient
 	// cancel ends the stream and every goroutine of this conn, recording why
 	// (context.Cause). The first cause wins.
@@ -32,13 +33,13 @@ type conn struct {
 
 // inflightBatch is one sent Batch as the window sees it.
 type inflightBatch struct {
-	last       uint64  // LSN of its last delivery
-	bytes      int64   // payload bytes
-	logTime    int64   // log time of its last delivery
-	dispatched []int64 // per delivery, when the dispatcher pushed it
+	last       types.LSN // LSN of its last delivery
+	bytes      int64     // payload bytes
+	logTime    int64     // log time of its last delivery
+	dispatched []int64   // per delivery, when the dispatcher pushed it
 }
 
-func newConn(term uint64, stream targetpb.Target_DeliverClient, cancel context.CancelCauseFunc) *conn {
+func newConn(term types.Term, stream targetpb.Target_DeliverClient, cancel context.CancelCauseFunc) *conn {
 	return &conn{term: term, stream: stream, cancel: cancel, released: make(chan struct{}, 1)}
 }
 
@@ -72,7 +73,7 @@ func (c *conn) sent(msgs []targetqueue.Msg) {
 
 // ack releases the batches wholly covered by the cumulative ack lsn and
 // returns them (for delay metrics).
-func (c *conn) ack(lsn uint64) []inflightBatch {
+func (c *conn) ack(lsn types.LSN) []inflightBatch {
 	c.mu.Lock()
 	n := 0
 	for n < len(c.mu.inflight) && c.mu.inflight[n].last <= lsn {
@@ -108,7 +109,7 @@ func signal(ch chan struct{}) {
 func batchOf(msgs []targetqueue.Msg) *targetpb.DeliverRequest {
 	ds := make([]*targetpb.Delivery, len(msgs))
 	for i, m := range msgs {
-		ds[i] = &targetpb.Delivery{Lsn: m.LSN, TimestampUnixNano: m.TimestampUnixNano, Slices: m.Slices}
+		ds[i] = &targetpb.Delivery{Lsn: uint64(m.LSN), TimestampUnixNano: m.TimestampUnixNano, Slices: m.Slices}
 	}
 	return &targetpb.DeliverRequest{Kind: &targetpb.DeliverRequest_Batch{Batch: &targetpb.Batch{
 		Deliveries:         ds,

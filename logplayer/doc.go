@@ -26,14 +26,18 @@
 // their applied LSN keeps up; every target's acked LSN is reported to the
 // LogStore (ReportConsumer "logplayer/<id>") as its retention floor.
 //
-// # Terms on the wire
+// # Term, session and raft term
 //
-// Hello.term is this LogPlayer's per-target stream counter: it grows with
-// every stream opened to a target in this epoch and is never reset (not
-// even when the target is removed and added again), because a target
-// refuses a Hello whose term is below one it has seen in the same epoch.
-// The dispatcher's term of a stream (its generation, see below) is the one
-// Return gives after that Hello is answered; both grow at each reconnect.
+// Three numbers grow at a reconnect or an election; each has one name.
+// The term (types.Term) is the dispatcher's per-target generation: Return
+// gives it once a Hello is answered, and the stream's pushes, batches and
+// acks carry it; it never goes on the wire. The session (types.Session,
+// Hello.session) is this LogPlayer's count of Deliver streams opened to a
+// target in this epoch, never reset (not even when the target is removed
+// and added again), because a target refuses a Hello whose session is below
+// one it has seen in the same epoch; a Hello that fails before its
+// handshake uses a session and no term. The raft term is the LogStore's
+// Raft election term, which the fetcher reads only to prefer a leader.
 //
 // # Goroutines
 //
@@ -66,7 +70,7 @@
 // # Locks and their order
 //
 // Player.admin (add/remove targets, start/stop) → runner.mu (the live conn
-// and status strings) or Player.terms → conn.mu (the in-flight window) →
+// and status strings) or Player.sessions → conn.mu (the in-flight window) →
 // the dispatcher's mutex. The dispatcher never calls back, so calling it
 // with admin held is safe; no lock is held across Send, Recv or a channel
 // send that can block (signals are non-blocking on capacity-1 channels).

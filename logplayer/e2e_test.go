@@ -14,16 +14,20 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // lsCluster is a real 3-node LogStore in this process (Raft, fsync on).
 type lsCluster struct {
-	t     testing.TB
-	cfgs  []logstore.Config
-	regs  []*prometheus.Registry
-	nodes []*logstore.Node
+	t      testing.TB
+	cfgs   []logstore.Config
+	stores []*serve.Store // the served nodes, parallel to nodes
+	regs   []*prometheus.Registry
+	nodes  []*logstore.Node
 }
 
 func startLogStore(t testing.TB) *lsCluster {
@@ -48,26 +52,25 @@ func startLogStore(t testing.TB) *lsCluster {
 			// Generous timeouts: the machine is shared and -race is slow.
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
 			RetentionInterval: time.Hour,
-			ServerOptions:     []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)},
 		}
 		c.cfgs = append(c.cfgs, cfg)
-		cfg.RaftListener, cfg.APIListener = rls[i], als[i]
+		cfg.RaftListener = rls[i]
 		cfg.Registry = prometheus.NewRegistry()
-		n, err := logstore.NewNode(cfg)
+		st, err := serve.StartStore(cfg, als[i], "", cfg.Logger, e2eServerOptions()...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.nodes = append(c.nodes, n)
+		c.nodes, c.stores = append(c.nodes, st.Node), append(c.stores, st)
 		c.regs = append(c.regs, cfg.Registry)
 	}
 	t.Cleanup(func() {
-		for _, n := range c.nodes {
+		for i, n := range c.nodes {
 			if n != nil {
-				_ = n.Close()
+				_ = c.stores[i].Close()
 			}
 		}
 	})
-	waitFor(t, "a LogStore leader", func() bool { return c.leader() >= 0 })
+	testwait.For(t, testwait.Max, "a LogStore leader", func() bool { return c.leader() >= 0 })
 	return c
 }
 
@@ -92,7 +95,7 @@ func (c *lsCluster) addrs() []string {
 // stream, when no recovery runs), or -1.
 func (c *lsCluster) mainStreamNode() int {
 	for i, n := range c.nodes {
-		if n != nil && metricValue(c.t, c.regs[i], "logstore_read_streams", nil) == 1 {
+		if n != nil && testmetric.Value(c.t, c.regs[i], "logstore_read_streams", nil) == 1 {
 			return i
 		}
 	}
@@ -100,22 +103,28 @@ func (c *lsCluster) mainStreamNode() int {
 }
 
 func (c *lsCluster) stop(i int) {
-	if err := c.nodes[i].Close(); err != nil {
+	if err := c.stores[i].Close(); err != nil {
 		c.t.Fatal(err)
 	}
-	c.nodes[i] = nil
+	c.nodes[i], c.stores[i] = nil, nil
+}
+
+// e2eServerOptions are the LogStore API server's options: the LogPlayer's
+// keepalive pings allowed.
+func e2eServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(ServerKeepalive)}
 }
 
 func (c *lsCluster) restart(i int) {
 	c.t.Helper()
-	waitFor(c.t, fmt.Sprintf("node %d to restart", i), func() bool {
+	testwait.For(c.t, testwait.Max, fmt.Sprintf("node %d to restart", i), func() bool {
 		cfg := c.cfgs[i]
 		cfg.Registry = prometheus.NewRegistry()
-		n, err := logstore.NewNode(cfg)
+		st, err := serve.StartStore(cfg, nil, "", cfg.Logger, e2eServerOptions()...)
 		if err != nil {
 			return false // the old listeners' ports may linger a moment
 		}
-		c.nodes[i], c.regs[i] = n, cfg.Registry
+		c.nodes[i], c.stores[i], c.regs[i] = st.Node, st, cfg.Registry
 		return true
 	})
 }
@@ -183,7 +192,7 @@ func (p *producer) count() int { p.mu.Lock(); defer p.mu.Unlock(); return p.n }
 func (p *producer) waitMore(t testing.TB, n int) {
 	t.Helper()
 	target := p.count() + n
-	waitFor(t, fmt.Sprintf("%d more appends", n), func() bool { return p.count() >= target })
+	testwait.For(t, testwait.Max, fmt.Sprintf("%d more appends", n), func() bool { return p.count() >= target })
 }
 
 func (p *producer) halt() { close(p.stop); p.wg.Wait() }
@@ -224,7 +233,7 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	// The LogStore node serving the main stream stops, and comes back.
 	var node int
-	waitFor(t, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
+	testwait.For(t, testwait.Max, "the main stream's node", func() bool { node = ls.mainStreamNode(); return node >= 0 })
 	ls.stop(node)
 	prod.waitMore(t, 60)
 	ls.restart(node)
@@ -238,7 +247,7 @@ func TestEndToEndRealLogStore(t *testing.T) {
 
 	head := ls.head()
 	for _, tt := range targets {
-		waitFor(t, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
 	}
 	if pr2.p.Epoch() <= pr.p.Epoch() {
 		t.Errorf("epochs %d then %d", pr.p.Epoch(), pr2.p.Epoch())

@@ -20,13 +20,13 @@ import (
 
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/fetcher/fetchertest"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
-
-var waitFor = targettest.WaitFor
 
 func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
@@ -76,7 +76,7 @@ type testTarget struct {
 	topics []string
 	addr   string
 	dir    string               // shard: bbolt directory
-	skip   []uint64             // shard: target.Config.SkipLSNs
+	skip   []types.LSN          // shard: target.Config.SkipLSNs
 	store  target.Store         // non-shard target: survives restarts
 	mem    *targettest.MemStore // recording target (also store)
 
@@ -127,14 +127,14 @@ func (tt *testTarget) start() {
 	tt.reg = prometheus.NewRegistry()
 	gs := grpc.NewServer(append(target.ServerOptions(), grpc.KeepaliveEnforcementPolicy(ServerKeepalive))...)
 	if tt.dir != "" {
-		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: tt.id, Topics: tt.topics, SkipLSNs: tt.skip, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
+		sh, err := shard.Open(shard.Config{Dir: tt.dir, ID: types.TargetID(tt.id), Topics: tt.topics, SkipLSNs: tt.skip, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tt.t.Fatal(err)
 		}
 		sh.Register(gs)
 		tt.sh = sh
 	} else {
-		srv, err := target.NewServer(target.Config{TargetID: tt.id, Store: tt.store, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
+		srv, err := target.NewServer(target.Config{TargetID: types.TargetID(tt.id), Store: tt.store, Topics: tt.topics, Registerer: tt.reg, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			tt.t.Fatal(err)
 		}
@@ -142,18 +142,11 @@ func (tt *testTarget) start() {
 		tt.srv = srv
 	}
 	var lis net.Listener
-	var err error
-	deadline := time.Now().Add(targettest.WaitMax)
-	for {
-		// The old incarnation's port may linger briefly after a stop.
-		if lis, err = net.Listen("tcp", tt.addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err != nil {
-		tt.t.Fatal(err)
-	}
+	// The old incarnation's port may linger briefly after a stop.
+	testwait.ForErr(tt.t, testwait.Max, "listening on "+tt.addr, func() (err error) {
+		lis, err = net.Listen("tcp", tt.addr)
+		return err
+	})
 	tt.addr = lis.Addr().String()
 	tt.gs = gs
 	go func() { _ = gs.Serve(lis) }()
@@ -194,10 +187,10 @@ func (tt *testTarget) applied() uint64 {
 	defer tt.mu.Unlock()
 	switch {
 	case tt.sh != nil:
-		return tt.sh.AppliedLSN()
+		return uint64(tt.sh.AppliedLSN())
 	case tt.store != nil:
 		st, _ := tt.store.State()
-		return st.AppliedLSN
+		return uint64(st.AppliedLSN)
 	}
 	return 0
 }
@@ -259,39 +252,6 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// metricValue returns the value of the series name{labels} in reg (summed
-// over other labels), or 0.
-func metricValue(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				if label(m, k) != v {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
-}
-
 // shardsAndRecorder starts shard-0, shard-1 and shard-2 (each owning its
 // topic) and a recording target "rec" subscribed to recTopics.
 func shardsAndRecorder(t testing.TB, recTopics ...string) []*testTarget {
@@ -338,7 +298,7 @@ func (tt *testTarget) checkShard(t testing.TB, log []*logstorepb.Transaction) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.AppliedLSN != uint64(len(log)) {
+	if st.AppliedLSN != types.LSN(len(log)) {
 		t.Errorf("shard %s: applied %d, log head %d", tt.id, st.AppliedLSN, len(log))
 	}
 	if fmt.Sprint(st.Topics) != fmt.Sprint(offsets) {
@@ -484,6 +444,13 @@ func startPlayer(t testing.TB, store *fakeStore, targets []*testTarget, tweak fu
 	r := &playerRun{p: p, reg: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
+	// AddTarget and the admin calls answer ErrNotRunning until Run marked
+	// the Player started: wait for that, so a test can call them at once.
+	testwait.For(t, testwait.Max, "Run to start", func() bool {
+		p.admin.Lock()
+		defer p.admin.Unlock()
+		return p.admin.started
+	})
 	return r
 }
 
@@ -506,7 +473,7 @@ func waitApplied(t testing.TB, store *fakeStore, targets ...*testTarget) {
 	t.Helper()
 	head := store.Head()
 	for _, tt := range targets {
-		waitFor(t, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
 	}
 }
 

@@ -13,12 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
-	"github.com/logplayer/logplayer/target/targettest"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 var memoryMB = flag.Int("memory-mb", 0, "MB of log traffic in TestMemoryBounded (default 100, 8 under -race; 1024 for the 1 GB run)")
@@ -90,7 +91,7 @@ type digestStore struct {
 }
 
 func newDigestStore(topics ...string) *digestStore {
-	return &digestStore{topics: topics, h: sha256.New(), st: target.State{Topics: map[string]uint64{}}}
+	return &digestStore{topics: topics, h: sha256.New(), st: target.State{Topics: map[string]types.Offset{}}}
 }
 
 func (d *digestStore) State() (target.State, error) {
@@ -112,7 +113,7 @@ func (d *digestStore) Apply(ds []*targetpb.Delivery, next target.State) error {
 func (d *digestStore) digest() (uint64, string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.st.AppliedLSN, fmt.Sprintf("%x", d.h.Sum(nil))
+	return uint64(d.st.AppliedLSN), fmt.Sprintf("%x", d.h.Sum(nil))
 }
 
 // heapSampler records the peak HeapInuse while it runs.
@@ -176,7 +177,7 @@ func TestMemoryBounded(t *testing.T) {
 	// Waits scale with the traffic: at least 1 MB/s even under -race.
 	waitLong := func(what string, cond func() bool) {
 		t.Helper()
-		logstoretest.WaitFor(t, targettest.WaitMax+time.Duration(trafficMB)*time.Second, what, cond)
+		testwait.For(t, testwait.Max+time.Duration(trafficMB)*time.Second, what, cond)
 	}
 	store := newFakeStore(t)
 	store.Generate(genTxn)
@@ -211,7 +212,7 @@ func TestMemoryBounded(t *testing.T) {
 		waitLong(fmt.Sprintf("%s to apply %d", targets[i].id, n), func() bool { lsn, _ := stores[i].digest(); return lsn >= n })
 	}
 	peakLive := heap.halt()
-	waitFor(t, "the live targets' acks reported", func() bool {
+	testwait.For(t, testwait.Max, "the live targets' acks reported", func() bool {
 		c := store.Consumers()
 		return c[ConsumerName("m0")] == n && c[ConsumerName("m1")] == n
 	})
@@ -234,7 +235,7 @@ func TestMemoryBounded(t *testing.T) {
 		}
 		targets[i].checkNoBadRefusals(t)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": down.id}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": down.id}); got < 1 {
 		t.Errorf("the returning target recovered %v times", got)
 	}
 	mb := func(b uint64) float64 { return float64(b) / (1 << 20) }

@@ -109,7 +109,7 @@ var (
 	descState = prometheus.NewDesc("logplayer_target_state",
 		"Target queue state: 0 N (normal), 1 RF (recovery fetching), 2 FC (fetching completed), 3 S (suspended).",
 		[]string{"target"}, nil)
-	descTerm      = prometheus.NewDesc("logplayer_target_term", "Target term (bumped at each return).", []string{"target"}, nil)
+	descTerm      = prometheus.NewDesc("logplayer_target_term", "Target term: the dispatcher's per-target generation, bumped at each return.", []string{"target"}, nil)
 	descConnected = prometheus.NewDesc("logplayer_target_connected", "1 when a Deliver stream to the target is up.", []string{"target"}, nil)
 	descBlocked   = prometheus.NewDesc("logplayer_target_blocked",
 		"1 when the target refused permanently or needs data below retention: an operator must act.", []string{"target"}, nil)
@@ -123,9 +123,10 @@ var (
 	descLagEntries    = prometheus.NewDesc("logplayer_target_lag_entries", "LSNs dispatched and not yet acked by the target.", []string{"target"}, nil)
 	descLagSeconds    = prometheus.NewDesc("logplayer_target_lag_seconds",
 		"Log time between the newest dispatched transaction and the newest the target acked.", []string{"target"}, nil)
-	descReturns    = prometheus.NewDesc("logplayer_target_returns_total", "Handshakes that (re)started delivery (term bumps).", []string{"target"}, nil)
-	descSuspends   = prometheus.NewDesc("logplayer_target_suspends_total", "Times the target was suspended (stream lost or too slow).", []string{"target"}, nil)
-	descOverflows  = prometheus.NewDesc("logplayer_target_slow_total", "Suspensions because the target's queue overflowed.", []string{"target"}, nil)
+	descReturns      = prometheus.NewDesc("logplayer_target_returns_total", "Handshakes that (re)started delivery (term bumps).", []string{"target"}, nil)
+	descSuspends     = prometheus.NewDesc("logplayer_target_suspends_total", "Times the target was suspended (stream lost or too slow).", []string{"target"}, nil)
+	descSlowSuspends = prometheus.NewDesc("logplayer_target_slow_suspends_total",
+		"Slow suspensions: the target's normal queue was full, so it was suspended to recover from the LogStore.", []string{"target"}, nil)
 	descStaleDrops = prometheus.NewDesc("logplayer_target_stale_term_drops_total",
 		"Pushes and completions refused because their term was stale.", []string{"target"}, nil)
 	descProgress = prometheus.NewDesc("logplayer_target_progress_entries_total", "Progress markers sent to the idle target.", []string{"target"}, nil)
@@ -134,7 +135,7 @@ var (
 
 var stateDescs = []*prometheus.Desc{descState, descTerm, descConnected, descBlocked, descDepth, descDepthBytes,
 	descInflight, descInflightBytes, descLastAck, descLagEntries, descLagSeconds, descReturns, descSuspends,
-	descOverflows, descStaleDrops, descProgress, descCurrent}
+	descSlowSuspends, descStaleDrops, descProgress, descCurrent}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range stateDescs {
@@ -169,7 +170,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		g(descLagSeconds, s.LagSeconds)
 		ctr(descReturns, s.Returns)
 		ctr(descSuspends, s.Suspends)
-		ctr(descOverflows, s.Overflows)
+		ctr(descSlowSuspends, s.SlowSuspends)
 		ctr(descStaleDrops, s.StaleDrops)
 		ctr(descProgress, s.ProgressMarkers)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Errors of the Player.
@@ -64,9 +65,9 @@ type Player struct {
 	}
 	fail func(error) // ends Run with an error (set by Run)
 
-	terms struct { // Hello terms per target id, never reset in one epoch
+	sessions struct { // last Hello session per target id, never reset in one epoch
 		sync.Mutex
-		last map[string]uint64
+		last map[string]types.Session
 	}
 
 	mainLogTime atomic.Int64 // log time of the last transaction dispatched
@@ -80,7 +81,7 @@ func New(cfg Config) (*Player, error) {
 		return nil, err
 	}
 	p := &Player{cfg: cfg, log: cfg.Logger.With("player", cfg.PlayerID), ready: make(chan struct{})}
-	p.terms.last = map[string]uint64{}
+	p.sessions.last = map[string]types.Session{}
 	empty := map[string]*runner{}
 	p.runners.Store(&empty)
 	p.fail = func(error) {}
@@ -143,15 +144,17 @@ func (p *Player) Close() {
 }
 
 // Epoch returns this instance's epoch (0 before Run obtained it).
-func (p *Player) Epoch() uint64 { return p.epoch.Load() }
+func (p *Player) Epoch() types.Epoch { return types.Epoch(p.epoch.Load()) }
 
 func (p *Player) dispatcher() *dispatcher.Dispatcher { return p.d.Load() }
 
-func (p *Player) nextHelloTerm(id string) uint64 {
-	p.terms.Lock()
-	defer p.terms.Unlock()
-	p.terms.last[id]++
-	return p.terms.last[id]
+// nextSession returns the session number of the next Hello to target id:
+// one more than the last, never reset in this epoch (types.Session).
+func (p *Player) nextSession(id string) types.Session {
+	p.sessions.Lock()
+	defer p.sessions.Unlock()
+	p.sessions.last[id]++
+	return p.sessions.last[id]
 }
 
 // Run takes a new epoch from the LogStore, handshakes with every configured
@@ -209,7 +212,7 @@ func (p *Player) Run(ctx context.Context) error {
 		defer bg.Done()
 		p.reporter(ctx)
 	}()
-	err = p.fetch.Follow(ctx, start+1, p.dispatch)
+	err = p.fetch.Follow(ctx, uint64(start+1), p.dispatch)
 	return p.ended(ctx, err)
 }
 
@@ -228,7 +231,7 @@ func (p *Player) ended(ctx context.Context, err error) error {
 // startHandshakes starts a runner per configured target, waits for their
 // handshakes (at most HandshakeTimeout), creates the dispatcher at the
 // start LSN and releases the runners. It returns the start LSN.
-func (p *Player) startHandshakes(ctx context.Context) (uint64, error) {
+func (p *Player) startHandshakes(ctx context.Context) (types.LSN, error) {
 	hs := make(chan handshake, len(p.cfg.Targets)) // each runner sends at most one
 	p.admin.Lock()
 	for _, tc := range p.cfg.Targets {
@@ -239,7 +242,7 @@ func (p *Player) startHandshakes(ctx context.Context) (uint64, error) {
 	}
 	p.admin.Unlock()
 
-	applied := map[string]uint64{}
+	applied := map[string]types.LSN{}
 	timer := time.NewTimer(p.cfg.HandshakeTimeout)
 	defer timer.Stop()
 wait:
@@ -257,11 +260,11 @@ wait:
 	if err != nil {
 		return 0, fmt.Errorf("logplayer: LogStore status: %w", err)
 	}
-	start := st.HeadLsn
+	start := types.LSN(st.HeadLsn)
 	if len(applied) > 0 {
 		start = slices.Min(slices.Collect(maps.Values(applied)))
 	}
-	if oldest := st.FirstLsn; oldest > 0 && start+1 < oldest {
+	if oldest := types.LSN(st.FirstLsn); oldest > 0 && start+1 < oldest {
 		// The main stream cannot start below retention; the targets that
 		// need older LSNs fail their recovery loudly instead.
 		p.log.Error("targets are behind the LogStore's retention: starting the main stream at the oldest retained LSN",
@@ -371,7 +374,7 @@ func (p *Player) reporter(ctx context.Context) {
 	}
 	t := time.NewTicker(p.cfg.ReportInterval)
 	defer t.Stop()
-	reported := map[string]uint64{}
+	reported := map[string]types.LSN{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -408,7 +411,7 @@ func (p *Player) progress() {
 
 // report sends each handshaken target's acked LSN to the LogStore when it
 // changed since the last report (the retention floor).
-func (p *Player) report(ctx context.Context, reported map[string]uint64) {
+func (p *Player) report(ctx context.Context, reported map[string]types.LSN) {
 	d := p.d.Load()
 	rs := *p.runners.Load()
 	for id := range reported {
@@ -428,7 +431,7 @@ func (p *Player) report(ctx context.Context, reported map[string]uint64) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), st.LastAck, false)
+		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), uint64(st.LastAck), false)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {

@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Three shards and a recording target get exactly their topics' slices, in
@@ -28,7 +31,7 @@ func TestDeliversToSubscribers(t *testing.T) {
 		store.Append(w.next()...)
 	}
 	waitApplied(t, store, targets...)
-	waitFor(t, "consumers reported", func() bool {
+	testwait.For(t, testwait.Max, "consumers reported", func() bool {
 		c := store.Consumers()
 		for _, tt := range targets {
 			if c[ConsumerName(tt.id)] != store.Head() {
@@ -40,7 +43,7 @@ func TestDeliversToSubscribers(t *testing.T) {
 	if pr.p.Epoch() != 1 {
 		t.Errorf("epoch %d, want 1", pr.p.Epoch())
 	}
-	if got := metricValue(t, pr.reg, "logplayer_delivery_duration_seconds", map[string]string{"target": "rec"}); got == 0 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_delivery_duration_seconds", map[string]string{"target": "rec"}); got == 0 {
 		t.Error("no delivery durations observed for rec")
 	}
 	head := float64(store.Head())
@@ -53,14 +56,14 @@ func TestDeliversToSubscribers(t *testing.T) {
 		"logplayer_target_lag_seconds":    0,
 		"logplayer_target_suspends_total": 0,
 	} {
-		if got := metricValue(t, pr.reg, name, map[string]string{"target": "shard-1"}); got != want {
+		if got := testmetric.Value(t, pr.reg, name, map[string]string{"target": "shard-1"}); got != want {
 			t.Errorf("%s{target=shard-1} = %v, want %v", name, got, want)
 		}
 	}
-	if got := metricValue(t, pr.reg, "logplayer_current_lsn", nil); got != head {
+	if got := testmetric.Value(t, pr.reg, "logplayer_current_lsn", nil); got != head {
 		t.Errorf("current lsn %v, want %v", got, head)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_epoch", nil); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_epoch", nil); got != 1 {
 		t.Errorf("epoch gauge %v", got)
 	}
 	pr.stop(t)
@@ -91,12 +94,12 @@ func TestFaultsUnderLoad(t *testing.T) {
 	s1.start()
 	load(100)
 	waitApplied(t, store, targets...)
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": "shard-1"}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_starts_total", map[string]string{"target": "shard-1"}); got < 1 {
 		t.Errorf("shard-1 recoveries = %v, want >= 1", got)
 	}
 
 	// The LogStore node serving the main stream stops.
-	waitFor(t, "a node serving the main stream", func() bool { return store.serving() != nil })
+	testwait.For(t, testwait.Max, "a node serving the main stream", func() bool { return store.serving() != nil })
 	store.serving().Stop()
 	load(200)
 	waitApplied(t, store, targets...)
@@ -165,12 +168,18 @@ func TestSlowTargetRecovers(t *testing.T) {
 		c.WindowBatches = 2
 		c.MaxBatchCount = 4
 	})
+	// Both targets in N before the burst: a target still returning would
+	// take it through its catchup queue, which waits and never suspends.
+	testwait.For(t, testwait.Max, "both targets delivering", func() bool {
+		ts := pr.p.Targets()
+		return len(ts) == 2 && ts[0].State == "N" && ts[1].State == "N"
+	})
 	for i := range 300 {
 		store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte{byte(i)}}}})
 	}
 	waitApplied(t, store, fast)
-	waitFor(t, "slow target suspended", func() bool {
-		return metricValue(t, pr.reg, "logplayer_target_slow_total", map[string]string{"target": "slow"}) >= 1
+	testwait.For(t, testwait.Max, "slow target suspended", func() bool {
+		return testmetric.Value(t, pr.reg, "logplayer_target_slow_suspends_total", map[string]string{"target": "slow"}) >= 1
 	})
 	once.Do(func() { close(release) })
 	waitApplied(t, store, slow)
@@ -189,7 +198,7 @@ func TestProgressMarkers(t *testing.T) {
 		store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte("x")}}})
 	}
 	waitApplied(t, store, busy, idle)
-	if got := metricValue(t, pr.reg, "logplayer_target_progress_entries_total", map[string]string{"target": "idle"}); got < 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_progress_entries_total", map[string]string{"target": "idle"}); got < 1 {
 		t.Errorf("progress entries = %v", got)
 	}
 	if n := len(idle.mem.Applied()); n == 0 {
@@ -218,14 +227,14 @@ func TestAddRemoveTargets(t *testing.T) {
 		t.Fatalf("bad address: %v", err)
 	}
 	waitApplied(t, store, a, b)
-	waitFor(t, "b reported", func() bool { return store.Consumers()[ConsumerName("b")] == store.Head() })
+	testwait.For(t, testwait.Max, "b reported", func() bool { return store.Consumers()[ConsumerName("b")] == store.Head() })
 	if err := pr.p.RemoveTarget(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
 	if err := pr.p.RemoveTarget(context.Background(), "a"); !errors.Is(err, ErrUnknownTarget) {
 		t.Fatalf("second remove: %v", err)
 	}
-	waitFor(t, "the removed target to leave the retention floor", func() bool {
+	testwait.For(t, testwait.Max, "the removed target to leave the retention floor", func() bool {
 		_, ok := store.Consumers()[ConsumerName("a")]
 		return !ok
 	})
@@ -263,14 +272,14 @@ func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
 		store.Append(w.next()...)
 	}
 	waitApplied(t, store, good)
-	waitFor(t, "the shard blocked", func() bool {
+	testwait.For(t, testwait.Max, "the shard blocked", func() bool {
 		ts := pr.p.Targets()
 		return len(ts) == 2 && ts[1].ID == "shard-0" && ts[1].Blocked && !ts[1].Connected
 	})
 	if got := bad.applied(); got != badLSN-1 {
 		t.Errorf("shard applied %d, want %d (just below the refused LSN)", got, badLSN-1)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_refusals_total", map[string]string{"target": "shard-0", "code": "APPLY_REJECTED"}); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_refusals_total", map[string]string{"target": "shard-0", "code": "APPLY_REJECTED"}); got != 1 {
 		t.Errorf("APPLY_REJECTED refusals = %v, want 1", got)
 	}
 	for range 50 { // traffic flows on; the blocked shard is not hammered
@@ -283,7 +292,7 @@ func TestPermanentRefusalBlocksOnlyThatTarget(t *testing.T) {
 
 	// The operator restarts the shard skipping the LSN and resumes it.
 	bad.stop()
-	bad.skip = []uint64{badLSN}
+	bad.skip = []types.LSN{types.LSN(badLSN)}
 	bad.start()
 	ctx := context.Background()
 	if err := pr.p.RemoveTarget(ctx, "shard-0"); err != nil {
@@ -319,14 +328,14 @@ func TestRecoveryBelowRetention(t *testing.T) {
 	waitApplied(t, store, other)
 	store.Truncate(40) // retention forced past the lost target's position
 	lost.start()
-	waitFor(t, "the lost target blocked", func() bool {
+	testwait.For(t, testwait.Max, "the lost target blocked", func() bool {
 		ts := pr.p.Targets()
 		return ts[0].ID == "lost" && ts[0].Blocked && strings.Contains(ts[0].LastError, "retention")
 	})
-	if got := metricValue(t, pr.reg, "logplayer_target_recovery_errors_total", map[string]string{"target": "lost", "reason": "below_retention"}); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_recovery_errors_total", map[string]string{"target": "lost", "reason": "below_retention"}); got != 1 {
 		t.Errorf("below_retention recovery errors = %v", got)
 	}
-	if got := metricValue(t, pr.reg, "logplayer_target_blocked", map[string]string{"target": "lost"}); got != 1 {
+	if got := testmetric.Value(t, pr.reg, "logplayer_target_blocked", map[string]string{"target": "lost"}); got != 1 {
 		t.Errorf("blocked gauge = %v", got)
 	}
 	for range 10 {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // TargetStatus is one target's delivery state (admin ListTargets, metrics).
@@ -13,7 +14,7 @@ type TargetStatus struct {
 	// State is the target queue's state: N, RF, FC or S ("" before the
 	// start handshake ended).
 	State     string
-	Term      uint64
+	Term      types.Term
 	Connected bool
 	// Blocked: the last stream ended with a permanent refusal (or a recovery
 	// below retention); the LogPlayer retries only every PermanentRetry.
@@ -21,8 +22,8 @@ type TargetStatus struct {
 	LastError   string
 	Incarnation string
 	// LastAck is the target's durable applied LSN as last acked.
-	LastAck    uint64
-	CurrentLSN uint64
+	LastAck    types.LSN
+	CurrentLSN types.LSN
 	LagEntries uint64
 	// LagSeconds is the log time between the newest dispatched transaction
 	// and the newest one the target acked; for a target that acked nothing
@@ -33,7 +34,7 @@ type TargetStatus struct {
 	InFlightBatches           int
 	InFlightBytes             int64
 	// Counters since the target was added to this LogPlayer.
-	Returns, Suspends, Overflows, StaleDrops, ProgressMarkers uint64
+	Returns, Suspends, SlowSuspends, StaleDrops, ProgressMarkers uint64
 }
 
 // Targets returns the status of every target, sorted by id.
@@ -58,7 +59,7 @@ func (p *Player) Targets() []TargetStatus {
 				s.fill(st.State, st.Term, st.LastAck, st.CurrentLSN)
 				s.NormalDepth, s.CatchupDepth = st.NormalLen, st.CatchupLen
 				s.NormalBytes, s.CatchupBytes = st.NormalBytes, st.CatchupBytes
-				s.Returns, s.Suspends, s.Overflows = st.Recoveries, st.Suspends, st.Overflows
+				s.Returns, s.Suspends, s.SlowSuspends = st.Returns, st.Suspends, st.SlowSuspends
 				s.StaleDrops, s.ProgressMarkers = st.StaleDrops, st.ProgressMarkers
 			}
 		}
@@ -75,16 +76,16 @@ func (p *Player) Targets() []TargetStatus {
 	return out
 }
 
-func (s *TargetStatus) fill(state targetqueue.State, term, lastAck, current uint64) {
+func (s *TargetStatus) fill(state targetqueue.State, term types.Term, lastAck, current types.LSN) {
 	s.State, s.Term, s.LastAck, s.CurrentLSN = state.String(), term, lastAck, current
 	if current > lastAck {
-		s.LagEntries = current - lastAck
+		s.LagEntries = uint64(current - lastAck)
 	}
 }
 
 // CurrentLSN returns the LSN of the last transaction the main stream
 // dispatched (0 before the start handshake ended).
-func (p *Player) CurrentLSN() uint64 {
+func (p *Player) CurrentLSN() types.LSN {
 	if d := p.d.Load(); d != nil {
 		return d.CurrentLSN()
 	}

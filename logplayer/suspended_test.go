@@ -3,6 +3,7 @@ package logplayer
 import (
 	"testing"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/targetqueue"
 )
@@ -22,7 +23,7 @@ func TestSuspendedWithoutKickRecovers(t *testing.T) {
 	store.Append(&logstorepb.Slice{Topic: "a", Messages: []*logstorepb.Message{{Value: []byte("x")}}})
 	waitApplied(t, store, tgt)
 	d := pr.p.dispatcher()
-	waitFor(t, "target in N", func() bool {
+	testwait.For(t, testwait.Max, "target in N", func() bool {
 		st, _ := d.Stats("t")
 		return st.State == targetqueue.Normal
 	})

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -20,7 +21,7 @@ type pending struct {
 	size int
 	// done has capacity 1 so the completer never blocks on a requester
 	// that stopped waiting.
-	done chan cmdResult
+	done chan fsm.Result
 }
 
 // applier is the part of *raft.Raft the aggregator uses (a fake in tests).
@@ -205,7 +206,7 @@ func (a *aggregator) submit(ctx context.Context, cmd *logstorepb.Command, size i
 // enqueue queues cmd without waiting: a full intake is ErrQueueFull at
 // once. Requests enqueued by one goroutine reach the intake in that order.
 func (a *aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error) {
-	p := &pending{cmd: cmd, size: size, done: make(chan cmdResult, 1)}
+	p := &pending{cmd: cmd, size: size, done: make(chan fsm.Result, 1)}
 	select {
 	case <-a.stop:
 		return nil, apierr.ErrShuttingDown
@@ -224,13 +225,13 @@ func (a *aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error
 func (a *aggregator) wait(ctx context.Context, p *pending) (proto.Message, error) {
 	select {
 	case r := <-p.done:
-		return r.resp, r.err
+		return r.Resp, r.Err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-a.dead:
 		select {
 		case r := <-p.done:
-			return r.resp, r.err
+			return r.Resp, r.Err
 		default:
 			return nil, apierr.ErrShuttingDown
 		}
@@ -346,7 +347,7 @@ func (a *aggregator) run() {
 			holdC = nil
 		case <-a.stop:
 			for _, p := range b.batch {
-				p.done <- cmdResult{err: apierr.ErrShuttingDown}
+				p.done <- fsm.Result{Err: apierr.ErrShuttingDown}
 			}
 			return
 		}
@@ -377,14 +378,14 @@ func (a *aggregator) complete() {
 			a.freed <- resolution{} // refused requests are not expected back soon
 			err = raftErr(err)
 			for _, p := range ie.batch {
-				p.done <- cmdResult{err: err}
+				p.done <- fsm.Result{Err: err}
 			}
 			continue
 		}
 		commit := time.Since(ie.start)
 		a.freed <- resolution{cmds: len(ie.batch), commit: commit}
 		a.metrics.commitDuration.Observe(commit.Seconds())
-		res, ok := ie.future.Response().([]cmdResult)
+		res, ok := ie.future.Response().([]fsm.Result)
 		if !ok || len(res) != len(ie.batch) {
 			panic("logstore: apply result does not match the entry's commands")
 		}
@@ -435,7 +436,7 @@ func (a *aggregator) drain() {
 	for {
 		select {
 		case p := <-a.intake:
-			p.done <- cmdResult{err: apierr.ErrShuttingDown}
+			p.done <- fsm.Result{Err: apierr.ErrShuttingDown}
 		default:
 			return
 		}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -28,7 +30,7 @@ type fakeFuture struct {
 	entry *logstorepb.Entry
 	done  chan struct{}
 	once  sync.Once
-	resp  []cmdResult
+	resp  []fsm.Result
 }
 
 func holdFor(d time.Duration) func(*convoy) time.Duration {
@@ -54,7 +56,7 @@ func (f *fakeFuture) Response() any { <-f.done; return f.resp }
 func (f *fakeFuture) resolve() {
 	f.once.Do(func() {
 		for i := range f.entry.Commands {
-			f.resp = append(f.resp, cmdResult{resp: &logstorepb.AppendResponse{Lsn: uint64(i + 1)}})
+			f.resp = append(f.resp, fsm.Result{Resp: &logstorepb.AppendResponse{Lsn: uint64(i + 1)}})
 		}
 		close(f.done)
 	})
@@ -146,18 +148,6 @@ func ids(f *fakeFuture) []string {
 	return out
 }
 
-// waitFor polls cond every few milliseconds until it holds or 30s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // A lone request goes out at once, with nothing in flight, even when the
 // hold window is an hour: a serial client never waits for a linger.
 func TestAggregatorSerialNeverHolds(t *testing.T) {
@@ -190,7 +180,7 @@ func TestAggregatorConvoyMerges(t *testing.T) {
 	for _, id := range []string{"b", "c", "d"} {
 		res = append(res, submitAsync(a, id))
 	}
-	waitFor(t, "b, c and d taken into the batch", func() bool { return intakeTaken(a, 4) })
+	testwait.For(t, testwait.Max, "b, c and d taken into the batch", func() bool { return intakeTaken(a, 4) })
 	e1.resolve()
 	if s := wait(t, resA); s.err != nil {
 		t.Fatal(s.err)
@@ -262,7 +252,7 @@ func TestAggregatorHoldExpires(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		res = append(res, submitAsync(a, id))
 	}
-	waitFor(t, "three requests taken", func() bool { return intakeTaken(a, 3) })
+	testwait.For(t, testwait.Max, "three requests taken", func() bool { return intakeTaken(a, 3) })
 	e1 := r.next(t) // a alone, or more: whatever was there when it went
 	var all []string
 	all = append(all, ids(e1)...)
@@ -300,7 +290,7 @@ func TestAggregatorPipelines(t *testing.T) {
 	}
 	// Two in flight: d and e wait for a resolution even as a full pipeline batch.
 	res = append(res, submitAsync(a, "d"), submitAsync(a, "e"))
-	waitFor(t, "d and e taken", func() bool { return intakeTaken(a, 5) })
+	testwait.For(t, testwait.Max, "d and e taken", func() bool { return intakeTaken(a, 5) })
 	e1.resolve()
 	e3 := r.next(t)
 	if got := ids(e3); len(got) != 2 {
@@ -325,9 +315,9 @@ func TestAggregatorQueueFull(t *testing.T) {
 	res := []<-chan submitted{submitAsync(a, "a")}
 	e1 := r.next(t)
 	res = append(res, submitAsync(a, "b")) // the batch (full: one command)
-	waitFor(t, "b taken into the batch", func() bool { return intakeTaken(a, 2) })
+	testwait.For(t, testwait.Max, "b taken into the batch", func() bool { return intakeTaken(a, 2) })
 	res = append(res, submitAsync(a, "c")) // intake's one slot
-	waitFor(t, "c queued", func() bool { return len(a.intake) == 1 })
+	testwait.For(t, testwait.Max, "c queued", func() bool { return len(a.intake) == 1 })
 	if s := wait(t, submitAsync(a, "d")); !errors.Is(s.err, apierr.ErrQueueFull) {
 		t.Fatalf("d: %v, want ErrQueueFull", s.err)
 	}

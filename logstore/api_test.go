@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -135,7 +136,7 @@ func TestFollowerAnswersNotLeaderWithAddress(t *testing.T) {
 			continue
 		}
 		var err error
-		waitFor(t, 30*time.Second, "follower knows the leader's address", func() bool {
+		testwait.For(t, 30*time.Second, "follower knows the leader's address", func() bool {
 			_, err = rawConn(t, n.APIAddr()).Append(ctxT(t, 10*time.Second), txnReq("x", "a"))
 			return apierr.Detail(err).GetLeaderAddress() != ""
 		})
@@ -243,7 +244,7 @@ func TestOffsetsCommitAndFetch(t *testing.T) {
 	}
 	head := c.waitLeader().HeadLSN()
 	for _, n := range c.Nodes {
-		waitFor(t, 30*time.Second, "every node applied the delete", func() bool { return logstore.GroupOffsetRowsForTest(n) == 0 })
+		testwait.For(t, 30*time.Second, "every node applied the delete", func() bool { return logstore.GroupOffsetRowsForTest(n) == 0 })
 		if n.HeadLSN() != head {
 			t.Fatalf("node %s head %d, leader %d: DeleteGroup wrote a transaction", n.ID(), n.HeadLSN(), head)
 		}
@@ -351,7 +352,7 @@ func TestAtomicVisibility(t *testing.T) {
 	}
 	wwg.Wait()
 	for i := range c.Nodes {
-		waitFor(t, 60*time.Second, "readers reach the end", func() bool { return seen[i].Load() >= 320 })
+		testwait.For(t, 60*time.Second, "readers reach the end", func() bool { return seen[i].Load() >= 320 })
 	}
 	cancel()
 	wg.Wait()
@@ -375,11 +376,11 @@ func TestReadBelowRetentionAndBeyondHead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 60*time.Second, "retention deletes the oldest segments", func() bool {
+	testwait.For(t, 60*time.Second, "retention deletes the oldest segments", func() bool {
 		_, err := n.RunRetention()
 		return err == nil && n.SegmentLog().FirstLSN() > 1
 	})
-	first := n.SegmentLog().FirstLSN()
+	first := uint64(n.SegmentLog().FirstLSN())
 	st, err := rawConn(t, n.APIAddr()).Read(ctx, &logstorepb.ReadRequest{FromLsn: 1})
 	if err == nil {
 		_, err = st.Recv()

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -94,7 +95,7 @@ func TestAppendBatchRefusedWhole(t *testing.T) {
 			continue
 		}
 		var err error
-		waitFor(t, 30*time.Second, "follower knows the leader's address", func() bool {
+		testwait.For(t, 30*time.Second, "follower knows the leader's address", func() bool {
 			_, err = rawConn(t, n.APIAddr()).AppendBatch(ctx, &logstorepb.AppendBatchRequest{Requests: []*logstorepb.AppendRequest{txnReq("x", "a")}})
 			return apierr.Detail(err).GetLeaderAddress() != ""
 		})

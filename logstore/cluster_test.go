@@ -13,13 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
-
-var waitFor = logstoretest.WaitFor
 
 // testCluster is N in-process nodes (logstoretest.Cluster with short
 // names); nodes and cfgs share the Cluster's slices.
@@ -35,9 +36,9 @@ func testConfig(id, dir string) logstore.Config { return logstoretest.Config(id,
 
 func listen(t testing.TB) net.Listener { return logstoretest.Listen(t) }
 
-func startCluster(t testing.TB, n int, tweak func(*logstore.Config)) *testCluster {
+func startCluster(t testing.TB, n int, tweak func(*logstore.Config), opts ...grpc.ServerOption) *testCluster {
 	t.Helper()
-	lc := logstoretest.Start(t, n, tweak)
+	lc := logstoretest.Start(t, n, tweak, opts...)
 	return &testCluster{Cluster: lc, nodes: lc.Nodes, cfgs: lc.Configs}
 }
 
@@ -195,7 +196,7 @@ func TestClusterConcurrentAppendsIdenticalReplicas(t *testing.T) {
 		t.Fatalf("max lsn %d below %d acks", top, len(acks))
 	}
 	for _, n := range c.Nodes {
-		waitFor(t, 60*time.Second, "replicas catch up", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "replicas catch up", func() bool { return n.HeadLSN() >= top })
 	}
 	for i, n := range c.Nodes {
 		txns := readAll(t, n.APIAddr(), top)

@@ -7,8 +7,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -112,23 +112,23 @@ type Peer struct {
 type Config struct {
 	// ID is this node's Raft server id (required).
 	ID string
-	// Dir holds raft.db, snapshots/ and segments/ (required).
+	// Dir holds the Raft log store (raft-wal/ or raft.db), snapshots/ and
+	// segments/ (required).
 	Dir string
 
 	// RaftAddr is the Raft TCP address to bind and advertise, unless
-	// RaftListener is set (then its address is advertised).
+	// RaftStream or RaftListener is set (then its address is advertised).
 	RaftAddr     string
 	RaftListener net.Listener
-	// APIAddr is the gRPC address to serve (LogStore, Cluster, health,
-	// reflection), unless APIListener is set.
-	APIAddr     string
-	APIListener net.Listener
-	// MetricsAddr, when set, serves Registry on http://MetricsAddr/metrics.
-	MetricsAddr string
-	// ServerOptions are added after the node's own gRPC server options
-	// (MaxRecvMsgSize): interceptors (auth, tracing, fault injection in
-	// tests), keepalive, TLS credentials.
-	ServerOptions []grpc.ServerOption
+	// RaftStream, when set, is the Raft transport's stream layer (it
+	// listens and dials; a TLS layer goes here); RaftListener and RaftAddr
+	// are then unused.
+	RaftStream raft.StreamLayer
+	// APIAddr is the address the node's gRPC API is served on (required):
+	// the node does not listen on it (the binary serves RegisterServices,
+	// see internal/serve), but advertises it to the cluster so NOT_LEADER
+	// errors name the leader's API address.
+	APIAddr string
 
 	// Bootstrap lists the initial voters (including this node). A node with
 	// existing Raft state ignores it; an empty list means "join later via
@@ -172,9 +172,11 @@ type Config struct {
 	MaxAppendEntries   int
 	// RaftTimeout bounds Raft transport I/O and membership changes.
 	RaftTimeout time.Duration
-	// NoSync turns off raft-boltdb's fsync. Only for tests that do not
-	// crash; never in production or benchmarks.
-	NoSync bool
+	// RaftLogStore selects the backend of Raft's log and stable store:
+	// RaftLogWAL (default) or RaftLogBoltDB. A data directory keeps the
+	// backend it was created with; NewNode refuses the other one
+	// (ErrRaftLogStoreMismatch).
+	RaftLogStore RaftLogStore
 }
 
 // ErrConfig wraps every configuration error.
@@ -200,11 +202,17 @@ func (c *Config) validate() error {
 	if c.Dir == "" {
 		return fmt.Errorf("%w: Dir is required", ErrConfig)
 	}
-	if c.RaftAddr == "" && c.RaftListener == nil {
-		return fmt.Errorf("%w: RaftAddr or RaftListener is required", ErrConfig)
+	if c.RaftAddr == "" && c.RaftListener == nil && c.RaftStream == nil {
+		return fmt.Errorf("%w: RaftAddr, RaftListener or RaftStream is required", ErrConfig)
 	}
-	if c.APIAddr == "" && c.APIListener == nil {
-		return fmt.Errorf("%w: APIAddr or APIListener is required", ErrConfig)
+	if c.APIAddr == "" {
+		return fmt.Errorf("%w: APIAddr is required", ErrConfig)
+	}
+	if c.RaftLogStore == "" {
+		c.RaftLogStore = DefaultRaftLogStore
+	}
+	if !c.RaftLogStore.valid() {
+		return fmt.Errorf("%w: RaftLogStore %q: want %q or %q", ErrConfig, c.RaftLogStore, RaftLogWAL, RaftLogBoltDB)
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Bootstrap {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -22,7 +24,13 @@ func TestMain(m *testing.M) {
 // hold the same transactions in the same LSN order, offsets are dense, and
 // idempotent producers' sequences appear exactly once, in order.
 func TestCrashLeaderProcess(t *testing.T) {
-	procs := logstoretest.NewProcCluster(t, 3)
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testCrashLeaderProcess(t, backend) })
+	}
+}
+
+func testCrashLeaderProcess(t *testing.T, backend logstore.RaftLogStore) {
+	procs := logstoretest.NewProcCluster(t, 3, backend)
 	var addrs []string
 	for _, p := range procs {
 		addrs = append(addrs, p.Spec.APIAddr)
@@ -85,14 +93,14 @@ func TestCrashLeaderProcess(t *testing.T) {
 		total.Add(1)
 		go worker(w, w%2 == 0)
 	}
-	waitFor(t, 60*time.Second, "load before the crash", func() bool { return count() >= 150 })
+	testwait.For(t, 60*time.Second, "load before the crash", func() bool { return count() >= 150 })
 	li := leaderIndex()
 	procs[li].Kill()
 	before := count()
-	waitFor(t, 60*time.Second, "load after the crash", func() bool { return count() >= before+150 })
+	testwait.For(t, 60*time.Second, "load after the crash", func() bool { return count() >= before+150 })
 	procs[li].Start(t)
 	after := count()
-	waitFor(t, 60*time.Second, "load after the restart", func() bool { return count() >= after+100 })
+	testwait.For(t, 60*time.Second, "load after the restart", func() bool { return count() >= after+100 })
 	close(stop)
 	total.Wait()
 
@@ -146,7 +154,7 @@ func waitHead(t testing.TB, addr string, lsn uint64) uint64 {
 	t.Helper()
 	cl := newClient(t, addr)
 	var head uint64
-	waitFor(t, 60*time.Second, "node "+addr+" catches up", func() bool {
+	testwait.For(t, 60*time.Second, "node "+addr+" catches up", func() bool {
 		st, err := cl.Status(ctxT(t, 5*time.Second), addr)
 		if err == nil {
 			head = st.HeadLsn

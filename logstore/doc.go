@@ -7,8 +7,8 @@
 //
 //	gRPC Append, or each request of an AppendBatch (batch.go)
 //	  ─ validate (validate.go) ─▶ aggregator intake (bounded)
-//	  ─▶ one Raft entry of many commands ─▶ raft-boltdb (fsync) + replication
-//	  ─▶ fsm.Apply on every node: stateMachine.applyEntry (apply.go) appends
+//	  ─▶ one Raft entry of many commands ─▶ Raft log store (raftstore.go: raft-wal or raft-boltdb; fsync) + replication
+//	  ─▶ raftFSM.Apply on every node: fsm.Machine.Apply (package fsm) appends
 //	     one CRC-framed record per txn to the segment log (AppendBatch: one
 //	     write call per entry; no fsync)
 //	  ─▶ the visible head advances once per entry; readers wake
@@ -33,7 +33,9 @@
 //     the previous one too), and the leader's ApplyLimits (below).
 //   - Apply is deterministic: it reads only the entry (commands, timestamp,
 //     limits) and the replicated state, never a clock, the node's Config,
-//     map order or randomness. Per Append: idempotent-producer check (producer id +
+//     map order or randomness. It lives in package fsm (logstore/fsm),
+//     whose imports a test keeps free of time, os, randomness, this
+//     package and Raft. Per Append: idempotent-producer check (producer id +
 //     sequence: the next one writes, the last one again returns the stored
 //     first result with duplicate=true, anything else is SEQUENCE_MISMATCH
 //     with the expected sequence; a new producer starts at 1), conditions
@@ -63,7 +65,7 @@
 //     (not even the producer's sequence); updates and removals of existing
 //     rows always apply. Rows leave by ReportConsumer with remove and by
 //     DeleteGroup (a command removing all of a group's offsets).
-//   - The apply path never fsyncs: raft-boltdb is the write-ahead log.
+//   - The apply path never fsyncs: the Raft log store is the write-ahead log.
 //   - Snapshots (snapshot.go) are directories: segment.Checkpoint hard-links
 //     sealed segments and copies the active prefix (fsynced), plus the FSM
 //     state. Raft's InstallSnapshot streams state, manifest and every
@@ -105,12 +107,18 @@
 //     through a short-lived goroutine (aggregator.await) so that, once
 //     closed, it abandons a future hashicorp/raft will never resolve.
 //   - Raft's own goroutines, among them the FSM goroutine that calls
-//     fsm.Apply / Snapshot / Restore (owns the state and the segment writer)
+//     raftFSM.Apply / Snapshot / Restore (owns the fsm.Machine and the segment writer)
 //     and the snapshot goroutine that calls fsmSnapshot.Persist.
 //   - Node.watchLeadership: fed by raft.LeaderCh; registers member addresses
 //     when this node becomes leader.
 //   - Node.retentionLoop: a ticker; deletes old segments.
-//   - the gRPC server and the optional /metrics HTTP server.
+//
+// The node is a library: it listens only for Raft (Config.RaftAddr, or an
+// injected RaftListener or RaftStream). The binary serves its API
+// (RegisterServices with ServerOptions, plus health and reflection) and
+// its metrics (Registry); internal/serve does both, for cmd/logplayer,
+// the dev cluster and the test helpers. Stop that server first
+// (EndReads ends the read streams), then Close the node.
 //
 // # Invariants
 //

@@ -10,11 +10,12 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// fsm is the raft.FSM of a node: the deterministic stateMachine plus the
+// raftFSM is the raft.FSM of a node: the deterministic fsm.Machine plus the
 // visible head that readers wait on.
 //
 // Apply runs on Raft's FSM goroutine only. It takes mu for the whole entry
@@ -23,7 +24,7 @@ import (
 // moves after a whole entry is applied), and readers of the state (Status,
 // FetchOffsets, leader lookup) hold mu only to copy a few values, never
 // across I/O.
-type fsm struct {
+type raftFSM struct {
 	log     *segment.Log
 	metrics *metrics
 	dir     string         // node dir, for snapshot staging
@@ -31,7 +32,7 @@ type fsm struct {
 
 	mu struct {
 		sync.Mutex
-		sm stateMachine
+		sm *fsm.Machine
 	}
 
 	head   atomic.Uint64 // highest visible LSN
@@ -39,18 +40,18 @@ type fsm struct {
 	wake   chan struct{} // closed and replaced at every head advance
 }
 
-var _ raft.FSM = (*fsm)(nil)
+var _ raft.FSM = (*raftFSM)(nil)
 
-func newFSM(log *segment.Log, st *state, cfg *Config, m *metrics) *fsm {
-	f := &fsm{log: log, metrics: m, dir: cfg.Dir, wake: make(chan struct{})}
-	f.mu.sm = stateMachine{st: st, log: log} // limits come with each entry
-	f.head.Store(st.lastLSN)
-	m.headLSN.Set(float64(st.lastLSN))
+func newFSM(log *segment.Log, st *fsm.State, cfg *Config, m *metrics) *raftFSM {
+	f := &raftFSM{log: log, metrics: m, dir: cfg.Dir, wake: make(chan struct{})}
+	f.mu.sm = fsm.NewMachine(st, log) // limits come with each entry
+	f.head.Store(uint64(st.LastLSN()))
+	m.headLSN.Set(float64(st.LastLSN()))
 	return f
 }
 
-// Apply implements raft.FSM. It returns []cmdResult for command entries.
-func (f *fsm) Apply(l *raft.Log) any {
+// Apply implements raft.FSM. It returns []fsm.Result for command entries.
+func (f *raftFSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
@@ -61,8 +62,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 		panic(fmt.Sprintf("logstore: raft index %d: undecodable entry: %v", l.Index, err))
 	}
 	f.mu.Lock()
-	res := f.mu.sm.applyEntry(l.Index, &e)
-	last := f.mu.sm.st.lastLSN
+	res := f.mu.sm.Apply(l.Index, &e)
+	last := uint64(f.mu.sm.State().LastLSN())
 	f.mu.Unlock()
 	f.advance(last)
 	f.metrics.applyDuration.Observe(time.Since(start).Seconds())
@@ -70,7 +71,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // advance makes every LSN up to lsn visible and wakes waiting readers.
-func (f *fsm) advance(lsn uint64) {
+func (f *raftFSM) advance(lsn uint64) {
 	if lsn != f.head.Load() {
 		f.forceHead(lsn)
 	}
@@ -78,47 +79,47 @@ func (f *fsm) advance(lsn uint64) {
 
 // waitChan returns a channel closed at the next head advance. Load it
 // before reading head, then wait on it if head is not far enough.
-func (f *fsm) waitChan() <-chan struct{} {
+func (f *raftFSM) waitChan() <-chan struct{} {
 	f.wakeMu.Lock()
 	defer f.wakeMu.Unlock()
 	return f.wake
 }
 
 // withState runs fn with the state locked; fn must not block.
-func (f *fsm) withState(fn func(st *state)) {
+func (f *raftFSM) withState(fn func(st *fsm.State)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fn(f.mu.sm.st)
+	fn(f.mu.sm.State())
 }
 
 // Snapshot implements raft.FSM: it captures the state now (on the FSM
 // goroutine); Persist later checkpoints the segment log up to the captured
 // LSN while applies go on.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+func (f *raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
-	st := f.mu.sm.st.toProto()
+	st := f.mu.sm.State().ToProto()
 	f.mu.Unlock()
 	return &fsmSnapshot{f: f, state: st}, nil
 }
 
 // Restore implements raft.FSM: rc is a snapshot archive (see snapshot.go)
 // sent by the leader; its segments replace the local log.
-func (f *fsm) Restore(rc io.ReadCloser) error {
+func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st, err := restoreArchive(rc, f.log, f.dir)
 	if err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.mu.sm.st = st
+	f.mu.sm.SetState(st)
 	f.mu.Unlock()
-	f.durable.Store(st.lastLSN)
-	f.forceHead(st.lastLSN)
+	f.durable.Store(uint64(st.LastLSN()))
+	f.forceHead(uint64(st.LastLSN()))
 	return nil
 }
 
 // forceHead sets head (which may go down on restore) and wakes readers.
-func (f *fsm) forceHead(lsn uint64) {
+func (f *raftFSM) forceHead(lsn uint64) {
 	f.head.Store(lsn)
 	f.metrics.headLSN.Set(float64(lsn))
 	f.wakeMu.Lock()

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -40,7 +41,7 @@ func TestReplicasWithDifferentProducerLimitsStayIdentical(t *testing.T) {
 		t.Helper()
 		cl := rawConn(t, n.APIAddr())
 		var resp *logstorepb.AppendResponse
-		waitFor(t, 30*time.Second, "append on "+n.ID(), func() bool {
+		testwait.For(t, 30*time.Second, "append on "+n.ID(), func() bool {
 			var err error
 			resp, err = cl.Append(ctx, req)
 			if apierr.CodeOf(err) == logstorepb.ErrorCode_NOT_LEADER {
@@ -66,7 +67,7 @@ func TestReplicasWithDifferentProducerLimitsStayIdentical(t *testing.T) {
 			if err := cur.Raft().LeadershipTransferToServer(raft.ServerID(leader.ID()), raft.ServerAddress(leader.RaftAddr())).Error(); err != nil {
 				t.Fatalf("transfer leadership to %s: %v", leader.ID(), err)
 			}
-			waitFor(t, 60*time.Second, leader.ID()+" leads", leader.IsLeader)
+			testwait.For(t, 60*time.Second, leader.ID()+" leads", leader.IsLeader)
 		}
 		lim := lims[leader.ID()]
 		for i := range 5 {
@@ -90,7 +91,7 @@ func TestReplicasWithDifferentProducerLimitsStayIdentical(t *testing.T) {
 	}
 
 	var states [][]byte
-	waitFor(t, 60*time.Second, "every replica applies the same entries", func() bool {
+	testwait.For(t, 60*time.Second, "every replica applies the same entries", func() bool {
 		states = states[:0]
 		var idx []uint64
 		for _, n := range c.Nodes {

@@ -72,10 +72,10 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 			Name: "logstore_first_lsn", Help: "Oldest retained LSN.", ConstLabels: labels,
 		}),
 		segmentBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_segment_bytes", Help: "Bytes of retained segment and index files.", ConstLabels: labels,
+			Name: "logstore_segment_bytes", Help: "Bytes of segment and index files on disk: the log plus what only snapshots hold (each file once, however many links).", ConstLabels: labels,
 		}),
 		retentionDeleted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "logstore_retention_deleted_bytes_total", Help: "Bytes deleted by retention.", ConstLabels: labels,
+			Name: "logstore_retention_deleted_bytes_total", Help: "Bytes retention freed on disk (log segments and the snapshot links to them).", ConstLabels: labels,
 		}),
 		forcedDeletes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "logstore_retention_forced_deletes_total", Help: "Retention runs that deleted data a delivery consumer had not acked, forced by the byte or age cap.", ConstLabels: labels,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,15 +13,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -34,8 +30,11 @@ import (
 // the cache holds the same slices the FSM and the futures hold anyway.
 const raftLogCacheEntries = 64
 
-// Node is one LogStore server: Raft, FSM, segment log, aggregator and the
-// gRPC services. NewNode starts it; Close stops it.
+// Node is one LogStore server: Raft, FSM, segment log and aggregator, a
+// library: NewNode starts it, Close stops it. It does not listen for its
+// API: the binary registers its gRPC services (RegisterServices) on a
+// server it runs, with ServerOptions, and serves Registry's metrics
+// (internal/serve does both).
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
@@ -43,42 +42,36 @@ type Node struct {
 
 	seg       *segment.Log
 	snaps     *snapshotStore
-	fsm       *fsm
-	bolt      *raftboltdb.BoltStore
+	fsm       *raftFSM
+	raftStore raftStore // Raft log + stable store (Config.RaftLogStore)
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 	agg       *aggregator
-
-	grpc    *grpc.Server
-	health  *health.Server
-	apiLis  net.Listener
-	httpSrv *http.Server
 
 	// durableLSN is the LSN of the newest durable snapshot: retention never
 	// deletes above it.
 	durableLSN atomic.Uint64
 
-	closing   chan struct{} // closed by Close: ends read streams and loops
+	closing   chan struct{} // closed by Close: ends the loops
+	reads     chan struct{} // closed by EndReads (and Close): ends read streams
+	readsOnce sync.Once
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // background goroutines (serve, leader watch, retention)
+	wg        sync.WaitGroup // background goroutines (leader watch, retention)
 }
 
 // NewNode opens (or creates) the node's storage in cfg.Dir, recovers the
 // FSM from its newest snapshot plus the segment log, starts Raft, the
-// aggregator and the gRPC server (and /metrics when configured).
+// aggregator and the node's loops. It does not serve the API.
 func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), reads: make(chan struct{})}
 	ok := false
 	defer func() {
 		if ok {
 			return
-		}
-		if n.grpc != nil {
-			n.grpc.Stop()
 		}
 		if n.raft != nil {
 			_ = n.raft.Shutdown().Error()
@@ -103,6 +96,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("logstore: open segment log: %w", err)
 	}
+	if err := cfg.Registry.Register(newSegmentCollector(n.seg, cfg.ID)); err != nil {
+		return nil, fmt.Errorf("logstore: metrics: %w", err)
+	}
 	if n.snaps, err = newSnapshotStore(filepath.Join(cfg.Dir, "snapshots"), cfg.SnapshotRetain, n.log, cfg.Now); err != nil {
 		return nil, err
 	}
@@ -112,25 +108,31 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	// Raft's FSM goroutine owns st once Raft starts: log what was recovered
 	// from copies taken now.
-	recoveredLSN, recoveredIndex := st.lastLSN, st.lastIndex
+	recoveredLSN, recoveredIndex := st.LastLSN(), st.LastIndex()
 	n.fsm = newFSM(n.seg, st, &n.cfg, n.metrics)
 	n.fsm.durable = &n.durableLSN
-	n.durableLSN.Store(st.lastLSN)
+	n.durableLSN.Store(uint64(st.LastLSN()))
 	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
-	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
+	if b, err := n.segmentDiskBytes(); err == nil {
+		n.metrics.segmentBytes.Set(float64(b))
+	}
 
-	if n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.Dir, "raft.db"), NoSync: cfg.NoSync}); err != nil {
-		return nil, fmt.Errorf("logstore: open raft.db: %w", err)
-	}
-	raftLis := cfg.RaftListener
-	if raftLis == nil {
-		if raftLis, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
-			return nil, fmt.Errorf("logstore: raft listen: %w", err)
-		}
-	}
 	hl := raftlog.New(n.log, 0)
+	if n.raftStore, err = openRaftStore(cfg.Dir, cfg.RaftLogStore, hl.Named("raft-log")); err != nil {
+		return nil, err
+	}
+	stream := cfg.RaftStream
+	if stream == nil {
+		raftLis := cfg.RaftListener
+		if raftLis == nil {
+			if raftLis, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+				return nil, fmt.Errorf("logstore: raft listen: %w", err)
+			}
+		}
+		stream = tcpStreamLayer{raftLis}
+	}
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: tcpStreamLayer{raftLis}, MaxPool: 3, Timeout: cfg.RaftTimeout, Logger: hl.Named("raft-net"),
+		Stream: stream, MaxPool: 3, Timeout: cfg.RaftTimeout, Logger: hl.Named("raft-net"),
 	})
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -142,17 +144,17 @@ func NewNode(cfg Config) (*Node, error) {
 	rc.NoSnapshotRestoreOnStart = true
 	rc.Logger = hl.Named("raft")
 	// Replication (leader) and apply (followers) read back the entries
-	// just stored; the cache serves them from memory instead of a bolt read
+	// just stored; the cache serves them from memory instead of a log store read
 	// and msgpack decode of the whole entry each time.
-	logs, err := raft.NewLogCache(raftLogCacheEntries, n.bolt)
+	logs, err := raft.NewLogCache(raftLogCacheEntries, n.raftStore)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: raft log cache: %w", err)
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, n.snaps, n.transport); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.raftStore, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}
 	if len(cfg.Bootstrap) > 0 {
-		has, err := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+		has, err := raft.HasExistingState(n.raftStore, n.raftStore, n.snaps)
 		if err != nil {
 			return nil, fmt.Errorf("logstore: %w", err)
 		}
@@ -168,42 +170,11 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n.agg = newAggregator(n.raft, &n.cfg, n.metrics)
 
-	n.apiLis = cfg.APIListener
-	if n.apiLis == nil {
-		if n.apiLis, err = net.Listen("tcp", cfg.APIAddr); err != nil {
-			return nil, fmt.Errorf("logstore: api listen: %w", err)
-		}
-	}
-	n.grpc = grpc.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcRecvSlack)}, cfg.ServerOptions...)...)
-	srv := &server{n: n}
-	logstorepb.RegisterLogStoreServer(n.grpc, srv)
-	logstorepb.RegisterClusterServer(n.grpc, srv)
-	n.health = health.NewServer()
-	healthpb.RegisterHealthServer(n.grpc, n.health)
-	reflection.Register(n.grpc)
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		if err := n.grpc.Serve(n.apiLis); err != nil {
-			n.log.Error("grpc serve ended", "err", err)
-		}
-	}()
-	if cfg.MetricsAddr != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", n.MetricsHandler())
-		n.httpSrv = &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
-		if err != nil {
-			return nil, fmt.Errorf("logstore: metrics listen: %w", err)
-		}
-		n.wg.Add(1)
-		go func() { defer n.wg.Done(); _ = n.httpSrv.Serve(mlis) }()
-	}
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
 	go func() { defer n.wg.Done(); n.retentionLoop() }()
 	ok = true
-	n.log.Info("logstore node started", "raft", n.transport.LocalAddr(), "api", n.apiLis.Addr().String(),
+	n.log.Info("logstore node started", "raft", n.transport.LocalAddr(), "api", n.cfg.APIAddr,
 		"recovered_lsn", recoveredLSN, "recovered_raft_index", recoveredIndex)
 	return n, nil
 }
@@ -211,12 +182,12 @@ func NewNode(cfg Config) (*Node, error) {
 // recover loads the newest snapshot's state and cuts the segment log back
 // to it (Raft then re-applies the entries after the snapshot), or starts
 // empty when there is no snapshot.
-func (n *Node) recover() (*state, error) {
+func (n *Node) recover() (*fsm.State, error) {
 	ls, err := n.snaps.loadNewest()
 	if err != nil {
 		return nil, err
 	}
-	st, idx := newState(), uint64(0)
+	st, idx := fsm.NewState(), uint64(0)
 	if ls != nil {
 		st, idx = ls.state, ls.meta.Index
 	}
@@ -224,21 +195,22 @@ func (n *Node) recover() (*state, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: truncate segment log after raft index %d: %w", idx, err)
 	}
-	if ls != nil && n.seg.LastLSN() < st.lastLSN {
-		n.log.Warn("segment log behind its snapshot: reinstalling", "lsn", n.seg.LastLSN(), "snapshot_lsn", st.lastLSN)
+	if ls != nil && n.seg.LastLSN() < st.LastLSN() {
+		n.log.Warn("segment log behind its snapshot: reinstalling", "lsn", n.seg.LastLSN(), "snapshot_lsn", st.LastLSN())
 		if err := ls.reinstall(n.seg, n.cfg.Dir); err != nil {
 			return nil, err
 		}
 	}
-	if n.seg.LastLSN() != st.lastLSN {
-		return nil, fmt.Errorf("logstore: segment log ends at lsn %d, snapshot state at %d (raft index %d)", n.seg.LastLSN(), st.lastLSN, idx)
+	if n.seg.LastLSN() != st.LastLSN() {
+		return nil, fmt.Errorf("logstore: segment log ends at lsn %d, snapshot state at %d (raft index %d)", n.seg.LastLSN(), st.LastLSN(), idx)
 	}
-	n.log.Info("recovered", "lsn", st.lastLSN, "raft_index", idx, "dropped_records", dropped)
+	n.log.Info("recovered", "lsn", st.LastLSN(), "raft_index", idx, "dropped_records", dropped)
 	return st, nil
 }
 
-// tcpStreamLayer is raft's stream layer over a given listener, so tests and
-// dev mode can bind 127.0.0.1:0 and learn the port before the peers start.
+// tcpStreamLayer is raft's stream layer over a given listener (plain TCP),
+// so tests and dev mode can bind 127.0.0.1:0 and learn the port before the
+// peers start. Config.RaftStream replaces it (TLS).
 type tcpStreamLayer struct{ net.Listener }
 
 func (t tcpStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
@@ -274,7 +246,7 @@ func (n *Node) registerMembers() {
 	}
 	for _, p := range want {
 		var known *logstorepb.MemberCommand
-		n.fsm.withState(func(st *state) { known = st.members[p.ID] })
+		n.fsm.withState(func(st *fsm.State) { known = st.Member(p.ID) })
 		if known != nil && known.ApiAddress == p.APIAddr && known.RaftAddress == p.RaftAddr {
 			continue
 		}
@@ -295,8 +267,32 @@ func (n *Node) commitMember(ctx context.Context, m *logstorepb.MemberCommand) er
 // ID returns the node's Raft server id.
 func (n *Node) ID() string { return n.cfg.ID }
 
-// APIAddr returns the address the gRPC server listens on.
-func (n *Node) APIAddr() string { return n.apiLis.Addr().String() }
+// APIAddr returns the address the node's API is served on (Config.APIAddr).
+func (n *Node) APIAddr() string { return n.cfg.APIAddr }
+
+// RegisterServices registers the node's gRPC services (LogStore, Cluster)
+// on s. Serve s with ServerOptions; stop it before Close (after EndReads,
+// so its read streams end at once).
+func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
+	srv := &server{n: n}
+	logstorepb.RegisterLogStoreServer(s, srv)
+	logstorepb.RegisterClusterServer(s, srv)
+}
+
+// ServerOptions are the gRPC server options the node's services need: a
+// receive limit MaxRequestBytes plus slack, so an oversize Append gets the
+// typed error instead of gRPC's.
+func (n *Node) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(n.cfg.MaxRequestBytes + grpcRecvSlack)}
+}
+
+// Registry is the registry holding the node's metrics (Config.Registry).
+func (n *Node) Registry() *prometheus.Registry { return n.cfg.Registry }
+
+// EndReads ends every open Read and ReadTopic stream with SHUTTING_DOWN and
+// makes new ones end at once: call it before stopping the API server
+// gracefully (Close calls it too). Safe to call more than once.
+func (n *Node) EndReads() { n.readsOnce.Do(func() { close(n.reads) }) }
 
 // RaftAddr returns the Raft transport's address.
 func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
@@ -314,28 +310,13 @@ func (n *Node) SegmentLog() *segment.Log { return n.seg }
 // Raft exposes the node's Raft instance (for tests and tools).
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
-// MetricsHandler serves the node's registry.
-func (n *Node) MetricsHandler() http.Handler {
-	return promhttp.HandlerFor(n.cfg.Registry, promhttp.HandlerOpts{})
-}
-
-// Close stops serving, shuts Raft down and closes storage. Read streams end
-// with SHUTTING_DOWN. Safe to call more than once.
+// Close shuts Raft down and closes storage; read streams end with
+// SHUTTING_DOWN. Stop the API server first: a call served after Close
+// finds Raft shut down. Safe to call more than once.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
+		n.EndReads()
 		close(n.closing)
-		n.health.Shutdown()
-		stopped := make(chan struct{})
-		go func() { n.grpc.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(5 * time.Second): // unary calls waiting on Raft
-			n.grpc.Stop()
-			<-stopped
-		}
-		if n.httpSrv != nil {
-			_ = n.httpSrv.Close()
-		}
 		var errs []error
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
@@ -353,8 +334,8 @@ func (n *Node) Close() error {
 
 func (n *Node) closeStores() error {
 	var errs []error
-	if n.bolt != nil {
-		errs = append(errs, n.bolt.Close())
+	if n.raftStore != nil {
+		errs = append(errs, n.raftStore.Close())
 	}
 	if n.seg != nil {
 		errs = append(errs, n.seg.Close())

@@ -17,6 +17,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
@@ -42,21 +45,10 @@ func TestRetentionByteCap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	forced := func() float64 {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "logstore_retention_forced_deletes_total" {
-				return mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		return -1
-	}
+	forced := func() float64 { return testmetric.Value(t, reg, "logstore_retention_forced_deletes_total", nil) }
 	// Wait for a snapshot near the head (retention never passes it), then
 	// the cap forces deletion above the floor.
-	waitFor(t, 60*time.Second, "cap-forced retention", func() bool {
+	testwait.For(t, 60*time.Second, "cap-forced retention", func() bool {
 		if _, err := n.RunRetention(); err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +72,7 @@ func TestRetentionByteCap(t *testing.T) {
 	if err := n.Raft().Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "retention after the consumer acked", func() bool {
+	testwait.For(t, 60*time.Second, "retention after the consumer acked", func() bool {
 		_, err := n.RunRetention()
 		return err == nil && n.SegmentLog().FirstLSN() > first
 	})
@@ -109,9 +101,7 @@ func TestLostResponse(t *testing.T) {
 	var idFilter atomic.Pointer[string]
 	lost, none := "lost", ""
 	idFilter.Store(&lost)
-	c := startCluster(t, 1, func(cfg *logstore.Config) {
-		cfg.ServerOptions = []grpc.ServerOption{grpc.UnaryInterceptor(dropFirstResponse(&idFilter, &dropped))}
-	})
+	c := startCluster(t, 1, nil, grpc.UnaryInterceptor(dropFirstResponse(&idFilter, &dropped)))
 	cl := newClient(t, c.addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	req := txnReq("once", "a")
@@ -137,7 +127,7 @@ func TestMetricsExposed(t *testing.T) {
 	if _, err := cl.Append(ctxT(t, 30*time.Second), txnReq("m", "a", "b")); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c.Nodes[0].MetricsHandler())
+	srv := httptest.NewServer(serve.MetricsHandler(c.Nodes[0].Registry(), nil))
 	defer srv.Close()
 	resp, err := srv.Client().Get(srv.URL)
 	if err != nil {
@@ -152,6 +142,8 @@ func TestMetricsExposed(t *testing.T) {
 		"logstore_append_duration_seconds_bucket", "logstore_aggregation_batch_txns", "logstore_intake_queue_depth",
 		"logstore_raft_commit_duration_seconds", "logstore_apply_duration_seconds", "logstore_head_lsn",
 		"logstore_segment_bytes", "logstore_retention_forced_deletes_total",
+		"logstore_segment_seal_duration_seconds_count", "logstore_segment_truncated_bytes_total",
+		"logstore_segment_truncated_records_total",
 	} {
 		if !strings.Contains(string(all), name) {
 			t.Errorf("/metrics lacks %s", name)

@@ -11,7 +11,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -47,7 +49,14 @@ func sameTxns(t testing.TB, a, b []*logstorepb.Transaction) {
 // plus replay; a new voter added after Raft compacted its log receives all
 // retained data and the state through InstallSnapshot.
 func TestSnapshotRestartAndJoin(t *testing.T) {
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testSnapshotRestartAndJoin(t, backend) })
+	}
+}
+
+func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	c := startCluster(t, 3, func(cfg *logstore.Config) {
+		cfg.RaftLogStore = backend
 		cfg.SegmentBytes = 4 << 10
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 16, 4, 50*time.Millisecond
 	})
@@ -67,8 +76,8 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	}
 	top := lastResp.Lsn
 	for i, n := range c.Nodes {
-		waitFor(t, 60*time.Second, "caught up", func() bool { return n.HeadLSN() >= top })
-		waitFor(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.Configs[i].Dir)) > 0 })
+		testwait.For(t, 60*time.Second, "caught up", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "a snapshot", func() bool { return len(snapshotDirs(t, c.Configs[i].Dir)) > 0 })
 	}
 	// Sealed segments in a snapshot are hard links of the log's files.
 	linked := false
@@ -105,7 +114,7 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 		t.Fatalf("offsets after restart = %v, %v", offs, err)
 	}
 	for _, n := range c.Nodes {
-		waitFor(t, 60*time.Second, "restarted node head", func() bool { return n.HeadLSN() >= top })
+		testwait.For(t, 60*time.Second, "restarted node head", func() bool { return n.HeadLSN() >= top })
 		sameTxns(t, want, readAll(t, n.APIAddr(), top))
 	}
 
@@ -114,16 +123,17 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
 	cfg.SegmentBytes = 4 << 10
 	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
-	cfg.RaftListener, cfg.APIListener = rl, al
+	cfg.RaftListener = rl
 	n3, err := logstore.NewNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	logstoretest.Serve(t, n3, al)
 	c.Nodes, c.Configs = append(c.Nodes, n3), append(c.Configs, cfg)
 	if err := cl2.AddVoter(ctx, "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "new voter catches up", func() bool { return n3.HeadLSN() >= top })
+	testwait.For(t, 60*time.Second, "new voter catches up", func() bool { return n3.HeadLSN() >= top })
 	sameTxns(t, want, readAll(t, n3.APIAddr(), top))
 	if got := snapshotDirs(t, cfg.Dir); len(got) == 0 {
 		t.Fatal("the new voter received no snapshot (was the Raft log compacted?)")
@@ -132,7 +142,7 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 	if err := cl2.TransferLeadership(ctx, "n3"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "n3 leads", n3.IsLeader)
+	testwait.For(t, 60*time.Second, "n3 leads", n3.IsLeader)
 	cl3 := newClient(t, cfg.APIAddr)
 	dup, err = cl3.Append(ctx, last)
 	if err != nil || !dup.Duplicate || dup.Lsn != lastResp.Lsn {
@@ -146,7 +156,13 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 // TestTornTailReapplied cuts the active segment in the middle of a record;
 // the restarted node drops the torn tail and Raft re-applies it.
 func TestTornTailReapplied(t *testing.T) {
-	c := startCluster(t, 1, nil)
+	for _, backend := range logstoretest.RaftLogStores {
+		t.Run(string(backend), func(t *testing.T) { testTornTailReapplied(t, backend) })
+	}
+}
+
+func testTornTailReapplied(t *testing.T, backend logstore.RaftLogStore) {
+	c := startCluster(t, 1, func(cfg *logstore.Config) { cfg.RaftLogStore = backend })
 	cl := newClient(t, c.addrs()...)
 	acks := appendLoad(t, cl, 4, 25, "torn")
 	top := maxLSN(acks)
@@ -174,7 +190,7 @@ func TestTornTailReapplied(t *testing.T) {
 	}
 	c.restart(0)
 	c.waitLeader()
-	waitFor(t, 60*time.Second, "re-applied", func() bool { return c.Nodes[0].HeadLSN() >= top })
+	testwait.For(t, 60*time.Second, "re-applied", func() bool { return c.Nodes[0].HeadLSN() >= top })
 	got := readAll(t, c.Nodes[0].APIAddr(), top)
 	sameTxns(t, want, got)
 	checkLog(t, got, acks)

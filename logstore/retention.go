@@ -2,6 +2,9 @@ package logstore
 
 import (
 	"time"
+
+	"github.com/logplayer/logplayer/logstore/fsm"
+	"github.com/logplayer/logplayer/types"
 )
 
 // retentionLoop applies retention every Config.RetentionInterval until
@@ -22,8 +25,9 @@ func (n *Node) retentionLoop() {
 }
 
 // RunRetention applies the retention policy once and returns the bytes it
-// freed. Oldest sealed segments go while the log is over RetentionBytes or
-// their newest record is older than RetentionAge, but:
+// freed on disk. Oldest sealed segments go while the segment data on disk
+// (segmentDiskBytes: the log plus what only snapshots still hold) is over
+// RetentionBytes or their newest record is older than RetentionAge, but:
 //   - never above the newest durable snapshot (data above it may be cut and
 //     re-applied at restart, so the log must still reach back to it);
 //   - never a segment holding an LSN a registered delivery consumer has not
@@ -31,17 +35,30 @@ func (n *Node) retentionLoop() {
 //     it: then it goes anyway, with a warning and
 //     logstore_retention_forced_deletes_total.
 //
+// Deleted segments are also dropped from the local snapshots that link them
+// (snapshotStore.trimBefore), so the space is really freed, with no newer
+// snapshot needed: an idle cluster frees it too.
+//
 // Retention is local to each node (it is not part of the replicated state).
 func (n *Node) RunRetention() (int64, error) {
-	floor, hasFloor := uint64(0), false
-	n.fsm.withState(func(st *state) { floor, hasFloor = st.minConsumerLSN() })
+	// Links to segments an earlier run deleted while their snapshot was
+	// being streamed.
+	if err := n.snaps.trimBefore(n.seg.FirstLSN()); err != nil {
+		return 0, err
+	}
+	before, err := n.segmentDiskBytes()
+	if err != nil {
+		return 0, err
+	}
+	floor, hasFloor := types.LSN(0), false
+	n.fsm.withState(func(st *fsm.State) { floor, hasFloor = st.MinConsumerLSN() })
 	durable := n.durableLSN.Load()
 	now := n.cfg.Now()
-	size := n.seg.SizeBytes()
+	size := before
 	segs := n.seg.Segments()
-	cut, forced := uint64(0), 0
+	cut, forced := types.LSN(0), 0
 	for _, s := range segs {
-		if !s.Sealed || s.LastLSN < s.FirstLSN || s.LastLSN > durable {
+		if !s.Sealed || s.LastLSN < s.FirstLSN || uint64(s.LastLSN) > durable {
 			break
 		}
 		age := now.Sub(s.LastTime)
@@ -59,12 +76,20 @@ func (n *Node) RunRetention() (int64, error) {
 		cut = s.LastLSN + 1
 		size -= s.Bytes
 	}
-	var freed int64
 	if cut > 0 {
-		var err error
-		if freed, err = n.seg.DeleteBefore(cut); err != nil {
-			return freed, err
+		if _, err := n.seg.DeleteBefore(cut); err != nil {
+			return 0, err
 		}
+		if err := n.snaps.trimBefore(n.seg.FirstLSN()); err != nil {
+			return 0, err
+		}
+	}
+	after, err := n.segmentDiskBytes()
+	if err != nil {
+		return 0, err
+	}
+	freed := max(before-after, 0)
+	if cut > 0 {
 		n.metrics.retentionDeleted.Add(float64(freed))
 		if forced > 0 {
 			n.metrics.forcedDeletes.Add(float64(forced))
@@ -72,7 +97,7 @@ func (n *Node) RunRetention() (int64, error) {
 		n.log.Info("retention deleted segments", "before_lsn", cut, "bytes", freed, "forced", forced)
 	}
 	n.metrics.firstLSN.Set(float64(n.seg.FirstLSN()))
-	n.metrics.segmentBytes.Set(float64(n.seg.SizeBytes()))
+	n.metrics.segmentBytes.Set(float64(after))
 	return freed, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -19,19 +20,7 @@ import (
 // counterValue sums the samples of the counter name in reg.
 func counterValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				v += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return v
+	return testmetric.Value(t, reg, name, nil)
 }
 
 // TestRetentionFloorAndCap (issue 6 point 5): retention by age never
@@ -112,7 +101,7 @@ func TestRetentionFloorAndCap(t *testing.T) {
 
 	skew.Store(int64(3 * time.Hour)) // beyond RetentionCapAge: the cap forces it
 	run()
-	first := n.SegmentLog().FirstLSN()
+	first := uint64(n.SegmentLog().FirstLSN())
 	if first <= 121 {
 		t.Fatalf("first lsn %d: the cap did not force deleting beyond the floor", first)
 	}

@@ -12,8 +12,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // server implements the LogStore and Cluster gRPC services of a Node. Every
@@ -29,8 +31,8 @@ func (s *server) notLeader() error {
 	_, id := s.n.raft.LeaderWithID()
 	var api string
 	if id != "" {
-		s.n.fsm.withState(func(st *state) {
-			if m := st.members[string(id)]; m != nil {
+		s.n.fsm.withState(func(st *fsm.State) {
+			if m := st.Member(string(id)); m != nil {
 				api = m.ApiAddress
 			}
 		})
@@ -112,7 +114,7 @@ func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsReq
 		return nil, err
 	}
 	var out []*logstorepb.OffsetCommit
-	s.n.fsm.withState(func(st *state) { out = st.groupOffsets(req.Group, req.Topics) })
+	s.n.fsm.withState(func(st *fsm.State) { out = st.GroupOffsets(req.Group, req.Topics) })
 	return &logstorepb.FetchOffsetsResponse{Offsets: out}, nil
 }
 
@@ -138,28 +140,24 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		CommitIndex:  n.raft.CommitIndex(),
 		AppliedIndex: n.raft.AppliedIndex(),
 		HeadLsn:      n.fsm.head.Load(),
-		FirstLsn:     n.seg.FirstLSN(),
+		FirstLsn:     uint64(n.seg.FirstLSN()),
 		SegmentBytes: uint64(n.seg.SizeBytes()),
 	}
-	members := map[string]*logstorepb.MemberCommand{}
-	n.fsm.withState(func(st *state) {
-		resp.Epoch = st.epoch
-		for _, t := range sortedKeys(st.topics) {
-			resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t, NextOffset: st.topics[t]})
-		}
-		for _, c := range sortedKeys(st.consumers) {
-			resp.Consumers = append(resp.Consumers, &logstorepb.Consumer{Consumer: c, AckedLsn: st.consumers[c]})
-		}
-		for k, m := range st.members {
-			members[k] = m
-		}
+	var members map[string]*logstorepb.MemberCommand
+	var topics []*logstorepb.TopicState
+	n.fsm.withState(func(st *fsm.State) {
+		resp.Epoch = uint64(st.Epoch())
+		topics, resp.Consumers, members = st.Topics(), st.Consumers(), st.Members()
 	})
+	for _, t := range topics {
+		resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t.Topic, NextOffset: t.NextOffset})
+	}
 	// After the state: the segment log holds at least every topic offset
 	// the state counted, except what retention removed since.
 	firsts := n.seg.TopicFirstOffsets()
 	for _, t := range resp.Topics {
 		first, retained := firsts[t.Topic]
-		t.FirstOffset = oldestOffset(first, retained, t.NextOffset)
+		t.FirstOffset = oldestOffset(uint64(first), retained, t.NextOffset)
 	}
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
@@ -197,7 +195,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 	n := s.n
 	s.n.metrics.readStreams.Inc()
 	defer s.n.metrics.readStreams.Dec()
-	if first := n.seg.FirstLSN(); from < first && from <= n.fsm.head.Load() {
+	if first := uint64(n.seg.FirstLSN()); from < first && from <= n.fsm.head.Load() {
 		return belowRetention(from, first)
 	}
 	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
@@ -212,7 +210,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 				continue
 			case <-ctx.Done():
 				return apierr.Status(ctx.Err())
-			case <-n.closing:
+			case <-n.reads:
 				return apierr.Status(apierr.ErrShuttingDown)
 			}
 		}
@@ -222,7 +220,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 		}
 		var batch []*logstorepb.Transaction
 		bytes, through := 0, from-1
-		err := n.seg.Read(from, end, func(txn *logstorepb.Transaction) (bool, error) {
+		err := n.seg.Read(types.LSN(from), types.LSN(end), func(txn *logstorepb.Transaction) (bool, error) {
 			through = txn.Lsn
 			if txn = filterTxn(txn, topics); txn != nil {
 				batch = append(batch, txn)
@@ -231,7 +229,7 @@ func (s *server) scan(ctx context.Context, from, to uint64, topics []string, max
 			return bytes < n.cfg.ReadBatchBytes, nil
 		})
 		if errors.Is(err, segment.ErrBelowRetention) {
-			return belowRetention(from, n.seg.FirstLSN())
+			return belowRetention(from, uint64(n.seg.FirstLSN()))
 		}
 		if err != nil {
 			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
@@ -305,20 +303,20 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 	// The topic's next offset, read before the lookup: the segment log holds
 	// every offset below it unless retention removed it.
 	var next uint64
-	n.fsm.withState(func(st *state) { next = st.topics[req.Topic] })
+	n.fsm.withState(func(st *fsm.State) { next = uint64(st.NextOffset(req.Topic)) })
 	from := head + 1 // offset not written by head: every later message of the topic is above head
-	lsn, err := n.seg.TopicOffsetLSN(req.Topic, req.FromOffset)
+	lsn, err := n.seg.TopicOffsetLSN(req.Topic, types.Offset(req.FromOffset))
 	switch {
-	case err == nil && lsn <= head:
-		from = lsn
+	case err == nil && uint64(lsn) <= head:
+		from = uint64(lsn)
 	case errors.Is(err, segment.ErrBelowRetention),
 		errors.Is(err, segment.ErrNotFound) && req.FromOffset < next: // retention removed every message of the topic
 		first, retained := n.seg.TopicFirstOffset(req.Topic)
-		oldest := oldestOffset(first, retained, next)
+		oldest := oldestOffset(uint64(first), retained, next)
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
 			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
 			func(d *logstorepb.ErrorDetail) {
-				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, n.seg.FirstLSN(), oldest
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.FirstLSN()), oldest
 			})
 	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:

@@ -2,9 +2,7 @@ package logstore
 
 import (
 	"bufio"
-	"bytes"
 	"cmp"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,13 +12,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Snapshots (DESIGN.md §4): a snapshot is a directory, not a blob.
@@ -35,24 +35,20 @@ import (
 // archive.bin, the byte stream the leader sent.
 //
 // The archive stream, which Open produces (lazily, file by file, for a local
-// snapshot) and Restore consumes:
-//
-//	"LPSNAP01" | u64 len | FSMState | u64 len | manifest JSON | files (segment.Manifest.WriteFiles)
-//
-// so a new voter receives every retained segment along with the state.
+// snapshot) and Restore consumes, is fsm.ArchiveHeader (state and manifest
+// JSON) followed by the files (segment.Manifest.WriteFiles), so a new voter
+// receives every retained segment along with the state.
 const (
-	archiveMagic  = "LPSNAP01"
-	metaFile      = "meta.json"
-	stateFile     = "state.bin"
-	manifestFile  = "manifest.json"
-	dataDir       = "data"
-	archiveFile   = "archive.bin"
-	tmpSuffix     = ".tmp"
-	kindLocal     = "local"
-	kindArchive   = "archive"
-	restoreStage  = "restore.tmp"
-	exportStage   = "export.tmp"
-	maxHeaderPart = 1 << 30 // a state or manifest longer than this is corrupt
+	metaFile     = "meta.json"
+	stateFile    = "state.bin"
+	manifestFile = "manifest.json"
+	dataDir      = "data"
+	archiveFile  = "archive.bin"
+	tmpSuffix    = ".tmp"
+	kindLocal    = "local"
+	kindArchive  = "archive"
+	restoreStage = "restore.tmp"
+	exportStage  = "export.tmp"
 )
 
 // ErrSnapshot wraps snapshot store errors.
@@ -65,11 +61,26 @@ type snapMeta struct {
 }
 
 // snapshotStore is a raft.SnapshotStore of snapshot directories.
+//
+// A snapshot being streamed (Open, for InstallSnapshot to a follower) is
+// pinned until its reader is closed: the archive writer opens each segment
+// file only when it reaches it, so reap must not delete the directory
+// under it, however many newer snapshots are taken meanwhile (a lagging
+// follower or a new voter could otherwise never catch up under load:
+// every retry starts over from the newest snapshot and loses the race
+// again). A pinned snapshot beyond the newest retain is reaped when its
+// last reader closes.
 type snapshotStore struct {
 	dir    string
 	retain int
 	log    *slog.Logger
 	now    func() time.Time
+
+	mu struct {
+		sync.Mutex
+		pins map[string]int      // snapshot id -> open readers
+		busy map[string]struct{} // ids being removed or trimmed: Open refuses them
+	}
 }
 
 var _ raft.SnapshotStore = (*snapshotStore)(nil)
@@ -89,7 +100,62 @@ func newSnapshotStore(dir string, retain int, log *slog.Logger, now func() time.
 			}
 		}
 	}
-	return &snapshotStore{dir: dir, retain: retain, log: log, now: now}, nil
+	s := &snapshotStore{dir: dir, retain: retain, log: log, now: now}
+	s.mu.pins, s.mu.busy = map[string]int{}, map[string]struct{}{}
+	return s, nil
+}
+
+// pin marks snapshot id as being read; false if it is being removed or
+// trimmed.
+func (s *snapshotStore) pin(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.mu.busy[id]; ok {
+		return false
+	}
+	s.mu.pins[id]++
+	return true
+}
+
+// lock takes snapshot id for removal or trimming: false while a reader has
+// it pinned or another lock holds it.
+func (s *snapshotStore) lock(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.mu.busy[id]; busy || s.mu.pins[id] > 0 {
+		return false
+	}
+	s.mu.busy[id] = struct{}{}
+	return true
+}
+
+func (s *snapshotStore) unlock(id string) {
+	s.mu.Lock()
+	delete(s.mu.busy, id)
+	s.mu.Unlock()
+}
+
+// unpin releases one pin of id and reaps what is no longer needed.
+func (s *snapshotStore) unpin(id string) {
+	s.mu.Lock()
+	if s.mu.pins[id]--; s.mu.pins[id] <= 0 {
+		delete(s.mu.pins, id)
+	}
+	s.mu.Unlock()
+	s.reap()
+}
+
+// pinnedReader releases its snapshot's pin once, when closed.
+type pinnedReader struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *pinnedReader) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
 }
 
 // Create implements raft.SnapshotStore.
@@ -158,7 +224,20 @@ func (s *snapshotStore) readMeta(id string) (snapMeta, error) {
 }
 
 // Open implements raft.SnapshotStore: the archive stream of snapshot id.
+// The snapshot is pinned (never reaped) until the reader is closed.
 func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
+	if !s.pin(id) {
+		return nil, nil, fmt.Errorf("%w: snapshot %s is being removed", ErrSnapshot, id)
+	}
+	m, rc, err := s.open(id)
+	if err != nil {
+		s.unpin(id)
+		return nil, nil, err
+	}
+	return m, &pinnedReader{ReadCloser: rc, release: func() { s.unpin(id) }}, nil
+}
+
+func (s *snapshotStore) open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 	m, err := s.readMeta(id)
 	if err != nil {
 		return nil, nil, err
@@ -183,6 +262,9 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	if err := json.Unmarshal(mjson, &man); err != nil {
 		return nil, nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshot, id, err)
 	}
+	// The size of what is streamed, from the manifest read now: retention
+	// may have trimmed the snapshot since meta.json was written.
+	m.Size = archiveSize(state, mjson, man)
 	pr, pw := io.Pipe()
 	go func() { // one per open stream; ends when the reader closes or the files are sent
 		bw := bufio.NewWriterSize(pw, 256<<10)
@@ -195,7 +277,8 @@ func (s *snapshotStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	return &m.SnapshotMeta, pr, nil
 }
 
-// reap removes all but the newest retain snapshots.
+// reap removes all but the newest retain snapshots, except those pinned
+// by an open reader (their last Close reaps them).
 func (s *snapshotStore) reap() {
 	metas, err := s.list()
 	if err != nil {
@@ -203,25 +286,23 @@ func (s *snapshotStore) reap() {
 		return
 	}
 	for _, m := range metas[min(len(metas), s.retain):] {
-		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil {
+		if !s.lock(m.ID) {
+			continue // pinned: its last reader's Close reaps it
+		}
+		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil { // outside s.mu: Open of another id never waits on this I/O
 			s.log.Warn("reaping snapshot", "snapshot", m.ID, "err", err)
 		}
+		s.unlock(m.ID)
 	}
 }
 
 // archiveSize is the length of the archive stream.
 func archiveSize(state, mjson []byte, m segment.Manifest) int64 {
-	return int64(len(archiveMagic)+8+len(state)+8+len(mjson)) + m.Bytes()
+	return fsm.ArchiveHeaderSize(state, mjson) + m.Bytes()
 }
 
 func writeArchive(w io.Writer, state, mjson []byte, m segment.Manifest, dataDir string) error {
-	var hdr bytes.Buffer
-	hdr.WriteString(archiveMagic)
-	hdr.Write(binary.BigEndian.AppendUint64(nil, uint64(len(state))))
-	hdr.Write(state)
-	hdr.Write(binary.BigEndian.AppendUint64(nil, uint64(len(mjson))))
-	hdr.Write(mjson)
-	if _, err := w.Write(hdr.Bytes()); err != nil {
+	if _, err := w.Write(fsm.ArchiveHeader(state, mjson)); err != nil {
 		return err
 	}
 	_, err := m.WriteFiles(w, dataDir)
@@ -229,58 +310,27 @@ func writeArchive(w io.Writer, state, mjson []byte, m segment.Manifest, dataDir 
 }
 
 // readArchiveHeader reads the state and manifest that start an archive.
-func readArchiveHeader(r io.Reader) (*logstorepb.FSMState, segment.Manifest, error) {
+func readArchiveHeader(r io.Reader) (*fsm.State, segment.Manifest, error) {
 	var man segment.Manifest
-	magic := make([]byte, len(archiveMagic))
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic) != archiveMagic {
-		return nil, man, fmt.Errorf("%w: archive: bad magic (%v)", ErrSnapshot, err)
-	}
-	part := func(name string) ([]byte, error) {
-		var n [8]byte
-		if _, err := io.ReadFull(r, n[:]); err != nil {
-			return nil, fmt.Errorf("%w: archive %s length: %w", ErrSnapshot, name, err)
-		}
-		l := binary.BigEndian.Uint64(n[:])
-		if l > maxHeaderPart {
-			return nil, fmt.Errorf("%w: archive %s length %d", ErrSnapshot, name, l)
-		}
-		b := make([]byte, l)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return nil, fmt.Errorf("%w: archive %s: %w", ErrSnapshot, name, err)
-		}
-		return b, nil
-	}
-	sb, err := part("state")
+	st, mb, err := fsm.ReadArchiveHeader(r)
 	if err != nil {
-		return nil, man, err
-	}
-	mb, err := part("manifest")
-	if err != nil {
-		return nil, man, err
-	}
-	var st logstorepb.FSMState
-	if err := proto.Unmarshal(sb, &st); err != nil {
-		return nil, man, fmt.Errorf("%w: %w", ErrCorruptState, err)
+		return nil, man, fmt.Errorf("%w: archive: %w", ErrSnapshot, err)
 	}
 	if err := json.Unmarshal(mb, &man); err != nil {
 		return nil, man, fmt.Errorf("%w: archive manifest: %w", ErrSnapshot, err)
 	}
-	return &st, man, nil
+	return st, man, nil
 }
 
 // restoreArchive reads an archive stream, installs its segments into log
 // (through a staging directory under nodeDir) and returns its state.
-func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*state, error) {
-	sp, man, err := readArchiveHeader(r)
+func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*fsm.State, error) {
+	st, man, err := readArchiveHeader(r)
 	if err != nil {
 		return nil, err
 	}
-	st, err := stateFromProto(sp)
-	if err != nil {
-		return nil, err
-	}
-	if man.LastLSN != st.lastLSN {
-		return nil, fmt.Errorf("%w: archive manifest ends at lsn %d, state at %d", ErrSnapshot, man.LastLSN, st.lastLSN)
+	if man.LastLSN != st.LastLSN() {
+		return nil, fmt.Errorf("%w: archive manifest ends at lsn %d, state at %d", ErrSnapshot, man.LastLSN, st.LastLSN())
 	}
 	stage := filepath.Join(nodeDir, restoreStage)
 	if err := os.RemoveAll(stage); err != nil {
@@ -431,9 +481,9 @@ func syncDir(dir string) error {
 	return err
 }
 
-// fsmSnapshot is the state captured by fsm.Snapshot.
+// fsmSnapshot is the state captured by raftFSM.Snapshot.
 type fsmSnapshot struct {
-	f     *fsm
+	f     *raftFSM
 	state *logstorepb.FSMState
 }
 
@@ -458,12 +508,12 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
-	state, err := proto.MarshalOptions{Deterministic: true}.Marshal(s.state)
+	state, err := fsm.MarshalState(s.state)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	if k, ok := sink.(*snapSink); ok {
-		m, err := s.f.log.Checkpoint(k.dataPath(), s.state.LastLsn)
+		m, err := s.f.log.Checkpoint(k.dataPath(), types.LSN(s.state.LastLsn))
 		if err != nil {
 			return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
 		}
@@ -475,7 +525,7 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	defer os.RemoveAll(stage)
-	m, err := s.f.log.Checkpoint(stage, s.state.LastLsn)
+	m, err := s.f.log.Checkpoint(stage, types.LSN(s.state.LastLsn))
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
 	}
@@ -492,7 +542,7 @@ func (s *fsmSnapshot) Release() {}
 // localSnapshot is the newest snapshot in the store, loaded at start.
 type localSnapshot struct {
 	meta  snapMeta
-	state *state
+	state *fsm.State
 	man   segment.Manifest
 	dir   string
 }
@@ -506,14 +556,14 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 	}
 	m := metas[0]
 	dir := filepath.Join(s.dir, m.ID)
-	var sp *logstorepb.FSMState
+	var st *fsm.State
 	var man segment.Manifest
 	if m.Kind == kindArchive {
 		f, err := os.Open(filepath.Join(dir, archiveFile))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
-		sp, man, err = readArchiveHeader(bufio.NewReader(f))
+		st, man, err = readArchiveHeader(bufio.NewReader(f))
 		f.Close()
 		if err != nil {
 			return nil, err
@@ -523,9 +573,8 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
-		sp = &logstorepb.FSMState{}
-		if err := proto.Unmarshal(b, sp); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrCorruptState, m.ID, err)
+		if st, err = fsm.UnmarshalState(b); err != nil {
+			return nil, fmt.Errorf("%s: %w", m.ID, err)
 		}
 		mb, err := os.ReadFile(filepath.Join(dir, manifestFile))
 		if err != nil {
@@ -534,10 +583,6 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 		if err := json.Unmarshal(mb, &man); err != nil {
 			return nil, fmt.Errorf("%w: %s manifest: %w", ErrSnapshot, m.ID, err)
 		}
-	}
-	st, err := stateFromProto(sp)
-	if err != nil {
-		return nil, err
 	}
 	return &localSnapshot{meta: m, state: st, man: man, dir: dir}, nil
 }
@@ -556,3 +601,7 @@ func (ls *localSnapshot) reinstall(log *segment.Log, nodeDir string) error {
 	_, err = restoreArchive(bufio.NewReader(f), log, nodeDir)
 	return err
 }
+
+// ErrCorruptState marks FSM state bytes (in a snapshot) that do not decode:
+// fsm.ErrCorruptState, named here for the node's callers.
+var ErrCorruptState = fsm.ErrCorruptState

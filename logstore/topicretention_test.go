@@ -45,7 +45,7 @@ func TestTopicOldestOffsetAfterRetention(t *testing.T) {
 	if _, err := n.RunRetention(); err != nil {
 		t.Fatal(err)
 	}
-	first := n.SegmentLog().FirstLSN()
+	first := uint64(n.SegmentLog().FirstLSN())
 	if first <= bTxns+1 {
 		t.Fatalf("retention kept lsn %d: want every txn of b gone", first)
 	}

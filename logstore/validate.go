@@ -95,6 +95,8 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 	} else if req.Sequence != 0 {
 		return 0, invalidArg("sequence %d without producer_id", req.Sequence)
 	}
+	// groupKey names one consumer group's position in one topic.
+	type groupKey struct{ group, topic string }
 	conds := map[groupKey]bool{} // group "" is the topic's own next offset
 	for _, c := range req.Conditions {
 		if !ValidTopic(c.Topic) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/internal/quantile"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target/targettest"
@@ -59,7 +61,7 @@ func benchApply(b *testing.B, batch, inflight int) {
 	}
 	b.StopTimer()
 	slices.Sort(latencies)
-	ms := func(q float64) float64 { return float64(targettest.Quantile(latencies, q).Microseconds()) / 1000 }
+	ms := func(q float64) float64 { return float64(quantile.Of(latencies, q).Microseconds()) / 1000 }
 	b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(ms(0.50), "p50-ack-ms")
 	b.ReportMetric(ms(0.99), "p99-ack-ms")
@@ -70,14 +72,5 @@ func benchApply(b *testing.B, batch, inflight int) {
 
 // commitCount is the number of Store.Apply calls, from target_apply_group_batches.
 func commitCount(b *testing.B, reg *prometheus.Registry) uint64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "target_apply_group_batches" {
-			return mf.Metric[0].GetHistogram().GetSampleCount()
-		}
-	}
-	return 0
+	return uint64(testmetric.Value(b, reg, "target_apply_group_batches", nil))
 }

@@ -72,7 +72,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: negative duration", ErrInvalidConfig)
 	}
 	if len(c.Topics) == 0 {
-		c.Topics = []string{c.ID}
+		c.Topics = []string{string(c.ID)}
 	}
 	if c.Addr == "" {
 		c.Addr = DefaultAddr

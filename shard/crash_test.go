@@ -23,6 +23,7 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
 var (
@@ -50,7 +51,7 @@ func runChild(dir, id string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	sh, err := shard.Open(shard.Config{Dir: dir, ID: id, Logger: logger})
+	sh, err := shard.Open(shard.Config{Dir: dir, ID: types.TargetID(id), Logger: logger})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
@@ -149,38 +150,38 @@ func genLog(rng *rand.Rand, topic string, n int) *crashLog {
 
 // modelAt is the expected data and topic next offset after every delivery
 // with LSN <= lsn.
-func (l *crashLog) modelAt(t *testing.T, lsn uint64) (map[string][]byte, uint64) {
+func (l *crashLog) modelAt(t *testing.T, lsn types.LSN) (map[string][]byte, types.Offset) {
 	model := map[string][]byte{}
-	var next uint64
+	var next types.Offset
 	for _, d := range l.ds {
-		if d.Lsn > lsn {
+		if types.LSN(d.Lsn) > lsn {
 			break
 		}
 		if err := shard.ModelApply(model, []string{l.topic}, d.Slices); err != nil {
 			t.Fatal(err)
 		}
 		for _, sl := range d.Slices {
-			next = sl.FirstOffset + uint64(len(sl.Messages))
+			next = types.Offset(sl.FirstOffset) + types.Offset(len(sl.Messages))
 		}
 	}
 	return model, next
 }
 
 // after returns the deliveries with LSN > lsn.
-func (l *crashLog) after(lsn uint64) []*targetpb.Delivery {
+func (l *crashLog) after(lsn types.LSN) []*targetpb.Delivery {
 	for i, d := range l.ds {
-		if d.Lsn > lsn {
+		if types.LSN(d.Lsn) > lsn {
 			return l.ds[i:]
 		}
 	}
 	return nil
 }
 
-func (l *crashLog) last() uint64 { return l.ds[len(l.ds)-1].Lsn }
+func (l *crashLog) last() types.LSN { return types.LSN(l.ds[len(l.ds)-1].Lsn) }
 
 // checkDisk checks that the shard file in dir holds exactly the model at its
 // own applied LSN, and that this LSN covers every ack the sender saw.
-func (l *crashLog) checkDisk(t *testing.T, dir string, acked uint64) uint64 {
+func (l *crashLog) checkDisk(t *testing.T, dir string, acked types.LSN) types.LSN {
 	t.Helper()
 	data, st, err := shard.ReadDir(dir)
 	if err != nil {
@@ -240,7 +241,8 @@ func TestKillNine(t *testing.T) {
 	const id = "shard-1"
 	l := genLog(rng, id, txns)
 	dir := t.TempDir()
-	var durable, killsDone uint64
+	var durable types.LSN
+	var killsDone uint64
 	for {
 		c := startChild(t, dir, id)
 		cc := targettest.Dial(t, c.addr)
@@ -248,10 +250,10 @@ func TestKillNine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ack.AppliedLsn != durable {
+		if types.LSN(ack.AppliedLsn) != durable {
 			t.Fatalf("restart %d: HelloAck lsn %d, the file said %d", killsDone, ack.AppliedLsn, durable)
 		}
-		rest := l.after(ack.AppliedLsn)
+		rest := l.after(types.LSN(ack.AppliedLsn))
 		if killsDone == uint64(kills) || len(rest) == 0 {
 			// Last round: deliver everything; the final state is the whole log's.
 			if n := sendBatches(rng, s, rest, 64); n != len(rest) {
@@ -276,7 +278,7 @@ func TestKillNine(t *testing.T) {
 			sendBatches(sendRng, s, rest, 64)
 		}()
 		span := max(1, len(rest)/(kills-int(killsDone)))
-		if err := s.WaitAck(targettest.Context(t), rest[rng.IntN(span)].Lsn); err != nil {
+		if err := s.WaitAck(targettest.Context(t), types.LSN(rest[rng.IntN(span)].Lsn)); err != nil {
 			t.Fatal(err)
 		}
 		acked := s.Acked()
@@ -315,10 +317,10 @@ func TestPowerLossSnapshots(t *testing.T) {
 	sendRng := rand.New(rand.NewPCG(rng.Uint64(), 1)) // the sender goroutine's own
 	go func() { sendDone <- sendBatches(sendRng, s, l.ds, 16) }()
 
-	var lastCopy uint64
+	var lastCopy types.LSN
 	for i := range snapshots {
 		// A random point: after the acks passed a random LSN ahead.
-		ahead := lastCopy + 1 + uint64(rng.IntN(int(l.last()/uint64(snapshots))+1))
+		ahead := lastCopy + 1 + types.LSN(rng.IntN(int(l.last()/types.LSN(snapshots))+1))
 		if err := s.WaitAck(targettest.Context(t), min(ahead, l.last())); err != nil {
 			t.Fatal(err)
 		}

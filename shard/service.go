@@ -9,6 +9,7 @@ import (
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // service is the shardpb.Shard gRPC service of a Shard.
@@ -25,7 +26,7 @@ func (v *service) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetR
 	if err != nil {
 		return nil, statusError(codes.Internal, logstorepb.ErrorCode_INTERNAL, err.Error(), nil)
 	}
-	return &shardpb.GetResponse{Found: found, Value: value, AppliedLsn: lsn}, nil
+	return &shardpb.GetResponse{Found: found, Value: value, AppliedLsn: uint64(lsn)}, nil
 }
 
 func (v *service) Scan(_ context.Context, req *shardpb.ScanRequest) (*shardpb.ScanResponse, error) {
@@ -41,13 +42,13 @@ func (v *service) Scan(_ context.Context, req *shardpb.ScanRequest) (*shardpb.Sc
 	if err != nil {
 		return nil, statusError(codes.Internal, logstorepb.ErrorCode_INTERNAL, err.Error(), nil)
 	}
-	return &shardpb.ScanResponse{Items: items, AppliedLsn: lsn, Truncated: truncated}, nil
+	return &shardpb.ScanResponse{Items: items, AppliedLsn: uint64(lsn), Truncated: truncated}, nil
 }
 
 func (v *service) WaitApplied(ctx context.Context, req *shardpb.WaitAppliedRequest) (*shardpb.WaitAppliedResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, v.s.cfg.WaitAppliedMax)
 	defer cancel()
-	lsn, err := v.s.WaitApplied(ctx, req.Lsn)
+	lsn, err := v.s.WaitApplied(ctx, types.LSN(req.Lsn))
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return nil, status.FromContextError(err).Err()
@@ -55,7 +56,7 @@ func (v *service) WaitApplied(ctx context.Context, req *shardpb.WaitAppliedReque
 		return nil, statusError(codes.DeadlineExceeded, logstorepb.ErrorCode_TIMEOUT,
 			"applied lsn still below the requested lsn", nil)
 	}
-	return &shardpb.WaitAppliedResponse{AppliedLsn: lsn}, nil
+	return &shardpb.WaitAppliedResponse{AppliedLsn: uint64(lsn)}, nil
 }
 
 // statusError is a gRPC status carrying an ErrorDetail with code ec.

@@ -23,6 +23,7 @@ import (
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
 var ctxT = targettest.Context
@@ -66,7 +67,7 @@ func start(t testing.TB, cfg shard.Config) *running {
 	return r
 }
 
-func (r *running) open(t *testing.T, id string, epoch uint64) (*targettest.Sender, *targetpb.HelloAck) {
+func (r *running) open(t *testing.T, id types.TargetID, epoch types.Epoch) (*targettest.Sender, *targetpb.HelloAck) {
 	t.Helper()
 	s, ack, err := targettest.Open(ctxT(t), r.cc, targettest.Hello(id, epoch, 1))
 	if err != nil {

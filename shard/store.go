@@ -107,10 +107,10 @@ func initLayout(tx *bbolt.Tx) error {
 				return err
 			}
 		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, u64(formatVersion))
+		return tx.Bucket(bucketMeta).Put(keyFormat, u64(uint64(formatVersion)))
 	}
-	v, err := readU64(meta, keyFormat)
-	if err != nil {
+	var v uint64
+	if err := readU64(meta, keyFormat, &v); err != nil {
 		return err
 	}
 	if v != formatVersion {
@@ -139,17 +139,17 @@ func readState(tx *bbolt.Tx) (target.State, error) {
 	st := target.State{Topics: map[string]types.Offset{}}
 	meta := tx.Bucket(bucketMeta)
 	var err error
-	if st.AppliedLSN, err = readU64(meta, keyApplied); err != nil {
+	if err = readU64(meta, keyApplied, &st.AppliedLSN); err != nil {
 		return st, err
 	}
-	if st.Epoch, err = readU64(meta, keyEpoch); err != nil {
+	if err = readU64(meta, keyEpoch, &st.Epoch); err != nil {
 		return st, err
 	}
 	err = tx.Bucket(bucketOffsets).ForEach(func(k, v []byte) error {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: offset of topic %q is %d bytes", ErrCorrupt, k, len(v))
 		}
-		st.Topics[string(k)] = binary.BigEndian.Uint64(v)
+		st.Topics[string(k)] = types.Offset(binary.BigEndian.Uint64(v))
 		return nil
 	})
 	return st, err
@@ -192,12 +192,12 @@ func (s *store) decode(ds []*targetpb.Delivery) ([]*shardpb.Mutation, error) {
 	for _, d := range ds {
 		for _, sl := range d.Slices {
 			if !slices.Contains(s.topics, sl.Topic) {
-				return nil, target.Permanent(d.Lsn, fmt.Errorf("topic %q is not owned by this shard", sl.Topic))
+				return nil, target.Permanent(types.LSN(d.Lsn), fmt.Errorf("topic %q is not owned by this shard", sl.Topic))
 			}
 			for i, msg := range sl.Messages {
 				m, err := DecodeMutation(msg.Value)
 				if err != nil {
-					return nil, target.Permanent(d.Lsn, fmt.Errorf("topic %q offset %d: %w", sl.Topic, sl.FirstOffset+uint64(i), err))
+					return nil, target.Permanent(types.LSN(d.Lsn), fmt.Errorf("topic %q offset %d: %w", sl.Topic, sl.FirstOffset+uint64(i), err))
 				}
 				muts = append(muts, m)
 			}
@@ -270,7 +270,7 @@ func (s *store) waitApplied(ctx context.Context, lsn types.LSN) (types.LSN, erro
 // transaction).
 func (s *store) get(key []byte) (value []byte, found bool, lsn types.LSN, err error) {
 	err = s.db.View(func(tx *bbolt.Tx) error {
-		if lsn, err = readU64(tx.Bucket(bucketMeta), keyApplied); err != nil {
+		if err = readU64(tx.Bucket(bucketMeta), keyApplied, &lsn); err != nil {
 			return err
 		}
 		if v := tx.Bucket(bucketData).Get(key); v != nil {
@@ -285,7 +285,7 @@ func (s *store) get(key []byte) (value []byte, found bool, lsn types.LSN, err er
 // whether more exist, and the applied LSN they reflect.
 func (s *store) scan(prefix []byte, limit int) (kvs []*shardpb.KeyValue, truncated bool, lsn types.LSN, err error) {
 	err = s.db.View(func(tx *bbolt.Tx) error {
-		if lsn, err = readU64(tx.Bucket(bucketMeta), keyApplied); err != nil {
+		if err = readU64(tx.Bucket(bucketMeta), keyApplied, &lsn); err != nil {
 			return err
 		}
 		c := tx.Bucket(bucketData).Cursor()
@@ -337,16 +337,18 @@ func ReadDir(dir string) (map[string][]byte, target.State, error) {
 	return data, st, err
 }
 
-func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+func u64[T ~uint64](v T) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
-// readU64 reads an 8-byte big-endian value; a missing key is 0.
-func readU64(b *bbolt.Bucket, key []byte) (uint64, error) {
+// readU64 reads an 8-byte big-endian value into dst; a missing key is 0.
+func readU64[T ~uint64](b *bbolt.Bucket, key []byte, dst *T) error {
 	v := b.Get(key)
 	if v == nil {
-		return 0, nil
+		*dst = 0
+		return nil
 	}
 	if len(v) != 8 {
-		return 0, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, key, len(v))
+		return fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, key, len(v))
 	}
-	return binary.BigEndian.Uint64(v), nil
+	*dst = T(binary.BigEndian.Uint64(v))
+	return nil
 }

@@ -79,19 +79,20 @@ func (s *Server) accept(st *stream, h *targetpb.Hello) (*targetpb.HelloAck, *ref
 		return nil, r
 	}
 	cur := s.ap.st
-	if h.Epoch < cur.Epoch {
+	epoch, session := types.Epoch(h.Epoch), types.Session(h.Session)
+	if epoch < cur.Epoch {
 		return nil, refuse(reasonStaleEpoch, logstorepb.ErrorCode_STALE_EPOCH,
-			&logstorepb.ErrorDetail{Epoch: cur.Epoch},
-			"epoch %d is below the highest epoch seen %d: a newer LogPlayer owns this target", h.Epoch, cur.Epoch)
+			&logstorepb.ErrorDetail{Epoch: uint64(cur.Epoch)},
+			"epoch %d is below the highest epoch seen %d: a newer LogPlayer owns this target", epoch, cur.Epoch)
 	}
-	if h.Epoch == cur.Epoch && h.Term < s.ap.term {
+	if epoch == cur.Epoch && session < s.ap.session {
 		return nil, refuse(reasonSuperseded, logstorepb.ErrorCode_SUPERSEDED,
-			&logstorepb.ErrorDetail{Epoch: cur.Epoch},
-			"term %d is below term %d already seen in epoch %d", h.Term, s.ap.term, h.Epoch)
+			&logstorepb.ErrorDetail{Epoch: uint64(cur.Epoch)},
+			"session %d is below session %d already seen in epoch %d", session, s.ap.session, epoch)
 	}
-	if h.Epoch > cur.Epoch {
+	if epoch > cur.Epoch {
 		next := cur.Clone()
-		next.Epoch = h.Epoch
+		next.Epoch = epoch
 		if err := s.cfg.Store.Apply(nil, next); err != nil {
 			s.ap.stale = true
 			return nil, s.storeFailure(err)
@@ -99,7 +100,7 @@ func (s *Server) accept(st *stream, h *targetpb.Hello) (*targetpb.HelloAck, *ref
 		s.setState(next)
 		s.log.Info("epoch advanced", "epoch", h.Epoch, "player", h.PlayerId)
 	}
-	s.ap.term = h.Term
+	s.ap.session = session
 	if old := s.ap.active; old != nil && old != st && !old.isEnded() {
 		var r *refusal
 		if old.hello.Epoch < h.Epoch {
@@ -107,7 +108,7 @@ func (s *Server) accept(st *stream, h *targetpb.Hello) (*targetpb.HelloAck, *ref
 				"epoch %d took over from epoch %d", h.Epoch, old.hello.Epoch)
 		} else {
 			r = refuse(reasonSuperseded, logstorepb.ErrorCode_SUPERSEDED, &logstorepb.ErrorDetail{Epoch: h.Epoch},
-				"a newer stream (epoch %d term %d) took over", h.Epoch, h.Term)
+				"a newer stream (epoch %d session %d) took over", h.Epoch, h.Session)
 		}
 		s.countRefusal(old, r)
 		old.end(r.status())
@@ -118,12 +119,12 @@ func (s *Server) accept(st *stream, h *targetpb.Hello) (*targetpb.HelloAck, *ref
 
 func (s *Server) helloAck() *targetpb.HelloAck {
 	ack := &targetpb.HelloAck{
-		AppliedLsn:      s.ap.st.AppliedLSN,
+		AppliedLsn:      uint64(s.ap.st.AppliedLSN),
 		IncarnationId:   s.cfg.IncarnationID,
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
 	}
 	for topic, next := range s.ap.st.Topics {
-		ack.Topics = append(ack.Topics, &targetpb.TopicOffset{Topic: topic, NextOffset: next})
+		ack.Topics = append(ack.Topics, &targetpb.TopicOffset{Topic: topic, NextOffset: uint64(next)})
 	}
 	slices.SortFunc(ack.Topics, func(a, b *targetpb.TopicOffset) int { return strings.Compare(a.Topic, b.Topic) })
 	return ack
@@ -218,7 +219,7 @@ func (s *Server) applyBeforePermanent(batches [][]*targetpb.Delivery, err error)
 	next := s.ap.st.Clone()
 	var before [][]*targetpb.Delivery
 	for _, b := range batches {
-		if len(b) == 0 || b[len(b)-1].Lsn >= lsn {
+		if len(b) == 0 || types.LSN(b[len(b)-1].Lsn) >= lsn {
 			break
 		}
 		if _, r := s.check.advance(&next, b); r != nil {
@@ -237,7 +238,7 @@ func (s *Server) applyBeforePermanent(batches [][]*targetpb.Delivery, err error)
 			s.ap.active.ack(next.AppliedLSN)
 		}
 	}
-	return refuse(reasonPermanent, logstorepb.ErrorCode_APPLY_REJECTED, &logstorepb.ErrorDetail{Lsn: lsn},
+	return refuse(reasonPermanent, logstorepb.ErrorCode_APPLY_REJECTED, &logstorepb.ErrorDetail{Lsn: uint64(lsn)},
 		"lsn %d cannot be applied (%v); nothing of its batch was applied. Permanent: the LogPlayer must stop "+
 			"delivering to this target; an operator fixes the target or skips the LSN (target.Config.SkipLSNs)",
 		lsn, err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
@@ -43,8 +44,8 @@ func BenchmarkDeliver(b *testing.B) {
 				b.StopTimer()
 				slices.Sort(lat)
 				b.ReportMetric(float64(b.N*batch)/elapsed.Seconds(), "deliveries/s")
-				b.ReportMetric(float64(targettest.Quantile(lat, 0.5).Microseconds())/1000, "p50-ack-ms")
-				b.ReportMetric(float64(targettest.Quantile(lat, 0.99).Microseconds())/1000, "p99-ack-ms")
+				b.ReportMetric(float64(quantile.Of(lat, 0.5).Microseconds())/1000, "p50-ack-ms")
+				b.ReportMetric(float64(quantile.Of(lat, 0.99).Microseconds())/1000, "p99-ack-ms")
 			})
 		}
 	}

@@ -41,42 +41,44 @@ func (c *checker) advance(st *State, ds []*targetpb.Delivery) ([]*targetpb.Deliv
 			return nil, refuse(reasonProtocol, logstorepb.ErrorCode_INVALID_ARGUMENT, nil,
 				"delivery with lsn 0")
 		}
-		if d.Lsn <= applied {
+		lsn := types.LSN(d.Lsn)
+		if lsn <= applied {
 			reason, word := reasonBackwardsLSN, "backwards"
-			if d.Lsn == applied {
+			if lsn == applied {
 				reason, word = reasonDuplicateLSN, "duplicate"
 			}
 			return nil, refuse(reason, logstorepb.ErrorCode_CONTINUITY,
-				&logstorepb.ErrorDetail{Lsn: d.Lsn, AppliedLsn: st.AppliedLSN},
-				"%s lsn %d: not above %d (applied lsn %d); reconnect and resync", word, d.Lsn, applied, st.AppliedLSN)
+				&logstorepb.ErrorDetail{Lsn: d.Lsn, AppliedLsn: uint64(st.AppliedLSN)},
+				"%s lsn %d: not above %d (applied lsn %d); reconnect and resync", word, lsn, applied, st.AppliedLSN)
 		}
 		for j, sl := range d.Slices {
 			if r := c.checkSlice(d, j, sl); r != nil {
 				return nil, r
 			}
 			want, known := next(sl.Topic)
-			if known && sl.FirstOffset != want {
+			first := types.Offset(sl.FirstOffset)
+			if known && first != want {
 				reason, word := reasonOffsetGap, "gap"
-				if sl.FirstOffset < want {
+				if first < want {
 					reason, word = reasonOffsetOverlap, "overlap"
 				}
 				return nil, refuse(reason, logstorepb.ErrorCode_CONTINUITY,
-					&logstorepb.ErrorDetail{Lsn: d.Lsn, AppliedLsn: st.AppliedLSN, Topic: sl.Topic, ActualNextOffset: want},
+					&logstorepb.ErrorDetail{Lsn: d.Lsn, AppliedLsn: uint64(st.AppliedLSN), Topic: sl.Topic, ActualNextOffset: uint64(want)},
 					"offset %s at lsn %d: topic %q slice starts at offset %d, expected %d; reconnect and resync",
 					word, d.Lsn, sl.Topic, sl.FirstOffset, want)
 			}
 			if moved == nil {
 				moved = map[string]types.Offset{}
 			}
-			moved[sl.Topic] = sl.FirstOffset + uint64(len(sl.Messages))
+			moved[sl.Topic] = first + types.Offset(len(sl.Messages))
 		}
-		if c.skip[d.Lsn] && len(d.Slices) > 0 {
+		if c.skip[lsn] && len(d.Slices) > 0 {
 			if !copied {
 				out, copied = append([]*targetpb.Delivery(nil), ds...), true
 			}
 			out[i] = &targetpb.Delivery{Lsn: d.Lsn, TimestampUnixNano: d.TimestampUnixNano}
 		}
-		applied = d.Lsn
+		applied = lsn
 	}
 	st.AppliedLSN = applied
 	for topic, o := range moved {

@@ -11,7 +11,7 @@
 // One Deliver stream per LogPlayer-to-target connection:
 //
 //	LogPlayer                         target
-//	Hello{player, epoch, target, version, term}
+//	Hello{player, epoch, target, version, session}
 //	                                  HelloAck{applied_lsn, incarnation_id, version, topics}
 //	Batch{deliveries…}                (queued, group-committed)
 //	Batch{deliveries…}
@@ -30,9 +30,11 @@
 // and the stream it overtakes is ended, so after a restart an older LogPlayer
 // is still refused. The takeover happens in the applier: batches of the old
 // stream queued before the new Hello may still be applied (and are then in
-// the HelloAck's applied LSN); nothing of the old stream is applied after. Within one epoch a stream with a term below the highest
-// seen is refused and a newer stream replaces the older one (terms are kept
-// for the process life only; they restart with each LogPlayer epoch).
+// the HelloAck's applied LSN); nothing of the old stream is applied after. Within one epoch a stream with a session
+// (types.Session: the LogPlayer's count of streams to this target) below the
+// highest seen is refused and a newer stream replaces the older one
+// (sessions are kept for the process life only; they restart with each
+// LogPlayer epoch). The LogPlayer's dispatcher term never reaches the target.
 //
 // Continuity, checked for every delivery before the Store sees it: its LSN
 // must be above the applied LSN (LSNs need not be dense: a target only gets
@@ -84,7 +86,7 @@
 //
 //   - applier (one per Server, started by NewServer, stopped by Close): the
 //     only caller of the Store and the owner of the in-memory State, the
-//     active stream and the highest term. Fed by the queue (capacity
+//     active stream and the highest session. Fed by the queue (capacity
 //     queueBatches) with Hellos, batches and end-of-stream marks. A Hello is
 //     handled alone; batches are grouped with everything queued while the
 //     previous Apply ran (group commit, bounded by MaxGroupDeliveries and

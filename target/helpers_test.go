@@ -11,12 +11,10 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
-var (
-	ctxT    = targettest.Context
-	waitFor = targettest.WaitFor
-)
+var ctxT = targettest.Context
 
 // wantRefusal checks err is a status with code c and ErrorDetail code ec.
 func wantRefusal(t *testing.T, err error, c codes.Code, ec logstorepb.ErrorCode) *logstorepb.ErrorDetail {
@@ -47,11 +45,11 @@ func newEnv(t *testing.T, store *targettest.MemStore, mod func(*target.Config)) 
 	return &env{t: t, store: store, srv: srv, cc: targettest.Dial(t, addr)}
 }
 
-func (e *env) open(epoch, term uint64) (*targettest.Sender, *targetpb.HelloAck) {
+func (e *env) open(epoch types.Epoch, session types.Session) (*targettest.Sender, *targetpb.HelloAck) {
 	e.t.Helper()
-	s, ack, err := targettest.Open(ctxT(e.t), e.cc, targettest.Hello("t1", epoch, term))
+	s, ack, err := targettest.Open(ctxT(e.t), e.cc, targettest.Hello("t1", epoch, session))
 	if err != nil {
-		e.t.Fatalf("open epoch %d term %d: %v", epoch, term, err)
+		e.t.Fatalf("open epoch %d session %d: %v", epoch, session, err)
 	}
 	e.t.Cleanup(s.Close)
 	return s, ack

@@ -12,6 +12,7 @@ import (
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
 // A newer stream of the same epoch takes over while the applier is inside
@@ -73,7 +74,7 @@ func TestReviewTakeoverWhileApplying(t *testing.T) {
 	if err := o.s.Send(del(x+1, "new")); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.s.WaitAck(ctxT(t), x+1); err != nil {
+	if err := o.s.WaitAck(ctxT(t), types.LSN(x+1)); err != nil {
 		t.Fatal(err)
 	}
 	lsns := appliedLSNs(store)

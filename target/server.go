@@ -54,10 +54,10 @@ type Server struct {
 
 	// ap is owned by the applier goroutine.
 	ap struct {
-		st     State   // the Store's durable State
-		stale  bool    // st must be reloaded with Store.State before use
-		active *stream // the stream allowed to deliver, or nil
-		term   types.Term
+		st      State         // the Store's durable State
+		stale   bool          // st must be reloaded with Store.State before use
+		active  *stream       // the stream allowed to deliver, or nil
+		session types.Session // highest Hello session seen in the current epoch
 	}
 }
 
@@ -69,7 +69,7 @@ func NewServer(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	m, err := newMetrics(cfg.Registerer, cfg.TargetID)
+	m, err := newMetrics(cfg.Registerer, string(cfg.TargetID))
 	if err != nil {
 		return nil, fmt.Errorf("target: metrics: %w", err)
 	}
@@ -178,7 +178,7 @@ func (s *Server) countRefusal(st *stream, r *refusal) {
 	s.m.refusals.WithLabelValues(r.reason).Inc()
 	args := []any{"reason", r.reason, "err", r.msg}
 	if st != nil && st.hello != nil {
-		args = append(args, "epoch", st.hello.Epoch, "term", st.hello.Term, "player", st.hello.PlayerId)
+		args = append(args, "epoch", st.hello.Epoch, "session", st.hello.Session, "player", st.hello.PlayerId)
 	}
 	if r.detail.Lsn != 0 {
 		args = append(args, "lsn", r.detail.Lsn)

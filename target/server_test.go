@@ -11,10 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
+	"github.com/logplayer/logplayer/types"
 )
 
 func TestHandshakeReportsDurableState(t *testing.T) {
@@ -169,23 +172,7 @@ func TestContinuityRefusals(t *testing.T) {
 // refusalCount reads target_refusals_total{reason} from reg (0 if absent).
 func refusalCount(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "target_refusals_total" {
-			continue
-		}
-		for _, m := range mf.Metric {
-			for _, l := range m.Label {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return testmetric.Value(t, reg, "target_refusals_total", map[string]string{"reason": reason})
 }
 
 func TestProgressMarkersAdvanceAppliedLSN(t *testing.T) {
@@ -324,7 +311,7 @@ func TestFencingUnderLoad(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, "epoch 1 applied something", func() bool { return len(store.Applied()) > 10 })
+	testwait.For(t, testwait.Max, "epoch 1 applied something", func() bool { return len(store.Applied()) > 10 })
 	s2, ack := e.open(2, 1)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -334,7 +321,7 @@ func TestFencingUnderLoad(t *testing.T) {
 	if err := s2.Send(&targetpb.Delivery{Lsn: next, Slices: []*logstorepb.TxnSlice{{Topic: "e2", Messages: []*logstorepb.Message{{Value: []byte("e2")}}}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s2.WaitAck(ctxT(t), next); err != nil {
+	if err := s2.WaitAck(ctxT(t), types.LSN(next)); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -347,7 +334,7 @@ func TestFencingUnderLoad(t *testing.T) {
 	}
 }
 
-func TestSameEpochNewerTermTakesOver(t *testing.T) {
+func TestSameEpochNewerSessionTakesOver(t *testing.T) {
 	e := newEnv(t, &targettest.MemStore{}, nil)
 	s1, _ := e.open(3, 1)
 	_, _ = e.open(3, 2)
@@ -373,7 +360,7 @@ func TestPermanentApplyError(t *testing.T) {
 			for _, sl := range d.Slices {
 				for _, m := range sl.Messages {
 					if string(m.Value) == "bad" {
-						return target.Permanent(d.Lsn, errors.New("not a mutation"))
+						return target.Permanent(types.LSN(d.Lsn), errors.New("not a mutation"))
 					}
 				}
 			}
@@ -395,7 +382,7 @@ func TestPermanentApplyError(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "3 batches queued", func() bool { return target.QueueLen(e.srv) == 3 })
+	testwait.For(t, testwait.Max, "3 batches queued", func() bool { return target.QueueLen(e.srv) == 3 })
 	close(release)
 	err := s.Wait(ctxT(t))
 	d := wantRefusal(t, err, codes.DataLoss, logstorepb.ErrorCode_APPLY_REJECTED)
@@ -424,7 +411,7 @@ func TestPermanentApplyError(t *testing.T) {
 	}
 
 	// The operator skips LSN 5: its data is dropped, its offsets advance.
-	e2 := newEnv(t, store, func(c *target.Config) { c.SkipLSNs = []uint64{5} })
+	e2 := newEnv(t, store, func(c *target.Config) { c.SkipLSNs = []types.LSN{5} })
 	s, _ = e2.open(1, 3)
 	if err := s.Send(bad, &targetpb.Delivery{Lsn: 5, Slices: []*logstorepb.TxnSlice{{Topic: "a", FirstOffset: 4, Messages: []*logstorepb.Message{{Value: []byte("bad")}}}}},
 		&targetpb.Delivery{Lsn: 6, Slices: []*logstorepb.TxnSlice{{Topic: "a", FirstOffset: 5, Messages: []*logstorepb.Message{{Value: []byte("6")}}}}}); err != nil {
@@ -518,7 +505,7 @@ func TestGroupCommit(t *testing.T) {
 			<-blocked
 		}
 	}
-	waitFor(t, "5 batches queued behind the slow Apply", func() bool { return target.QueueLen(e.srv) == 5 })
+	testwait.For(t, testwait.Max, "5 batches queued behind the slow Apply", func() bool { return target.QueueLen(e.srv) == 5 })
 	close(release)
 	if err := s.WaitAck(ctxT(t), 12); err != nil {
 		t.Fatal(err)
@@ -536,17 +523,7 @@ func TestGroupCommit(t *testing.T) {
 
 func histogramCount(t *testing.T, reg *prometheus.Registry, name string) uint64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			return mf.Metric[0].GetHistogram().GetSampleCount()
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
+	return uint64(testmetric.Value(t, reg, name, nil))
 }
 
 func TestCloseSendEndsWithOKAfterApplying(t *testing.T) {
@@ -584,7 +561,7 @@ func TestConfigValidate(t *testing.T) {
 		"no target id":   {Store: &targettest.MemStore{}},
 		"no store":       {TargetID: "x"},
 		"repeated topic": {TargetID: "x", Store: &targettest.MemStore{}, Topics: []string{"a", "a"}},
-		"skip lsn 0":     {TargetID: "x", Store: &targettest.MemStore{}, SkipLSNs: []uint64{0}},
+		"skip lsn 0":     {TargetID: "x", Store: &targettest.MemStore{}, SkipLSNs: []types.LSN{0}},
 		"negative bound": {TargetID: "x", Store: &targettest.MemStore{}, MaxGroupDeliveries: -1},
 	}
 	for name, cfg := range cases {

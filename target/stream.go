@@ -53,7 +53,7 @@ func (st *stream) isEnded() bool {
 
 // ack publishes lsn as durably applied; the handler sends it.
 func (st *stream) ack(lsn types.LSN) {
-	st.acked.Store(lsn)
+	st.acked.Store(uint64(lsn))
 	select {
 	case st.ackSignal <- struct{}{}:
 	default:
@@ -107,16 +107,16 @@ func (s *Server) Deliver(ss grpc.BidiStreamingServer[targetpb.DeliverRequest, ta
 		return err
 	}
 	close(accepted)
-	s.log.Info("stream open", "player", st.hello.PlayerId, "epoch", st.hello.Epoch, "term", st.hello.Term, "lsn", ack.AppliedLsn)
+	s.log.Info("stream open", "player", st.hello.PlayerId, "epoch", st.hello.Epoch, "session", st.hello.Session, "lsn", ack.AppliedLsn)
 
 	var sent types.LSN
 	sendAck := func() error {
-		lsn := st.acked.Load()
+		lsn := types.LSN(st.acked.Load())
 		if lsn <= sent {
 			return nil
 		}
 		sent = lsn
-		return ss.Send(&targetpb.DeliverResponse{Kind: &targetpb.DeliverResponse_Ack{Ack: &targetpb.Ack{AppliedLsn: lsn}}})
+		return ss.Send(&targetpb.DeliverResponse{Kind: &targetpb.DeliverResponse_Ack{Ack: &targetpb.Ack{AppliedLsn: uint64(lsn)}}})
 	}
 	for {
 		select {
@@ -127,7 +127,7 @@ func (s *Server) Deliver(ss grpc.BidiStreamingServer[targetpb.DeliverRequest, ta
 			}
 		case <-st.ended:
 			_ = sendAck() // what was applied before the end; the status follows
-			s.log.Info("stream closed", "epoch", st.hello.Epoch, "term", st.hello.Term, "err", st.endErr)
+			s.log.Info("stream closed", "epoch", st.hello.Epoch, "session", st.hello.Session, "err", st.endErr)
 			return st.endErr
 		case <-ss.Context().Done():
 			st.end(status.FromContextError(ss.Context().Err()).Err())
@@ -189,7 +189,7 @@ func (s *Server) checkHello(h *targetpb.Hello) *refusal {
 			int32(h.ProtocolVersion), h.ProtocolVersion, int32(targetpb.ProtocolVersion_PROTOCOL_VERSION_1),
 			targetpb.ProtocolVersion_PROTOCOL_VERSION_1)
 	}
-	if h.TargetId != s.cfg.TargetID {
+	if types.TargetID(h.TargetId) != s.cfg.TargetID {
 		return refuse(reasonWrongTarget, logstorepb.ErrorCode_WRONG_TARGET, nil,
 			"hello for target %q reached target %q", h.TargetId, s.cfg.TargetID)
 	}

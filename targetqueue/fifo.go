@@ -53,7 +53,7 @@ func AppendLSNs(b []byte, msgs []Msg) []byte {
 		if i > 0 {
 			b = append(b, ' ')
 		}
-		b = strconv.AppendUint(b, m.LSN, 10)
+		b = strconv.AppendUint(b, uint64(m.LSN), 10)
 		if m.IsProgress() {
 			b = append(b, 'p')
 		}

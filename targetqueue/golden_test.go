@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of testdata/*.txt")
@@ -132,14 +133,14 @@ func runGoldenCmd(t *testing.T, qp **Queue, c goldenCase) (out string) {
 		if main == catchup {
 			t.Fatalf("line %d: push needs exactly one of main, catchup", c.line)
 		}
-		m := Msg{LSN: uint64(num("lsn"))}
+		m := Msg{LSN: types.LSN(num("lsn"))}
 		if _, ok := args["bytes"]; ok {
 			m.Bytes = num("bytes")
 		}
 		if _, ok := args["progress"]; !ok {
 			m.Slices = []*logstorepb.TxnSlice{{Topic: "t"}}
 		}
-		res = q.Push(m, main, uint64(num("term"))).String()
+		res = q.Push(m, main, types.Term(num("term"))).String()
 	case "front":
 		if m, ok := q.Front(); ok {
 			res = fmt.Sprintf("lsn=%d bytes=%d progress=%t", m.LSN, m.Bytes, m.IsProgress())
@@ -153,15 +154,15 @@ func runGoldenCmd(t *testing.T, qp **Queue, c goldenCase) (out string) {
 	case "return":
 		res = fmt.Sprintf("term=%d", q.Return())
 	case "fc":
-		res = strconv.FormatBool(q.FetchingCompleted(uint64(num("term"))))
+		res = strconv.FormatBool(q.FetchingCompleted(types.Term(num("term"))))
 	case "batch":
 		var lsns []string
 		for _, m := range q.NextBatch(int(num("count")), num("bytes")) {
-			lsns = append(lsns, strconv.FormatUint(m.LSN, 10))
+			lsns = append(lsns, strconv.FormatUint(uint64(m.LSN), 10))
 		}
 		res = "batch=[" + strings.Join(lsns, " ") + "]"
 	case "ack":
-		n, b := q.Ack(uint64(num("lsn")))
+		n, b := q.Ack(types.LSN(num("lsn")))
 		res = fmt.Sprintf("released=%d bytes=%d", n, b)
 	case "len":
 		n, c := q.Len()

@@ -2,6 +2,8 @@ package targetqueue
 
 import (
 	"testing"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // TestFIFOCompaction pushes and pops far more messages than compactAfter
@@ -10,7 +12,7 @@ func TestFIFOCompaction(t *testing.T) {
 	q := New(Config{MaxCount: 3 * compactAfter, MaxBytes: 1 << 40})
 	term := q.Return()
 	q.FetchingCompleted(term)
-	next, want := uint64(1), uint64(1)
+	next, want := types.LSN(1), types.LSN(1)
 	for round := range 50 {
 		for range 2*compactAfter + round {
 			if res := q.Push(Msg{LSN: next, Bytes: int64(next)}, true, term); res != Pushed {

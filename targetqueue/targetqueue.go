@@ -32,6 +32,7 @@ import (
 	"strconv"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // State is a target queue's state (the paper's Figure 2).
@@ -70,7 +71,7 @@ func (s State) String() string {
 
 // Msg is one transaction's slices for one target, or a progress marker.
 type Msg struct {
-	LSN uint64
+	LSN types.LSN
 	// Slices holds only the target's topics. Nil or empty: a progress
 	// marker that only advances the target's applied LSN.
 	Slices []*logstorepb.TxnSlice
@@ -119,7 +120,7 @@ func (r PushResult) String() string {
 // Not safe for concurrent use; the dispatcher's mutex guards it.
 type Queue struct {
 	cfg   Config
-	term  uint64
+	term  types.Term
 	state State
 
 	normal   fifo
@@ -131,9 +132,9 @@ type Queue struct {
 	// invariants, and lastSent tells a late ack from a bogus one.
 	// Suspend keeps them: nothing is pushed or sent in S, and an ack of
 	// what was sent before the suspension may still arrive.
-	lastNormal  uint64
-	lastCatchup uint64
-	lastSent    uint64
+	lastNormal  types.LSN
+	lastCatchup types.LSN
+	lastSent    types.LSN
 }
 
 // New returns a queue in term 1 and state S: a target starts disconnected
@@ -147,7 +148,7 @@ func New(cfg Config) *Queue {
 }
 
 // Term returns the current term.
-func (q *Queue) Term() uint64 { return q.term }
+func (q *Queue) Term() types.Term { return q.term }
 
 // State returns the current state.
 func (q *Queue) State() State { return q.state }
@@ -165,7 +166,7 @@ func (q *Queue) InFlight() (count int, bytes int64) { return q.inFlight.len(), q
 // LastSent returns the highest LSN NextBatch handed out in this term (0 if
 // none), including before a Suspend. An ack above it, and above what the target
 // reported at its handshake, is bogus.
-func (q *Queue) LastSent() uint64 { return q.lastSent }
+func (q *Queue) LastSent() types.LSN { return q.lastSent }
 
 // Config returns the queue's configuration with defaults filled in.
 func (q *Queue) Config() Config { return q.cfg }
@@ -177,7 +178,7 @@ func (q *Queue) Config() Config { return q.cfg }
 // Within a term the LSNs pushed into each inner queue must strictly increase,
 // and a catchup push is only legal in RF (the recovery fetcher of this term
 // has not called FetchingCompleted yet); a violation panics.
-func (q *Queue) Push(m Msg, fromMain bool, term uint64) PushResult {
+func (q *Queue) Push(m Msg, fromMain bool, term types.Term) PushResult {
 	if term != q.term {
 		return DroppedStale
 	}
@@ -257,7 +258,7 @@ func (q *Queue) Suspend() {
 // was in them belongs to the old stream), and the state becomes RF. Legal in
 // any state (a reconnect implies the old stream is gone). It returns the new
 // term.
-func (q *Queue) Return() uint64 {
+func (q *Queue) Return() types.Term {
 	q.normal.reset()
 	q.catchup.reset()
 	q.inFlight.reset()
@@ -271,7 +272,7 @@ func (q *Queue) Return() uint64 {
 // pushed its whole range. In RF with the current term it moves to N if the
 // catchup queue is empty, else to FC, and returns true. Otherwise (stale
 // term, or not in RF) it changes nothing and returns false.
-func (q *Queue) FetchingCompleted(term uint64) bool {
+func (q *Queue) FetchingCompleted(term types.Term) bool {
 	if term != q.term || q.state != RecoveryFetching {
 		return false
 	}
@@ -312,7 +313,7 @@ func (q *Queue) NextBatch(maxCount int, maxBytes int64) []Msg {
 
 // Ack releases the in-flight messages with LSN <= lsn (the target's
 // cumulative ack) and returns how many and their payload bytes.
-func (q *Queue) Ack(lsn uint64) (count int, bytes int64) {
+func (q *Queue) Ack(lsn types.LSN) (count int, bytes int64) {
 	for q.inFlight.len() > 0 && q.inFlight.front().LSN <= lsn {
 		m := q.inFlight.pop()
 		count++
@@ -343,7 +344,7 @@ func (q *Queue) Clone() *Queue {
 func (q *Queue) String() string {
 	b := make([]byte, 0, 96)
 	b = append(b, "term="...)
-	b = strconv.AppendUint(b, q.term, 10)
+	b = strconv.AppendUint(b, uint64(q.term), 10)
 	b = append(b, " state="...)
 	b = append(b, q.state.String()...)
 	b = append(b, " normal="...)
@@ -353,10 +354,10 @@ func (q *Queue) String() string {
 	b = append(b, " inflight="...)
 	b = q.inFlight.appendLSNs(b)
 	b = append(b, " last="...)
-	b = strconv.AppendUint(b, q.lastNormal, 10)
+	b = strconv.AppendUint(b, uint64(q.lastNormal), 10)
 	b = append(b, '/')
-	b = strconv.AppendUint(b, q.lastCatchup, 10)
+	b = strconv.AppendUint(b, uint64(q.lastCatchup), 10)
 	b = append(b, '/')
-	b = strconv.AppendUint(b, q.lastSent, 10)
+	b = strconv.AppendUint(b, uint64(q.lastSent), 10)
 	return string(b)
 }

@@ -184,7 +184,7 @@ variables
     \* ---- the network: one FIFO per stream ----
     chan       = [t \in Targets |-> <<>>],      \* the running LogPlayer's current stream
     zchan      = [t \in Targets |-> <<>>],      \* older epochs' streams: [ep, term, b]
-    acks       = [t \in Targets |-> {}],        \* acks to the running LogPlayer: [term, lsn]
+    acks       = [t \in Targets |-> {}],        \* acks to the running LogPlayer: [term, lsn, bogus]
     \* ---- targets (durable, survive crashes) ----
     tgtUp      = [t \in Targets |-> TRUE],
     applied    = [t \in Targets |-> 0],         \* durable applied LSN
@@ -406,7 +406,11 @@ tg: while TRUE do
                 refused[t] := refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(b));
                 appliedSeq[t] := appliedSeq[t] \o DataLSNs(b);
                 applied[t] := b[Len(b)].lsn;
-                acks[t] := acks[t] \cup {[term |-> act[t].term, lsn |-> b[Len(b)].lsn]};
+                \* Acks of one stream are cumulative: the newest replaces
+                \* the older ones still in flight (taking those later could
+                \* only repeat what the newest says).
+                acks[t] := {a \in acks[t] : a.term # act[t].term \/ a.bogus}
+                           \cup {[term |-> act[t].term, lsn |-> b[Len(b)].lsn, bogus |-> FALSE]};
                 chan[t] := Tail(chan[t]);
             end with;
         or
@@ -540,7 +544,7 @@ tf: while TRUE do
         or
             await nbogus < NBOGUS /\ playerUp /\ act[t].ep = epoch /\ applied[t] < NMESSAGES;
             with l \in applied[t] + 1..NMESSAGES do
-                acks[t] := acks[t] \cup {[term |-> act[t].term, lsn |-> l]};
+                acks[t] := acks[t] \cup {[term |-> act[t].term, lsn |-> l, bogus |-> TRUE]};
             end with;
             nbogus := nbogus + 1;
         end either;
@@ -610,7 +614,7 @@ end process;
 
 end algorithm
 ***************************************************************************)
-\* BEGIN TRANSLATION (chksum(pcal) = "887fe48b" /\ chksum(tla) = "604b778e")
+\* BEGIN TRANSLATION (chksum(pcal) = "2bdd63b0" /\ chksum(tla) = "a08d89ca")
 VARIABLES playerUp, epoch, q, lastAck, currentLSN, snap, kicks, jobs, linkOK, 
           sess, stale, zep, zq, zterm, chan, zchan, acks, tgtUp, applied, 
           appliedSeq, act, refused, goPanic, nfail, nbogus
@@ -815,7 +819,8 @@ target(self) == /\ tgtUp[self[2]] /\ (chan[self[2]] # <<>> \/ zchan[self[2]] # <
                              /\ refused' = [refused EXCEPT ![t] = refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(b))]
                              /\ appliedSeq' = [appliedSeq EXCEPT ![t] = appliedSeq[t] \o DataLSNs(b)]
                              /\ applied' = [applied EXCEPT ![t] = b[Len(b)].lsn]
-                             /\ acks' = [acks EXCEPT ![t] = acks[t] \cup {[term |-> act[t].term, lsn |-> b[Len(b)].lsn]}]
+                             /\ acks' = [acks EXCEPT ![t] = {a \in acks[t] : a.term # act[t].term \/ a.bogus}
+                                                            \cup {[term |-> act[t].term, lsn |-> b[Len(b)].lsn, bogus |-> FALSE]}]
                              /\ chan' = [chan EXCEPT ![t] = Tail(chan[t])]
                         /\ zchan' = zchan
                      \/ /\ zchan[t] # <<>>
@@ -908,7 +913,7 @@ targetFault(self) == /\ tgtUp[self[2]]
                              /\ UNCHANGED <<acks, nbogus>>
                           \/ /\ nbogus < NBOGUS /\ playerUp /\ act[t].ep = epoch /\ applied[t] < NMESSAGES
                              /\ \E l \in applied[t] + 1..NMESSAGES:
-                                  acks' = [acks EXCEPT ![t] = acks[t] \cup {[term |-> act[t].term, lsn |-> l]}]
+                                  acks' = [acks EXCEPT ![t] = acks[t] \cup {[term |-> act[t].term, lsn |-> l, bogus |-> TRUE]}]
                              /\ nbogus' = nbogus + 1
                              /\ UNCHANGED <<linkOK, zq, chan, zchan, tgtUp, nfail>>
                      /\ UNCHANGED << playerUp, epoch, q, lastAck, currentLSN, 
@@ -978,6 +983,7 @@ Spec == /\ Init /\ [][Next]_vars
         /\ \A self \in {"engine"} \X Targets : WF_vars(engine(self))
         /\ WF_vars(playerRestart)
 
+\* END TRANSLATION 
 \* END TRANSLATION 
 \* END TRANSLATION 
 \* END TRANSLATION

@@ -1,24 +1,38 @@
 // Package types names the protocol numbers shared by every LogPlayer package,
 // so a signature says which number it means (DESIGN.md §2).
+//
+// They are defined types, not aliases: an LSN cannot be passed where an
+// Offset, a Term or an Epoch is expected without a visible conversion. Proto
+// messages keep plain uint64 fields; code converts at the proto edge, where a
+// message is built or read.
 package types
 
 // LSN is the log sequence number of a committed transaction: dense 1, 2, 3, …
 // assigned at apply. 0 means "nothing yet".
-type LSN = uint64
+type LSN uint64
 
 // Offset is the dense per-topic position of a message: 0, 1, 2, …
-type Offset = uint64
+type Offset uint64
 
-// Term is a LogPlayer-side per-target generation, starting at 1 and bumped
-// each time the target returns.
-type Term = uint64
+// Term is the dispatcher's per-target generation in a LogPlayer, starting at
+// 1 and bumped each time the target returns (DESIGN.md §2 "term"). It never
+// goes on the wire; the Raft term is a different number, always called the
+// "raft term", and so is the Hello's Session.
+type Term uint64
+
+// Session numbers the Deliver streams one LogPlayer opens to one target
+// within one epoch (Hello.session): 1, 2, 3, … never reset in the epoch. A
+// target refuses a Hello whose session is below one it has seen in the same
+// epoch. It is not the dispatcher's Term: a Hello that fails before its
+// handshake uses a session and no term.
+type Session uint64
 
 // Epoch is a LogPlayer instance generation, committed in the LogStore;
 // targets refuse streams from an older epoch.
-type Epoch = uint64
+type Epoch uint64
 
 // TargetID names a delivery target.
-type TargetID = string
+type TargetID string
 
 // MaxTopicLen is the longest topic name (Kafka's limit).
 const MaxTopicLen = 249

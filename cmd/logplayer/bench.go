@@ -147,7 +147,7 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	}
 	cfg := lpbench.Config{
 		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
-		Producers: c.producers, LogStore: c.store.addrs, Dir: c.dataDir, MemoryTargets: c.memoryTargets,
+		Producers: c.producers, LogStore: c.store.items, Dir: c.dataDir, MemoryTargets: c.memoryTargets,
 	}
 	if c.processes {
 		exe, err := os.Executable()

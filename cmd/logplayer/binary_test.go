@@ -26,6 +26,13 @@ var build struct {
 }
 
 func TestMain(m *testing.M) {
+	// The CLI reads LOGPLAYER_ variables from the process environment: the
+	// tests set their own (t.Setenv), none leak in from the caller's shell.
+	for _, kv := range os.Environ() {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix+"_") {
+			os.Unsetenv(name)
+		}
+	}
 	code := m.Run()
 	if build.dir != "" {
 		os.RemoveAll(build.dir)

@@ -20,11 +20,11 @@ const (
 )
 
 // sys is what a command may touch of the outside world; tests pass their own.
+// The environment is the process's (ff reads it; tests use t.Setenv).
 type sys struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
-	getenv func(string) string
 	// log is set up from --log-level and --log-format before run is called.
 	log *slog.Logger
 }
@@ -68,7 +68,7 @@ var commands []*command
 var helpOrder = []string{
 	"dev", "store", "player", "shard",
 	"append", "tail", "status", "cluster add", "cluster remove", "cluster transfer",
-	"group delete", "demo", "bench store", "bench player", "version",
+	"group delete", "certs", "demo", "bench store", "bench player", "version",
 }
 
 // register adds c to the table (from each command file's init).
@@ -215,9 +215,9 @@ func writeGroupList(w io.Writer, group string) {
 	fmt.Fprintf(w, "\nRun 'logplayer %s <subcommand> --help' for details.\n", group)
 }
 
-// parse binds a fresh runner's flags, parses args, then fills what args left
-// unset from the environment and (server roles) the config file, and checks
-// the required flags. It returns flag.ErrHelp for -h/--help.
+// parse binds a fresh runner's flags, parses args, then has ff fill what
+// args left unset from the environment and (server roles) the config file,
+// and checks the required flags. It returns flag.ErrHelp for -h/--help.
 func (c *command) parse(args []string, s *sys) (runner, error) {
 	r := c.new()
 	fs := flag.NewFlagSet("logplayer "+c.name, flag.ContinueOnError)
@@ -235,12 +235,13 @@ func (c *command) parse(args []string, s *sys) (runner, error) {
 	if fs.NArg() > 0 {
 		return r, usagef("unexpected argument %q (every setting is a --flag)", fs.Arg(0))
 	}
-	src, err := fillUnset(fs, s.getenv, c.server)
-	if err != nil {
+	if err := layerSettings(fs, c.server); err != nil {
 		return r, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range c.required {
-		if src[name] == "" {
+		if !set[name] {
 			hint := "or " + envName(name)
 			if c.server {
 				hint += `, or "` + name + `" in --config`

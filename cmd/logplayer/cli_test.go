@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,15 +18,25 @@ import (
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
-// runCLI runs the CLI in-process with env as its whole environment.
+// setEnv sets env in the process environment for the rest of the test
+// (TestMain clears every LOGPLAYER_ variable before the tests run, so env is
+// the whole of the CLI's environment).
+func setEnv(t *testing.T, env map[string]string) {
+	t.Helper()
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+// runCLI runs the CLI in-process with env set (see setEnv).
 func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	setEnv(t, env)
 	var out, errb bytes.Buffer
 	s := &sys{
 		stdin:  strings.NewReader(""),
 		stdout: &out,
 		stderr: &errb,
-		getenv: func(k string) string { return env[k] },
 	}
 	code = run(context.Background(), args, s)
 	return code, out.String(), errb.String()
@@ -100,16 +111,23 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"store", "--id", "n1", "--data-dir", "d", "--raft-addr", "nohostport", "--api-addr", "127.0.0.1:2"}, want: "want host:port"},
 		{args: []string{"store", "--peer", "n1"}, want: "want ID=RAFT_ADDR/API_ADDR"},
 		{args: []string{"store", "--max-batch-bytes", "lots"}, want: "want a byte size"},
+		{args: []string{"store"}, env: map[string]string{"LOGPLAYER_PEER": "n1=127.0.0.1:1/127.0.0.1:2 bad"}, want: `environment variable "LOGPLAYER_PEER"`},
+		// Client commands read no config file, from a flag or the environment.
+		{args: []string{"status", "--config", "c.json"}, want: "flag provided but not defined: --config"},
+		{args: []string{"append"}, env: map[string]string{"LOGPLAYER_CONFIG": "c.json", "LOGPLAYER_TOPIC": "orders=1"}, want: "nothing to append"},
 	} {
-		code, _, errOut := runCLI(t, tc.env, tc.args...)
-		wantUsage(t, code, errOut, tc.want)
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(t, tc.env, tc.args...)
+			wantUsage(t, code, errOut, tc.want)
+		})
 	}
 }
 
 // parseStore parses a store command line without running it.
 func parseStore(t *testing.T, env map[string]string, args ...string) (*storeCmd, error) {
 	t.Helper()
-	s := &sys{stderr: &bytes.Buffer{}, getenv: func(k string) string { return env[k] }}
+	setEnv(t, env)
+	s := &sys{stderr: &bytes.Buffer{}}
 	r, err := lookup("store").parse(args, s)
 	return r.(*storeCmd), err
 }
@@ -153,6 +171,35 @@ func TestSettingsPrecedence(t *testing.T) {
 	if err != nil || len(c.peers.peers) != 2 || c.peers.peers[1].id != "b" {
 		t.Fatalf("peers %+v, err %v", c.peers.peers, err)
 	}
+	// A flag given its default value is still given: it beats env and file.
+	setEnv(t, map[string]string{"LOGPLAYER_MAX_BATCH_TXNS": "5", "LOGPLAYER_PEER": "a=127.0.0.1:1/127.0.0.1:2   b=127.0.0.1:3/127.0.0.1:4 "})
+	c, err = parseStore(t, nil, "--max-batch-txns", "1024", "--election-timeout", "1s")
+	if err != nil || c.maxBatchTxns != 1024 || c.electionTimeout != time.Second {
+		t.Fatalf("max-batch-txns %d election %v, err %v: want the command line's values", c.maxBatchTxns, c.electionTimeout, err)
+	}
+	// The environment splits a repeatable flag on any whitespace.
+	if len(c.peers.peers) != 2 || c.peers.peers[1].id != "b" {
+		t.Fatalf("peers %+v from LOGPLAYER_PEER, want a and b", c.peers.peers)
+	}
+}
+
+// The client commands read their flags from the environment too, a
+// repeatable one split on whitespace; per-invocation flags (append's
+// --topic) never come from it.
+func TestClientSettingsFromEnv(t *testing.T) {
+	setEnv(t, map[string]string{"LOGPLAYER_ADDR": "127.0.0.1:1 127.0.0.1:2,127.0.0.1:3", "LOGPLAYER_TIMEOUT": "3s", "LOGPLAYER_TOPIC": "orders=1"})
+	s := &sys{stderr: &bytes.Buffer{}}
+	r, err := lookup("append").parse([]string{"--put", "shard-0:k=v"}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.(*appendCmd)
+	if got := c.conn.addrs.String(); got != "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3" || c.conn.timeout != 3*time.Second {
+		t.Fatalf("addr %q timeout %v from the environment", got, c.conn.timeout)
+	}
+	if len(c.messages.items) != 0 || len(c.puts.items) != 1 {
+		t.Fatalf("%d messages (LOGPLAYER_TOPIC must be ignored), %d puts", len(c.messages.items), len(c.puts.items))
+	}
 }
 
 func TestConfigFileErrors(t *testing.T) {
@@ -165,6 +212,10 @@ func TestConfigFileErrors(t *testing.T) {
 		{`{"id": "a", "id": "b"}`, `"id" is set twice`},
 		{`{"election-timeout": "soon"}`, `invalid value "soon" for "election-timeout"`},
 		{`{"id": "a"} {}`, "unexpected data after"},
+		{`{"config": "other.json"}`, `unknown setting "config"`},
+		{`{"LOGPLAYER_ID": "n1"}`, `unknown setting "LOGPLAYER_ID"`},
+		{`{"peer": ["n1=127.0.0.1:1/127.0.0.1:2", "bad"]}`, `invalid value "bad" for "peer"`},
+		{`{"id": null, "data-dir": [{"a": 1}]}`, `"data-dir": want a string, number, boolean`},
 	} {
 		path := writeFile(t, "c.json", tc.data)
 		code, _, errOut := runCLI(t, nil, "store", "--config", path)
@@ -172,6 +223,24 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 	code, _, errOut := runCLI(t, nil, "store", "--config", filepath.Join(t.TempDir(), "missing.json"))
 	wantUsage(t, code, errOut, "no such file")
+}
+
+// A per-invocation flag cannot come from a file (no server role has one
+// today, so the parser is driven directly).
+func TestConfigFileRefusesPerInvocationFlags(t *testing.T) {
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	var common commonFlags
+	common.register(fs, true, false)
+	var topics messageArgs
+	fs.Var(&topics, "topic", "")
+	if err := fs.Parse([]string{"--config", writeFile(t, "c.json", `{"topic": ["orders=1"]}`)}); err != nil {
+		t.Fatal(err)
+	}
+	err := layerSettings(fs, true)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"topic" cannot be set in a file`) {
+		t.Fatalf("got %v", err)
+	}
 }
 
 func TestBuildSlices(t *testing.T) {

@@ -15,8 +15,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -30,15 +31,14 @@ func startTestDev(t *testing.T) *devCluster {
 // startTestDevIn starts the dev cluster on the data in dir.
 func startTestDevIn(t *testing.T, dir string) *devCluster {
 	t.Helper()
-	s := &sys{stderr: io.Discard, getenv: func(string) string { return "" },
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &sys{stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	d, err := startDev(ctx, s, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: dir})
 	if err != nil {
 		t.Fatalf("start dev cluster: %v", err)
 	}
-	t.Cleanup(d.stop)
+	t.Cleanup(d.Stop)
 	return d
 }
 
@@ -48,18 +48,18 @@ func startTestDevIn(t *testing.T, dir string) *devCluster {
 func TestDevRestartsOnItsDataDir(t *testing.T) {
 	dir := t.TempDir()
 	d := startTestDevIn(t, dir)
-	addr := "--addr=" + strings.Join(d.storeAddrs, ",")
+	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 	code, out, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`, "--put", "shard-1:k=v1")
 	if code != exitOK {
 		t.Fatalf("append: exit %d, %q", code, errOut)
 	}
 	first := jsonLines(t, out)[0]["lsn"].(float64)
-	stores := d.storeAddrs
-	d.stop()
+	stores := d.StoreAddrs
+	d.Stop()
 
 	d = startTestDevIn(t, dir)
-	if strings.Join(d.storeAddrs, ",") != strings.Join(stores, ",") {
-		t.Fatalf("stores moved from %v to %v", stores, d.storeAddrs)
+	if strings.Join(d.StoreAddrs, ",") != strings.Join(stores, ",") {
+		t.Fatalf("stores moved from %v to %v", stores, d.StoreAddrs)
 	}
 	code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":2}`)
 	if code != exitOK {
@@ -68,7 +68,7 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 	if res := jsonLines(t, out)[0]; res["lsn"].(float64) != first+1 || res["offsets"].(map[string]any)["orders"] != 1.0 {
 		t.Fatalf("after restart: %v, want lsn %v and orders offset 1", res, first+1)
 	}
-	cc, err := grpc.NewClient(d.targets[1].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(d.Targets[1].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +83,6 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 	if err != nil || string(got.Value) != "v1" {
 		t.Fatalf("shard-1 k after restart: %v, %v", got, err)
 	}
-}
-
-// waitFor is logstoretest.WaitFor for a condition with no name.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	logstoretest.WaitFor(t, timeout, "condition", cond)
 }
 
 // closedAddr is a loopback address nothing listens on.
@@ -131,7 +125,7 @@ func jsonLines(t *testing.T, out string) []map[string]any {
 
 func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	d := startTestDev(t)
-	addr := "--addr=" + strings.Join(d.storeAddrs, ",")
+	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 
 	code, out, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id": 1}`, "--topic", `inventory={"sku":1}`,
 		"--put", "shard-0:user/1=alice", "--key", "k1")
@@ -145,7 +139,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	}
 
 	// The shard target received the mutation through the LogPlayer.
-	cc, err := grpc.NewClient(d.targets[0].addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(d.Targets[0].Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +222,8 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	}
 	// With the LogPlayer's targets: all four, none blocked, shard-0 and the
 	// events target acked the append (any JSON is an event).
-	waitFor(t, 30*time.Second, func() bool {
-		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.admin.addr, "--json")
+	testwait.For(t, 30*time.Second, "status --player listing four targets", func() bool {
+		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.AdminAddr(), "--json")
 		var st statusReport
 		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
 			t.Fatalf("status --player: exit %d, %q, %v: %s", code, errOut, err, out)
@@ -242,7 +236,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 		ev, s0 := st.Player.Targets[0], st.Player.Targets[1]
 		return ev.ID == "events" && ev.LastAckLSN >= lsn && s0.ID == "shard-0" && s0.LastAckLSN >= lsn
 	})
-	code, out, _ = runCLI(t, nil, "status", addr, "--player", d.admin.addr)
+	code, out, _ = runCLI(t, nil, "status", addr, "--player", d.AdminAddr())
 	if code != exitOK || !strings.Contains(out, "LAST ACK") || !strings.Contains(out, "shard-2") {
 		t.Fatalf("status --player table: exit %d\n%s", code, out)
 	}
@@ -254,7 +248,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	}
 
 	// group delete removes a group's committed offsets.
-	cl, err := client.New(client.Config{Addrs: d.storeAddrs})
+	cl, err := client.New(client.Config{Addrs: d.StoreAddrs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +288,7 @@ func TestUnreachableCluster(t *testing.T) {
 
 func TestClusterMembership(t *testing.T) {
 	d := startTestDev(t)
-	addr := "--addr=" + strings.Join(d.storeAddrs, ",")
+	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 	leader := func() string {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--json")
 		var st statusReport
@@ -313,20 +307,21 @@ func TestClusterMembership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n4, err := logstore.NewNode(logstore.Config{
-		ID: "n4", Dir: t.TempDir(), RaftListener: raftLis, APIListener: apiLis,
+	n4st, err := serve.StartStore(logstore.Config{
+		ID: "n4", Dir: t.TempDir(), RaftListener: raftLis, APIAddr: apiLis.Addr().String(),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}, apiLis, "", slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n4.Close()
+	defer n4st.Close()
+	n4 := n4st.Node
 	code, out, errOut := runCLI(t, nil, "cluster", "add", addr, "--id", "n4", "--raft-addr", n4.RaftAddr(), "--api-addr", n4.APIAddr())
 	if code != exitOK || !strings.Contains(out, "added voter n4") {
 		t.Fatalf("cluster add: exit %d, %q, %q", code, out, errOut)
 	}
 	// n4 learns the configuration from the leader.
-	waitFor(t, 30*time.Second, func() bool {
+	testwait.For(t, 30*time.Second, "n4 to see four voters", func() bool {
 		code, out, _ := runCLI(t, nil, "status", "--addr="+n4.APIAddr(), "--json")
 		return code == exitOK && strings.Count(out, `"voter":true`) == 4
 	})
@@ -340,7 +335,7 @@ func TestClusterMembership(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "transferred to "+target) {
 		t.Fatalf("cluster transfer: exit %d, %q, %q", code, out, errOut)
 	}
-	waitFor(t, 30*time.Second, func() bool { return leader() == target })
+	testwait.For(t, 30*time.Second, "leadership on "+target, func() bool { return leader() == target })
 
 	// Unknown ids: one line, exit 1, nothing changes.
 	code, _, errOut = runCLI(t, nil, "cluster", "remove", addr, "--id", "nosuch")

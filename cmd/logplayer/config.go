@@ -1,6 +1,9 @@
 package main
 
-// Settings: precedence flag > environment > config file > default.
+// Settings: precedence flag > environment > config file > default. The
+// layering is github.com/peterbourgon/ff/v3's ff.Parse over the standard
+// flag package; this file holds what ff leaves to its caller: the JSON file
+// format and the two kinds of flag it does not know about.
 //
 // Environment: every flag --some-name can be set as LOGPLAYER_SOME_NAME.
 // A repeatable flag (--target, --peer) takes several values separated by
@@ -23,26 +26,30 @@ package main
 //
 // Each flag takes all its values from the one source with the highest
 // precedence that sets it: a --peer on the command line replaces, not
-// extends, the peers of the file.
+// extends, the peers of the file (ff sets a flag from the environment or the
+// file only when no earlier source set it).
 
 import (
-	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
-	"os"
 	"strings"
+
+	"github.com/peterbourgon/ff/v3"
 )
 
-// envPrefix starts the environment variable of every flag.
-const envPrefix = "LOGPLAYER_"
+// envPrefix starts the environment variable of every flag (ff adds the "_").
+const envPrefix = "LOGPLAYER"
 
 // envName is the environment variable for flag name: "raft-addr" ->
-// "LOGPLAYER_RAFT_ADDR".
+// "LOGPLAYER_RAFT_ADDR", as ff.WithEnvVarPrefix derives it.
 func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // repeatable marks a flag.Value whose Set adds a value instead of replacing.
@@ -81,70 +88,97 @@ func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, opts)), nil
 }
 
-// fillUnset sets each flag the command line left unset from its environment
-// variable, then (when withFile) from the config file. It returns, for every
-// flag, where its value came from: "flag", "env", "file" or "" (default).
-func fillUnset(fs *flag.FlagSet, getenv func(string) string, withFile bool) (map[string]string, error) {
-	src := map[string]string{}
-	fs.Visit(func(f *flag.Flag) { src[f.Name] = "flag" })
-	var err error
+// layerSettings sets the flags the command line (already parsed into fs)
+// left unset from their environment variables and then, when withFile, from
+// the --config file, with ff.Parse. The command line is parsed before, by
+// the flag package, so that the repeatable and per-invocation flags can be
+// wrapped (settingValue) between the command line and the environment.
+func layerSettings(fs *flag.FlagSet, withFile bool) error {
 	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || src[f.Name] != "" {
-			return
+		_, multi := f.Value.(repeatable)
+		_, once := f.Value.(noEnvValue)
+		if multi || once {
+			f.Value = &settingValue{Value: f.Value, perInvocation: once}
 		}
-		if _, no := f.Value.(noEnvValue); no {
-			return
-		}
-		name := envName(f.Name)
-		v := getenv(name)
-		if v == "" {
-			return
-		}
-		values := []string{v}
-		if _, ok := f.Value.(repeatable); ok {
-			values = strings.Fields(v)
-		}
-		for _, one := range values {
-			if e := f.Value.Set(one); e != nil {
-				err = usagef("invalid value %q in %s: %v", one, name, e)
-				return
-			}
-		}
-		src[f.Name] = "env"
 	})
-	if err != nil || !withFile {
-		return src, err
+	opts := []ff.Option{ff.WithEnvVarPrefix(envPrefix)}
+	if withFile {
+		opts = append(opts, ff.WithConfigFileFlag("config"), ff.WithConfigFileParser(configParser(fs)))
 	}
-	path := fs.Lookup("config").Value.String()
-	if path == "" {
-		return src, nil
+	// The arguments are parsed already: ff.Parse's own fs.Parse(nil) sets
+	// nothing, and ff counts what the command line set as provided.
+	err := ff.Parse(fs, nil, opts...)
+	var ue *usageError
+	var pe *iofs.PathError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ue):
+		return err
+	case errors.As(err, &pe):
+		return usagef("config file: %v", err)
+	default: // a bad environment variable; ff's message names it
+		return usagef("%s", strings.TrimPrefix(err.Error(), "error parsing environment variables: "))
 	}
-	settings, err := readConfigFile(path)
-	if err != nil {
-		return src, err
+}
+
+// settingValue wraps a repeatable or per-invocation flag once the command
+// line is parsed. ff sets a flag with one Set per environment variable (or
+// file value), so Set splits the variable on whitespace for a repeatable
+// flag and ignores it for a per-invocation one (the file parser refuses
+// those before).
+type settingValue struct {
+	flag.Value
+	perInvocation bool
+}
+
+func (v *settingValue) Set(s string) error {
+	if v.perInvocation {
+		return nil
 	}
-	for _, s := range settings {
-		f := fs.Lookup(s.name)
-		if f == nil || s.name == "config" {
-			return src, usagef("config file %s: unknown setting %q (keys are this command's flag names)", path, s.name)
+	for _, one := range strings.Fields(s) {
+		if err := v.Value.Set(one); err != nil {
+			return err
 		}
-		if _, no := f.Value.(noEnvValue); no {
-			return src, usagef("config file %s: %q cannot be set in a file", path, s.name)
+	}
+	return nil
+}
+
+// configParser is an ff.ConfigFileParser for the JSON format described at
+// the top of this file. It is stricter than ff.JSONParser: keys are flag
+// names of fs (not nested objects), each set once, a list only for a
+// repeatable flag, and nothing after the object; errors name the file and
+// come in the file's key order.
+func configParser(fs *flag.FlagSet) ff.ConfigFileParser {
+	return func(r io.Reader, set func(name, value string) error) error {
+		path := fs.Lookup("config").Value.String()
+		bad := func(format string, args ...any) error {
+			return usagef("config file %s: %s", path, fmt.Sprintf(format, args...))
 		}
-		if src[s.name] != "" {
-			continue
+		settings, err := parseConfig(r)
+		if err != nil {
+			return bad("%v", err)
 		}
-		if _, ok := f.Value.(repeatable); !ok && len(s.values) > 1 {
-			return src, usagef("config file %s: %q takes one value, not a list", path, s.name)
-		}
-		for _, v := range s.values {
-			if e := f.Value.Set(v); e != nil {
-				return src, usagef("config file %s: invalid value %q for %q: %v", path, v, s.name, e)
+		for _, s := range settings {
+			f := fs.Lookup(s.name)
+			if f == nil || s.name == "config" {
+				return bad("unknown setting %q (keys are this command's flag names)", s.name)
+			}
+			sv, multi := f.Value.(*settingValue)
+			switch {
+			case multi && sv.perInvocation:
+				return bad("%q cannot be set in a file", s.name)
+			case !multi && len(s.values) > 1:
+				return bad("%q takes one value, not a list", s.name)
+			}
+			for _, v := range s.values {
+				if err := set(s.name, v); err != nil {
+					return bad("invalid value %q for %q: %v", v, s.name, errors.Unwrap(err))
+				}
 			}
 		}
-		src[s.name] = "file"
+		return nil
 	}
-	return src, nil
 }
 
 // setting is one key of a config file with its values as command-line text.
@@ -153,101 +187,50 @@ type setting struct {
 	values []string
 }
 
-// readConfigFile parses the JSON config format described at the top of this
-// file, keeping the keys' order so errors are reported deterministically.
-func readConfigFile(path string) ([]setting, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, usagef("config file: %v", err)
-	}
-	return parseConfig(path, data)
-}
-
-func parseConfig(path string, data []byte) ([]setting, error) {
-	bad := func(format string, args ...any) error {
-		return usagef("config file %s: %s", path, fmt.Sprintf(format, args...))
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
+// parseConfig reads the settings object, keeping the keys' order so errors
+// are reported deterministically. A null or an empty list sets nothing.
+func parseConfig(r io.Reader) ([]setting, error) {
+	dec := json.NewDecoder(r)
 	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
-		return nil, bad("not a JSON object of settings (%v)", jsonErr(err, "does not start with {"))
+	if tok, err := dec.Token(); tok != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object of settings (%v)", cmp.Or(err, errors.New("does not start with {")))
 	}
 	var out []setting
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, bad("malformed JSON: %v", err)
+			return nil, fmt.Errorf("malformed JSON: %v", err)
 		}
 		key := tok.(string) // an object key is always a string
 		if seen[key] {
-			return nil, bad("%q is set twice", key)
+			return nil, fmt.Errorf("%q is set twice", key)
 		}
 		seen[key] = true
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, bad("malformed JSON at %q: %v", key, err)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, fmt.Errorf("malformed JSON at %q: %v", key, err)
 		}
-		values, err := configValues(raw)
-		if err != nil {
-			return nil, bad("%q: %v", key, err)
+		items, ok := v.([]any)
+		if !ok && v != nil {
+			items = []any{v}
 		}
-		out = append(out, setting{name: key, values: values})
+		s := setting{name: key}
+		for _, item := range items {
+			switch item.(type) {
+			case string, json.Number, bool:
+				s.values = append(s.values, fmt.Sprint(item))
+			default:
+				return nil, fmt.Errorf("%q: want a string, number, boolean or a list of them", key)
+			}
+		}
+		out = append(out, s)
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, bad("malformed JSON: %v", err)
+		return nil, fmt.Errorf("malformed JSON: %v", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, bad("unexpected data after the settings object")
+		return nil, errors.New("unexpected data after the settings object")
 	}
 	return out, nil
-}
-
-func jsonErr(err error, otherwise string) string {
-	if err != nil {
-		return err.Error()
-	}
-	return otherwise
-}
-
-// configValues turns one JSON value into command-line text: a scalar is one
-// value, an array of scalars several.
-func configValues(raw json.RawMessage) ([]string, error) {
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err == nil {
-		var out []string
-		for _, item := range list {
-			v, err := scalar(item)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	}
-	v, err := scalar(raw)
-	if err != nil {
-		return nil, err
-	}
-	return []string{v}, nil
-}
-
-func scalar(raw json.RawMessage) (string, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "", err
-	}
-	switch t := v.(type) {
-	case string:
-		return t, nil
-	case json.Number:
-		return t.String(), nil
-	case bool:
-		return fmt.Sprint(t), nil
-	default:
-		return "", fmt.Errorf("want a string, number, boolean or a list of them, not %s", raw)
-	}
 }

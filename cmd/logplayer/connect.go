@@ -16,18 +16,9 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// Default ports: `logplayer dev` uses them from --port-base 7400, and the
-// client commands default to its LogStore nodes.
-const (
-	defaultPortBase = 7400
-	// Offsets from the port base of each role's ports.
-	storeAPIPort   = 0  // 7400, 7401, 7402
-	storeRaftPort  = 10 // 7410, 7411, 7412
-	playerPort     = 20 // 7420
-	shardPort      = 30 // 7430, 7431, 7432; the events target next
-	metricsPort    = 40 // 7440
-	defaultTimeout = 10 * time.Second
-)
+// The client commands default to the LogStore nodes of `logplayer dev` on
+// its default ports (devcluster's layout from port 7400).
+const defaultTimeout = 10 * time.Second
 
 var defaultStoreAddrs = []string{"127.0.0.1:7400", "127.0.0.1:7401", "127.0.0.1:7402"}
 
@@ -45,7 +36,7 @@ func (c *clientFlags) register(fs *flag.FlagSet) {
 
 // dial returns a LogStore client; it connects lazily.
 func (c *clientFlags) dial(s *sys) (*client.Client, error) {
-	return client.New(client.Config{Addrs: c.addrs.addrs, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout)})
+	return client.New(client.Config{Addrs: c.addrs.items, Logger: s.log, ConnectTimeout: min(c.timeout, client.DefaultConnectTimeout)})
 }
 
 // leaderStatus asks the leader for its status within the timeout; what
@@ -76,7 +67,7 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 	code := status.Code(err)
 	if ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || code == codes.Unavailable || code == codes.DeadlineExceeded {
 		return fmt.Errorf("%s failed: cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
-			what, strings.Join(c.addrs.addrs, ","), c.timeout, err)
+			what, strings.Join(c.addrs.items, ","), c.timeout, err)
 	}
 	return fmt.Errorf("%s failed: %w", what, err)
 }

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -70,11 +69,35 @@ func (c *demoCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer cl.Close()
-	w := &workload{
-		cl: cl, shards: c.shards.addrs, rec: demo.NewRecorder(nil),
-		duration: c.duration, clients: c.clients, seed: c.seed, catchUp: c.catchUp, timeout: c.conn.timeout,
+	return runDemo(ctx, s, c.shards.addrs, demo.SessionConfig{
+		Cluster: cl, Duration: c.duration, Clients: c.clients, Seed: c.seed,
+		CatchUp: c.catchUp, StatusTimeout: c.conn.timeout,
+	})
+}
+
+// runDemo connects to the shards (target id -> address), runs a demo
+// session and prints its report (the JSON line last).
+func runDemo(ctx context.Context, s *sys, shards map[string]string, cfg demo.SessionConfig) error {
+	cfg.Out, cfg.Logger, cfg.Shards = s.stderr, s.log, map[string]shardpb.ShardClient{}
+	for id, addr := range shards {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", id, err)
+		}
+		defer cc.Close()
+		cfg.Shards[id] = shardpb.NewShardClient(cc)
 	}
-	return w.run(ctx, s)
+	rep, err := demo.Session(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := rep.Write(s.stdout); err != nil {
+		return err
+	}
+	if !rep.OK {
+		return errDemoFailed
+	}
+	return nil
 }
 
 // shardAddrs is the repeatable --shard shard-N=HOST:PORT.
@@ -109,106 +132,6 @@ func (v *shardAddrs) check() error {
 	}
 	return nil
 }
-
-// workload runs the demo and its check against a cluster.
-type workload struct {
-	cl     *client.Client
-	shards map[string]string // shard target id -> address
-	rec    *demo.Recorder
-	// recorded are the targets whose store rec wraps (target -> topics).
-	recorded map[string][]string
-	// lag, when set, returns the LogPlayer's lag in LSNs per target.
-	lag               func() map[string]uint64
-	duration, catchUp time.Duration
-	timeout           time.Duration // of one status call
-	clients           int
-	seed              uint64
-}
-
-func (w *workload) run(ctx context.Context, s *sys) error {
-	shardClients := map[string]shardpb.ShardClient{}
-	for id, addr := range w.shards {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return fmt.Errorf("shard %s: %w", id, err)
-		}
-		defer cc.Close()
-		shardClients[id] = shardpb.NewShardClient(cc)
-	}
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	for id, c := range shardClients {
-		go demo.WatchApplied(wctx, w.rec, id, c)
-	}
-
-	after, err := w.head(ctx)
-	if err != nil {
-		return err
-	}
-	seed := w.seed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	run := demo.NewRunID(seed)
-	fmt.Fprintf(s.stderr, "demo: run %s, %d producers for %v, seed %d, from LSN %d\n", run, w.clients, w.duration, seed, after+1)
-	res, err := demo.Run(ctx, demo.Config{
-		Appender: w.cl, Clients: w.clients, Shards: len(w.shards), Duration: w.duration,
-		Run: run, Seed: seed, Logger: s.log,
-		Progress: func(p demo.Progress) {
-			var lag map[string]uint64
-			if w.lag != nil {
-				lag = w.lag()
-			}
-			fmt.Fprintln(s.stderr, demo.ProgressLine(p, w.rec.Progress(), lag))
-		},
-	})
-	if ctx.Err() != nil {
-		return errors.New("demo interrupted")
-	}
-	if err != nil {
-		return fmt.Errorf("demo workload: %w", err)
-	}
-	through, err := w.head(ctx)
-	if err != nil {
-		return err
-	}
-	if through < res.MaxLSN {
-		return fmt.Errorf("the leader's head LSN %d is below the acknowledged LSN %d", through, res.MaxLSN)
-	}
-	fmt.Fprintf(s.stderr, "demo: %d transactions committed; waiting for delivery (at most %v), then checking\n", res.Committed, w.catchUp)
-	// The check's own deadline: the catch-up wait plus reading the log back
-	// and scanning the shards.
-	cctx, cancel := context.WithTimeout(ctx, w.catchUp+checkReadMax)
-	defer cancel()
-	rep, err := demo.Check(cctx, demo.CheckConfig{
-		Log: w.cl, After: after, Through: through, Shards: shardClients,
-		Recorder: w.rec, Recorded: w.recorded, CatchUp: w.catchUp,
-	}, res)
-	if err != nil {
-		return fmt.Errorf("demo check: %w", err)
-	}
-	if err := rep.Write(s.stdout); err != nil {
-		return err
-	}
-	if !rep.OK {
-		return errDemoFailed
-	}
-	return nil
-}
-
-// head is the leader's head LSN.
-func (w *workload) head(ctx context.Context) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	st, err := w.cl.LeaderStatus(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("LogStore status: %w", err)
-	}
-	return st.HeadLsn, nil
-}
-
-// checkReadMax bounds the part of a demo check after the catch-up wait.
-const checkReadMax = 2 * time.Minute
 
 // errDemoFailed is returned when the demo's check found a problem (exit 1).
 var errDemoFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")

@@ -75,36 +75,27 @@ func checkAddr(s string) error {
 
 // addrList is a comma-separated list of host:port; each Set replaces the
 // list from the default but repeated flags add up.
-type addrList struct {
-	addrs []string
-	set   bool // false while addrs holds the default
-}
+type addrList struct{ stringList }
 
-func newAddrList(def ...string) addrList { return addrList{addrs: def} }
+func newAddrList(def ...string) addrList { return addrList{stringList{items: def}} }
 
-func (v *addrList) String() string { return strings.Join(v.addrs, ",") }
 func (v *addrList) Set(s string) error {
-	if !v.set {
-		v.addrs, v.set = nil, true
+	if err := v.stringList.Set(s); err != nil {
+		return err
 	}
-	for _, a := range strings.Split(s, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
+	for _, a := range v.items {
 		if err := checkAddr(a); err != nil {
 			return fmt.Errorf("%q: %v", a, err)
 		}
-		v.addrs = append(v.addrs, a)
 	}
-	if len(v.addrs) == 0 {
+	if len(v.items) == 0 {
 		return fmt.Errorf("want at least one host:port")
 	}
 	return nil
 }
-func (*addrList) repeatable() {}
 
-// stringList is a comma-separated list of names; repeated flags add up.
+// stringList is a comma-separated list of names; the first Set replaces the
+// default, repeated flags add up.
 type stringList struct {
 	items []string
 	set   bool

@@ -8,7 +8,8 @@
 //
 // Settings come from flags, then environment variables (LOGPLAYER_<FLAG>,
 // upper snake case), then, for the server roles, a JSON config file
-// (--config), then defaults; see config.go for the file format.
+// (--config), then defaults, layered by github.com/peterbourgon/ff/v3; see
+// config.go for the file format.
 //
 // Goroutines: main runs one subcommand; signal.NotifyContext cancels its
 // context on SIGINT or SIGTERM, and every server role then shuts down
@@ -28,7 +29,6 @@ func main() {
 		stdin:  os.Stdin,
 		stdout: os.Stdout,
 		stderr: os.Stderr,
-		getenv: os.Getenv,
 	})
 	stop()
 	os.Exit(code)

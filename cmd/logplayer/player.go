@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logplayer"
 )
 
@@ -74,7 +73,7 @@ func (c *playerCmd) flags(fs *flag.FlagSet) {
 func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
 	cfg := logplayer.Config{
 		PlayerID:         c.id,
-		LogStore:         c.store.addrs,
+		LogStore:         c.store.items,
 		Targets:          c.targets.targets,
 		ProgressInterval: c.progressInterval,
 		ReportInterval:   c.reportInterval,
@@ -98,7 +97,7 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
-	reg := processRegistry()
+	reg := serve.ProcessRegistry()
 	cfg.Registerer = reg
 	p, err := logplayer.New(cfg)
 	if errors.Is(err, logplayer.ErrInvalidConfig) {
@@ -108,61 +107,34 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer p.Close()
-	ms, err := startMetrics(c.metricsAddr.addr, reg, s.log)
+	ms, err := serve.StartMetrics(c.metricsAddr.addr, reg, s.log)
 	if err != nil {
 		return err
 	}
-	defer ms.stop()
+	defer ms.Stop()
 	if c.adminAddr.addr != "" {
 		admin, err := serveAdmin(c.adminAddr.addr, p, s.log)
 		if err != nil {
 			return err
 		}
-		defer admin.stop()
+		defer admin.Stop(adminStopMax)
 	}
 	s.log.Info("logplayer starting", "targets", len(cfg.Targets), "store", strings.Join(cfg.LogStore, ","))
 	return p.Run(ctx)
 }
 
-// adminServer serves the PlayerAdmin API of a Player.
-type adminServer struct {
-	gs     *grpc.Server
-	addr   string
-	served chan struct{} // closed when Serve returned
-}
-
 // adminStopMax bounds the admin server's graceful stop.
 const adminStopMax = 2 * time.Second
 
-// serveAdmin listens on addr and serves p's admin API until stop.
-func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger) (*adminServer, error) {
+// serveAdmin listens on addr and serves p's admin API until Stop.
+func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger) (*serve.GRPC, error) {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin endpoint: %w", err)
 	}
-	return serveAdminOn(lis, p, log), nil
-}
-
-func serveAdminOn(lis net.Listener, p *logplayer.Player, log *slog.Logger) *adminServer {
-	a := &adminServer{gs: grpc.NewServer(), addr: lis.Addr().String(), served: make(chan struct{})}
-	logplayer.NewAdminServer(p).Register(a.gs)
-	go func() {
-		defer close(a.served)
-		if err := a.gs.Serve(lis); err != nil {
-			log.Error("admin endpoint stopped", "err", err)
-		}
-	}()
-	log.Info("admin endpoint", "addr", a.addr)
-	return a
-}
-
-// stop stops the server; nil-safe.
-func (a *adminServer) stop() {
-	if a == nil {
-		return
-	}
-	stopGracefully(a.gs, adminStopMax)
-	<-a.served
+	a := serve.StartGRPC("admin", lis, logplayer.NewAdminServer(p).Register, log)
+	log.Info("admin endpoint", "addr", a.Addr())
+	return a, nil
 }
 
 // targetSpecs is the repeatable --target ID=ADDR/TOPIC[,TOPIC...].

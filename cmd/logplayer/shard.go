@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/types"
 )
@@ -60,10 +61,10 @@ func (c *shardCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *shardCmd) run(ctx context.Context, s *sys) error {
-	reg := processRegistry()
+	reg := serve.ProcessRegistry()
 	sh, err := shard.Open(shard.Config{
 		Dir:        c.dataDir,
-		ID:         c.id,
+		ID:         types.TargetID(c.id),
 		Topics:     c.topics.items,
 		SkipLSNs:   c.skipLSNs.lsns,
 		Logger:     s.log,
@@ -80,18 +81,18 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 		_ = sh.Close()
 		return err
 	}
-	ms, err := startMetrics(c.metricsAddr.addr, reg, s.log)
+	ms, err := serve.StartMetrics(c.metricsAddr.addr, reg, s.log)
 	if err != nil {
 		_ = lis.Close()
 		_ = sh.Close()
 		return err
 	}
-	defer ms.stop()
+	defer ms.Stop()
 	srv := serveTarget(c.id, lis, sh.Register, sh.Close, s.log)
-	s.log.Info("shard serving", "target", c.id, "addr", srv.addr, "dir", c.dataDir, "lsn", sh.AppliedLSN())
+	s.log.Info("shard serving", "target", c.id, "addr", srv.Addr(), "dir", c.dataDir, "lsn", sh.AppliedLSN())
 	<-ctx.Done()
 	s.log.Info("shutting down", "target", c.id)
-	return srv.stop()
+	return srv.Stop()
 }
 
 // lsnList is a comma-separated list of LSNs (>= 1); repeated flags add up.

@@ -143,7 +143,7 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 	rep := &statusReport{Nodes: []nodeStatus{}, Topics: []topicStatus{}, Servers: []serverInfo{}, Consumers: []consumer{}}
 	var view *logstorepb.StatusResponse
 	var lastErr error
-	for _, addr := range c.conn.addrs.addrs {
+	for _, addr := range c.conn.addrs.items {
 		nctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 		st, err := cl.Status(nctx, addr)
 		if err != nil {

@@ -6,8 +6,7 @@ import (
 	"flag"
 	"time"
 
-	"google.golang.org/grpc"
-
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 )
 
@@ -17,7 +16,8 @@ func init() {
 		summary:  "run a LogStore node (one Raft voter of the replicated log)",
 		synopsis: "--id ID --data-dir DIR --raft-addr HOST:PORT --api-addr HOST:PORT [--peer ID=RAFT/API ...] [flags]",
 		about: `
-Runs one LogStore node: Raft (hashicorp/raft, raft-boltdb), the segment log and
+Runs one LogStore node: Raft (hashicorp/raft on raft-wal, or raft-boltdb with
+--raft-log-store boltdb), the segment log and
 the gRPC API (LogStore, Cluster, health, reflection) on --api-addr.
 
 A new cluster starts with every node given the same --peer list (each voter's
@@ -42,6 +42,7 @@ Stops gracefully on SIGINT or SIGTERM.`,
 
 type storeCmd struct {
 	id, dataDir       string
+	raftLogStore      string
 	raftAddr, apiAddr addrValue
 	metricsAddr       optAddrValue
 	peers             peerList
@@ -56,7 +57,9 @@ type storeCmd struct {
 
 func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.id, "id", "", "this node's Raft server `id`")
-	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for raft.db, snapshots and segments")
+	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the Raft log, snapshots and segments")
+	fs.StringVar(&c.raftLogStore, "raft-log-store", string(logstore.DefaultRaftLogStore),
+		"Raft log `backend`: wal (hashicorp/raft-wal, one fsync per batch) or boltdb (raft-boltdb/v2); a data directory keeps the one it was created with")
 	fs.Var(&c.raftAddr, "raft-addr", "Raft TCP `address` to bind and advertise")
 	fs.Var(&c.apiAddr, "api-addr", "gRPC API `address` to serve")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
@@ -81,12 +84,11 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 	cfg := logstore.Config{
 		ID:                c.id,
 		Dir:               c.dataDir,
+		RaftLogStore:      logstore.RaftLogStore(c.raftLogStore),
 		RaftAddr:          c.raftAddr.addr,
 		APIAddr:           c.apiAddr.addr,
-		MetricsAddr:       c.metricsAddr.addr,
-		ServerOptions:     []grpc.ServerOption{allowPlayerPings()},
 		Logger:            s.log,
-		Registry:          processRegistry(),
+		Registry:          serve.ProcessRegistry(),
 		IntakeQueue:       c.intakeQueue,
 		MaxBatchTxns:      c.maxBatchTxns,
 		MaxBatchBytes:     int(c.maxBatchBytes.bytes),
@@ -110,7 +112,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 }
 
 func (c *storeCmd) run(ctx context.Context, s *sys) error {
-	node, err := logstore.NewNode(c.config(s))
+	st, err := serve.StartStore(c.config(s), nil, c.metricsAddr.addr, s.log, allowPlayerPings())
 	if errors.Is(err, logstore.ErrConfig) {
 		return usagef("%v", err)
 	}
@@ -119,5 +121,5 @@ func (c *storeCmd) run(ctx context.Context, s *sys) error {
 	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "node", c.id)
-	return node.Close()
+	return st.Close()
 }

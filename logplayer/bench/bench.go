@@ -76,6 +76,7 @@ import (
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/types"
 )
 
 // sentHeader is the message header holding the Append call time (8 bytes,
@@ -438,10 +439,10 @@ type producers struct {
 	topics []string
 	kb     int
 	mu     sync.Mutex
-	last   uint64
+	last   types.LSN
 }
 
-func (p *producers) lastLSN() uint64 { p.mu.Lock(); defer p.mu.Unlock(); return p.last }
+func (p *producers) lastLSN() types.LSN { p.mu.Lock(); defer p.mu.Unlock(); return p.last }
 
 // run appends with n concurrent producers for d, or until count
 // transactions were appended when count > 0; lat receives each Append's
@@ -485,7 +486,7 @@ func (p *producers) run(ctx context.Context, n int, d time.Duration, count int, 
 					lat.add(time.Since(t0))
 				}
 				p.mu.Lock()
-				p.last = max(p.last, resp.Lsn)
+				p.last = max(p.last, types.LSN(resp.Lsn))
 				p.mu.Unlock()
 			}
 		}()

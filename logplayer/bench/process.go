@@ -15,6 +15,7 @@ import (
 	"time"
 
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Child processes (Config.Spawn) talk to the benchmark in lines: the child
@@ -127,7 +128,7 @@ func answerDrain(ctx context.Context, t *localTarget, rec *recorder, line string
 	}
 	wctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	if err := t.waitApplied(wctx, lsn); err != nil {
+	if err := t.waitApplied(wctx, types.LSN(lsn)); err != nil {
 		return err
 	}
 	recv, apply := rec.take()
@@ -232,7 +233,7 @@ func startProcTarget(spawn func(args ...string) *exec.Cmd, dir, id string, memor
 
 func (p *procTarget) address() string { return p.addr }
 
-func (p *procTarget) drain(ctx context.Context, lsn uint64, rec *recorder) error {
+func (p *procTarget) drain(ctx context.Context, lsn types.LSN, rec *recorder) error {
 	if _, err := fmt.Fprintf(p.c.in, "drain %d\n", lsn); err != nil {
 		return err
 	}

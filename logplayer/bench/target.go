@@ -4,17 +4,18 @@ import (
 	"context"
 	"encoding/binary"
 	"net"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/shard"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/types"
 )
 
 // benchTarget is one target of a row, in this process (localTarget) or in a
@@ -23,7 +24,7 @@ type benchTarget interface {
 	address() string
 	// drain waits until the target applied lsn, then adds its timing events
 	// to rec (a local target recorded them there already).
-	drain(ctx context.Context, lsn uint64, rec *recorder) error
+	drain(ctx context.Context, lsn types.LSN, rec *recorder) error
 	close()
 }
 
@@ -48,7 +49,7 @@ func startLocalTarget(dir, id string, memory bool, rec *recorder, cfg Config) (*
 	var register func(grpc.ServiceRegistrar)
 	if memory {
 		bs.mem = newMemStore()
-		srv, err := target.NewServer(target.Config{TargetID: id, Store: wrap(bs.mem), Topics: []string{id},
+		srv, err := target.NewServer(target.Config{TargetID: types.TargetID(id), Store: wrap(bs.mem), Topics: []string{id},
 			Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
 		if err != nil {
 			return nil, err
@@ -56,7 +57,7 @@ func startLocalTarget(dir, id string, memory bool, rec *recorder, cfg Config) (*
 		bs.srv, register = srv, srv.Register
 	} else {
 		sh, err := shard.Open(shard.Config{
-			Dir: dir, ID: id, Logger: cfg.Logger, Registerer: prometheus.NewRegistry(), WrapStore: wrap,
+			Dir: dir, ID: types.TargetID(id), Logger: cfg.Logger, Registerer: prometheus.NewRegistry(), WrapStore: wrap,
 		})
 		if err != nil {
 			return nil, err
@@ -82,7 +83,7 @@ func startLocalTarget(dir, id string, memory bool, rec *recorder, cfg Config) (*
 
 func (s *localTarget) address() string { return s.addr }
 
-func (s *localTarget) drain(ctx context.Context, lsn uint64, _ *recorder) error {
+func (s *localTarget) drain(ctx context.Context, lsn types.LSN, _ *recorder) error {
 	return s.waitApplied(ctx, lsn)
 }
 
@@ -100,7 +101,7 @@ func (s *localTarget) closeTarget() {
 }
 
 // waitApplied waits until the target applied lsn.
-func (s *localTarget) waitApplied(ctx context.Context, lsn uint64) error {
+func (s *localTarget) waitApplied(ctx context.Context, lsn types.LSN) error {
 	if s.sh != nil {
 		_, err := s.sh.WaitApplied(ctx, lsn)
 		return err
@@ -121,7 +122,7 @@ type memStore struct {
 	st target.State
 }
 
-func newMemStore() *memStore { return &memStore{st: target.State{Topics: map[string]uint64{}}} }
+func newMemStore() *memStore { return &memStore{st: target.State{Topics: map[string]types.Offset{}}} }
 
 func (m *memStore) State() (target.State, error) {
 	m.mu.Lock()
@@ -136,7 +137,7 @@ func (m *memStore) Apply(_ []*targetpb.Delivery, next target.State) error {
 	return nil
 }
 
-func (m *memStore) applied() uint64 {
+func (m *memStore) applied() types.LSN {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.st.AppliedLSN
@@ -262,16 +263,8 @@ func (r *recorder) stats(from, to int64) (player, apply Stats) {
 	return statsOf(p), statsOf(a)
 }
 
-// statsOf summarises d (sorting it).
+// statsOf summarises d (sorting it) by quantile.Summarize.
 func statsOf(d []time.Duration) Stats {
-	if len(d) == 0 {
-		return Stats{}
-	}
-	slices.Sort(d)
-	var sum time.Duration
-	for _, x := range d {
-		sum += x
-	}
-	q := func(p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
-	return Stats{N: len(d), Avg: sum / time.Duration(len(d)), P50: q(0.50), P99: q(0.99)}
+	s := quantile.Summarize(d)
+	return Stats{N: s.N, Avg: s.Avg, P50: s.P50, P99: s.P99}
 }

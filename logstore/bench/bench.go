@@ -36,7 +36,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -333,21 +336,16 @@ func measure(ctx context.Context, system string, clients int, cfg Config, op fun
 	}
 	wg.Wait()
 	elapsed := time.Since(measureFrom)
-	slices.Sort(lats)
-	q := func(p float64) time.Duration {
-		if len(lats) == 0 {
-			return 0
-		}
-		return lats[min(len(lats)-1, int(p*float64(len(lats))))]
-	}
+	s := quantile.Summarize(lats)
 	return Row{System: system, Clients: clients, Txns: len(lats), Errors: errs,
-		TxPerSec: float64(len(lats)) / elapsed.Seconds(), P50: q(0.50), P99: q(0.99), P999: q(0.999)}
+		TxPerSec: float64(len(lats)) / elapsed.Seconds(), P50: s.P50, P99: s.P99, P999: s.P999}
 }
 
 // Cluster is 3 in-process LogStore nodes on loopback.
 type Cluster struct {
-	Nodes []*logstore.Node
-	regs  []*prometheus.Registry // the nodes' metrics
+	Nodes  []*logstore.Node
+	regs   []*prometheus.Registry // the nodes' metrics
+	stores []*serve.Store         // the served nodes, parallel to Nodes
 }
 
 // batches sums the leaders' aggregation and AppendBatch histograms.
@@ -419,18 +417,23 @@ func StartCluster(dir string, logger *slog.Logger) (*Cluster, error) {
 	c := &Cluster{}
 	for i, p := range peers {
 		reg := prometheus.NewRegistry()
-		n, err := logstore.NewNode(logstore.Config{
+		st, err := serve.StartStore(logstore.Config{
 			ID: p.ID, Dir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr,
-			RaftListener: rls[i], APIListener: als[i], Bootstrap: peers, Logger: logger,
+			RaftListener: rls[i], Bootstrap: peers, Logger: logger,
 			Registry: reg,
-		})
+			// The bare-raft reference rows run on raft-boltdb: the
+			// LogStore runs on the same backend so the ratios compare
+			// like with like (rows on raft-wal, the node default, are
+			// issue 11's benchmark work).
+			RaftLogStore: logstore.RaftLogBoltDB,
+		}, als[i], "", logger)
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.Nodes, c.regs = append(c.Nodes, n), append(c.regs, reg)
+		c.Nodes, c.regs, c.stores = append(c.Nodes, st.Node), append(c.regs, reg), append(c.stores, st)
 	}
-	if err := waitUntil(60*time.Second, func() bool {
+	if err := testwait.Until(60*time.Second, "a LogStore leader", func() bool {
 		for _, n := range c.Nodes {
 			if n.IsLeader() {
 				return true
@@ -453,22 +456,11 @@ func (c *Cluster) APIAddrs() []string {
 	return out
 }
 
-// Close stops every node.
+// Close stops every node (its API server first).
 func (c *Cluster) Close() {
-	for _, n := range c.Nodes {
-		n.Close()
+	for _, st := range c.stores {
+		st.Close()
 	}
-}
-
-func waitUntil(d time.Duration, cond func() bool) error {
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			return errors.New("timed out")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
 }
 
 // bareRaft is 3 hashicorp/raft instances with raft-boltdb, TCP transport
@@ -528,7 +520,7 @@ func startBareRaft(dir string, logger *slog.Logger) (*bareRaft, error) {
 			return nil, err
 		}
 	}
-	if err := waitUntil(60*time.Second, func() bool { return b.leader().State() == raft.Leader }); err != nil {
+	if err := testwait.Until(60*time.Second, "a bare raft leader", func() bool { return b.leader().State() == raft.Leader }); err != nil {
 		b.close()
 		return nil, fmt.Errorf("bench: bare raft has no leader: %w", err)
 	}

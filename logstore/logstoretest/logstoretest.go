@@ -9,9 +9,12 @@
 //	cl, _ := client.New(client.Config{Addrs: c.Addrs()})
 //
 // Processes: call logstoretest.MaybeRunNode() first thing in TestMain, then
-// NewProcCluster(t, 3) / (*Proc).Kill / (*Proc).Start.
+// NewProcCluster(t, 3, backend) / (*Proc).Kill / (*Proc).Start.
 //
-// Goroutines: none of its own besides the nodes'.
+// The nodes are served as the binary serves them (internal/serve): an API
+// server per node with the node's services, health and reflection.
+//
+// Goroutines: none of its own besides the nodes' and their servers'.
 package logstoretest
 
 import (
@@ -28,21 +31,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
-
-// WaitFor polls cond every few ms until it holds, failing t after d.
-func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // QuietLogger discards everything.
 func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -68,18 +63,22 @@ func Listen(t testing.TB) net.Listener {
 	return l
 }
 
-// Cluster is N in-process nodes.
+// Cluster is N in-process nodes, each served on its APIAddr.
 type Cluster struct {
 	T       testing.TB
 	Configs []logstore.Config
 	Nodes   []*logstore.Node // nil while stopped
+	// ServerOptions are added to each node's API server (interceptors).
+	ServerOptions []grpc.ServerOption
+	apis          []*serve.StoreAPI // parallel to Nodes
 }
 
 // Start bootstraps n nodes (ids n0, n1, …) under t.TempDir(), applies
-// tweak to each config, waits for a leader and closes them at cleanup.
-func Start(t testing.TB, n int, tweak func(*logstore.Config)) *Cluster {
+// tweak to each config, serves each node's API with opts added (fault
+// injection interceptors), waits for a leader and closes them at cleanup.
+func Start(t testing.TB, n int, tweak func(*logstore.Config), opts ...grpc.ServerOption) *Cluster {
 	t.Helper()
-	c := &Cluster{T: t}
+	c := &Cluster{T: t, ServerOptions: opts}
 	var peers []logstore.Peer
 	var raftLis, apiLis []net.Listener
 	for i := range n {
@@ -96,22 +95,26 @@ func Start(t testing.TB, n int, tweak func(*logstore.Config)) *Cluster {
 			tweak(&cfg)
 		}
 		c.Configs = append(c.Configs, cfg)
-		cfg.RaftListener, cfg.APIListener = raftLis[i], apiLis[i]
-		node, err := logstore.NewNode(cfg)
+		cfg.RaftListener = raftLis[i]
+		st, err := serve.StartStore(cfg, apiLis[i], "", cfg.Logger, c.ServerOptions...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Nodes = append(c.Nodes, node)
+		c.Nodes, c.apis = append(c.Nodes, st.Node), append(c.apis, st.API)
 	}
 	t.Cleanup(c.Close)
 	c.WaitLeader()
 	return c
 }
 
-// Close stops every running node.
+// Close stops every running node (its API server first). Nodes a test
+// appended to Nodes itself are closed too (serve them with Serve).
 func (c *Cluster) Close() {
-	for _, n := range c.Nodes {
+	for i, n := range c.Nodes {
 		if n != nil {
+			if i < len(c.apis) {
+				c.apis[i].Stop()
+			}
 			n.Close()
 		}
 	}
@@ -120,7 +123,7 @@ func (c *Cluster) Close() {
 // WaitLeader waits up to 60s for a leader and returns it.
 func (c *Cluster) WaitLeader() *logstore.Node {
 	var leader *logstore.Node
-	WaitFor(c.T, 60*time.Second, "a leader", func() bool {
+	testwait.For(c.T, 60*time.Second, "a leader", func() bool {
 		for _, n := range c.Nodes {
 			if n != nil && n.IsLeader() {
 				leader = n
@@ -132,22 +135,34 @@ func (c *Cluster) WaitLeader() *logstore.Node {
 	return leader
 }
 
-// Stop closes node i.
+// Stop stops node i's API server and closes the node.
 func (c *Cluster) Stop(i int) {
+	c.apis[i].Stop()
 	if err := c.Nodes[i].Close(); err != nil {
 		c.T.Fatal(err)
 	}
-	c.Nodes[i] = nil
+	c.Nodes[i], c.apis[i] = nil, nil
 }
 
-// Restart opens node i again on its dir and addresses.
+// Restart opens node i again on its dir and addresses and serves it.
 func (c *Cluster) Restart(i int) {
 	c.T.Helper()
-	var err error
-	WaitFor(c.T, 30*time.Second, "node restart", func() bool {
-		c.Nodes[i], err = logstore.NewNode(c.Configs[i])
-		return err == nil // the old listeners' ports may linger a moment
+	testwait.For(c.T, 30*time.Second, "node restart", func() bool {
+		st, err := serve.StartStore(c.Configs[i], nil, "", c.Configs[i].Logger, c.ServerOptions...)
+		if err != nil {
+			return false // the old listeners' ports may linger a moment
+		}
+		c.Nodes[i], c.apis[i] = st.Node, st.API
+		return true
 	})
+}
+
+// Serve serves node n's API on lis as the binary does (with opts added)
+// and stops it at t's cleanup, before closing n: for tests that open a
+// node themselves (logstore.NewNode) with Config.APIAddr = lis's address.
+func Serve(t testing.TB, n *logstore.Node, lis net.Listener, opts ...grpc.ServerOption) {
+	api := serve.StartStoreAPI(n, lis, QuietLogger(), opts...)
+	t.Cleanup(func() { api.Stop(); n.Close() })
 }
 
 // Addrs returns the nodes' API addresses.
@@ -171,7 +186,13 @@ type ProcSpec struct {
 	SegmentBytes      int64
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// RaftLogStore is the node's Raft log backend ("": the default).
+	RaftLogStore logstore.RaftLogStore
 }
+
+// RaftLogStores lists every supported Raft log backend, for crash tests
+// that must pass on each.
+var RaftLogStores = []logstore.RaftLogStore{logstore.RaftLogWAL, logstore.RaftLogBoltDB}
 
 // MaybeRunNode runs a node and exits when the process was started by
 // (*Proc).Start; otherwise it returns at once. Call it first in TestMain.
@@ -198,6 +219,7 @@ func runNode(spec string) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(logf, nil))
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
+	cfg.RaftLogStore = s.RaftLogStore
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}
@@ -205,7 +227,7 @@ func runNode(spec string) int {
 		cfg.SnapshotThreshold, cfg.TrailingLogs = 64, 16
 	}
 	cfg.SnapshotInterval = 200 * time.Millisecond
-	n, err := logstore.NewNode(cfg)
+	st, err := serve.StartStore(cfg, nil, "", cfg.Logger)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -213,7 +235,7 @@ func runNode(spec string) int {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
-	n.Close()
+	st.Close()
 	return 0
 }
 
@@ -230,9 +252,9 @@ func FreeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
-// NewProcCluster starts n node processes bootstrapped together and kills
-// them at cleanup.
-func NewProcCluster(t testing.TB, n int) []*Proc {
+// NewProcCluster starts n node processes bootstrapped together on the
+// given Raft log backend and kills them at cleanup.
+func NewProcCluster(t testing.TB, n int, backend logstore.RaftLogStore) []*Proc {
 	base := t.TempDir()
 	var peers []logstore.Peer
 	for i := range n {
@@ -240,7 +262,7 @@ func NewProcCluster(t testing.TB, n int) []*Proc {
 	}
 	procs := make([]*Proc, n)
 	for i, p := range peers {
-		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers}}
+		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers, RaftLogStore: backend}}
 		procs[i].Start(t)
 	}
 	t.Cleanup(func() {

@@ -7,11 +7,12 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// AppendBatch appends txns in order, as many Append calls would, with one
-// write call per segment file they land in instead of one per record (the
-// FSM appends every transaction of a Raft entry at once). The files end up
-// byte-identical to those of single Appends: a full active segment is
-// sealed before the record that would go past SegmentBytes, as Append does.
+// AppendBatch appends txns in order with one write call per segment file
+// they land in instead of one per record (the FSM appends every transaction
+// of a Raft entry at once). It is the log's only append: the files end up
+// byte-identical to those of one record per call (the tests' Append), since
+// a full active segment is sealed before the record that would go past
+// SegmentBytes. Nothing is fsynced (see the package doc).
 //
 // The same rules hold per record (LSNs continue LastLSN, Raft indexes do not
 // go down, slices continue their topics' offsets and name each topic once;
@@ -64,7 +65,7 @@ func (l *Log) writeChunk(txns []*logstorepb.Transaction) (int, error) {
 	var ends []int // end of each frame in buf
 	for _, txn := range txns {
 		if len(ends) > 0 && s.size+int64(len(buf)) >= l.opts.SegmentBytes {
-			break // Append would seal before this record
+			break // a record at a time would seal before this one
 		}
 		var err error
 		if buf, err = appendRecord(buf, txn); err != nil {
@@ -78,7 +79,7 @@ func (l *Log) writeChunk(txns []*logstorepb.Transaction) (int, error) {
 		l.w.buf = nil
 	}
 	if _, err := s.f.WriteAt(buf, s.size); err != nil {
-		_ = s.f.Truncate(s.size) // as in Append: spare a restart the torn tail
+		_ = s.f.Truncate(s.size) // spare a restart the torn tail
 		return 0, fmt.Errorf("segment: write lsn %d..%d to %s: %w", txns[0].GetLsn(), txns[len(ends)-1].GetLsn(), segFileName(s.base), err)
 	}
 	m := &l.w.meta

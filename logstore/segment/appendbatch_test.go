@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // AppendBatch writes the same files as Append one record at a time, with
@@ -35,7 +36,7 @@ func TestAppendBatchMatchesAppend(t *testing.T) {
 			t.Fatal(err)
 		}
 		all = append(all, batch...)
-		if lb.LastLSN() != all[len(all)-1].Lsn || lb.LastRaftIndex() != all[len(all)-1].RaftIndex {
+		if lb.LastLSN() != types.LSN(all[len(all)-1].Lsn) || lb.LastRaftIndex() != all[len(all)-1].RaftIndex {
 			t.Fatalf("after %d records: last lsn %d raft %d", len(all), lb.LastLSN(), lb.LastRaftIndex())
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // benchTxn is the DESIGN.md §10 transaction: 2 topics × one 256-byte message.
@@ -68,7 +69,7 @@ func BenchmarkAppend(b *testing.B) {
 				wg.Go(func() {
 					next := uint64(1)
 					for {
-						_ = l.Read(next, 0, func(txn *logstorepb.Transaction) (bool, error) {
+						_ = l.Read(types.LSN(next), 0, func(txn *logstorepb.Transaction) (bool, error) {
 							next = txn.Lsn + 1
 							read.Add(1)
 							return true, nil
@@ -153,7 +154,7 @@ func BenchmarkReadFrom(b *testing.B) {
 			for range b.N {
 				from := 1 + rng.Uint64N(total-uint64(records))
 				n := 0
-				err := l.Read(from, from+uint64(records)-1, func(*logstorepb.Transaction) (bool, error) {
+				err := l.Read(types.LSN(from), types.LSN(from+uint64(records)-1), func(*logstorepb.Transaction) (bool, error) {
 					n++
 					return true, nil
 				})
@@ -186,7 +187,7 @@ func BenchmarkTopicOffsetLSN(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		off := rng.Uint64N(total)
-		if lsn, err := l.TopicOffsetLSN("orders", off); err != nil || lsn != off+1 {
+		if lsn, err := l.TopicOffsetLSN("orders", types.Offset(off)); err != nil || lsn != types.LSN(off+1) {
 			b.Fatalf("TopicOffsetLSN(orders, %d) = %d, %v", off, lsn, err)
 		}
 	}
@@ -237,7 +238,7 @@ func BenchmarkOpen(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					if l.LastLSN() != lsn {
+					if l.LastLSN() != types.LSN(lsn) {
 						b.Fatalf("reopened at %d, want %d", l.LastLSN(), lsn)
 					}
 					_ = l.Close()

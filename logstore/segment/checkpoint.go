@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // cpFile is one file of a checkpoint being made: linked from the log (src
@@ -25,7 +27,7 @@ type cpFile struct {
 // of dir. upTo below FirstLSN-1 is ErrBelowRetention, above LastLSN
 // ErrNotFound. Appends go on meanwhile; DeleteBefore, TruncateAfterRaftIndex
 // and Install wait.
-func (l *Log) Checkpoint(dir string, upTo uint64) (Manifest, error) {
+func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	if err := l.Sync(); err != nil {
@@ -116,7 +118,7 @@ func (l *Log) Checkpoint(dir string, upTo uint64) (Manifest, error) {
 // takes a reference on each segment to copy from. A copy whose length needs a
 // scan (upTo inside a sealed segment) has copyLen -1, and sizes are not set:
 // the caller does that I/O outside mu.
-func (l *Log) planCheckpoint(upTo uint64) ([]cpFile, Manifest, error) {
+func (l *Log) planCheckpoint(upTo types.LSN) ([]cpFile, Manifest, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.mu.closed {
@@ -164,7 +166,7 @@ func (l *Log) planCheckpoint(upTo uint64) ([]cpFile, Manifest, error) {
 
 // positionAfter returns the byte position just after record lsn of the
 // sealed segment s, found from the sparse index with a bounded scan.
-func positionAfter(s *segment, lsn uint64) (int64, error) {
+func positionAfter(s *segment, lsn types.LSN) (int64, error) {
 	e := s.idx.seekLSN(lsn)
 	rr := newRecordReader(s.f, e.pos, s.size)
 	defer rr.close()

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 func sameFile(t *testing.T, a, b string) bool {
@@ -25,7 +26,7 @@ func sameFile(t *testing.T, a, b string) bool {
 
 // checkManifest checks m against the log it came from: contiguous files that
 // verify in dir, sealed files hard-linked to the log's, the last one a copy.
-func checkManifest(t *testing.T, l *Log, dir string, m Manifest, upTo uint64) {
+func checkManifest(t *testing.T, l *Log, dir string, m Manifest, upTo types.LSN) {
 	t.Helper()
 	if err := m.Verify(dir); err != nil {
 		t.Fatalf("Verify: %v", err)
@@ -47,13 +48,13 @@ func checkManifest(t *testing.T, l *Log, dir string, m Manifest, upTo uint64) {
 func TestCheckpoint(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		upTo func(segs []SegmentInfo) uint64
+		upTo func(segs []SegmentInfo) types.LSN
 	}{
-		{"inside the active segment", func(segs []SegmentInfo) uint64 { return segs[len(segs)-1].FirstLSN + 2 }},
-		{"whole log", func(segs []SegmentInfo) uint64 { return segs[len(segs)-1].LastLSN }},
-		{"inside a sealed segment", func(segs []SegmentInfo) uint64 { return segs[3].FirstLSN + 5 }},
-		{"at the end of a sealed segment", func(segs []SegmentInfo) uint64 { return segs[3].LastLSN }},
-		{"nothing", func([]SegmentInfo) uint64 { return 0 }},
+		{"inside the active segment", func(segs []SegmentInfo) types.LSN { return segs[len(segs)-1].FirstLSN + 2 }},
+		{"whole log", func(segs []SegmentInfo) types.LSN { return segs[len(segs)-1].LastLSN }},
+		{"inside a sealed segment", func(segs []SegmentInfo) types.LSN { return segs[3].FirstLSN + 5 }},
+		{"at the end of a sealed segment", func(segs []SegmentInfo) types.LSN { return segs[3].LastLSN }},
+		{"nothing", func([]SegmentInfo) types.LSN { return 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions(t.TempDir())
@@ -157,7 +158,7 @@ func TestInstallIntoFreshLog(t *testing.T) {
 			t.Fatalf("installed log: first %d last %d raft %d; want %d 380 %d", l.FirstLSN(), l.LastLSN(), l.LastRaftIndex(), first, want[379].RaftIndex)
 		}
 		sameTxns(t, readAll(t, l, first, 0), want[first-1:380])
-		lsn, err := l.TopicOffsetLSN("orders", want[first-1].Slices[0].FirstOffset)
+		lsn, err := l.TopicOffsetLSN("orders", types.Offset(want[first-1].Slices[0].FirstOffset))
 		if err != nil || lsn != first {
 			t.Fatalf("TopicOffsetLSN after install: %d, %v", lsn, err)
 		}
@@ -328,7 +329,7 @@ func TestLinkedFilesNeverChange(t *testing.T) {
 		t.Fatalf("appending changed a file linked elsewhere: %d bytes, was %d", got, size)
 	}
 	var n int
-	if err := l.Read(1, 0, func(*logstorepb.Transaction) (bool, error) { n++; return true, nil }); err != nil || uint64(n) != l.LastLSN() {
+	if err := l.Read(1, 0, func(*logstorepb.Transaction) (bool, error) { n++; return true, nil }); err != nil || types.LSN(n) != l.LastLSN() {
 		t.Fatalf("read %d records, %v; last %d", n, err, l.LastLSN())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // TestConcurrentReadersDuringAppends runs one writer with readers that tail
@@ -55,13 +56,13 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 	// Tailing readers: every LSN once, in order.
 	for r := range 2 {
 		wg.Go(func() {
-			next := uint64(1)
+			next := types.LSN(1)
 			for next <= n {
 				if first := l.FirstLSN(); next < first {
 					next = first // retention passed us
 				}
 				err := l.Read(next, 0, func(txn *logstorepb.Transaction) (bool, error) {
-					if txn.Lsn != next {
+					if types.LSN(txn.Lsn) != next {
 						return false, fmt.Errorf("tail %d: got lsn %d, want %d", r, txn.Lsn, next)
 					}
 					next++
@@ -83,11 +84,11 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 				if last < first {
 					continue
 				}
-				from := first + rng.Uint64N(last-first+1)
-				to := from + rng.Uint64N(50)
-				count := uint64(0)
+				from := first + types.LSN(rng.Uint64N(uint64(last-first+1)))
+				to := from + types.LSN(rng.Uint64N(50))
+				count := types.LSN(0)
 				err := l.Read(from, to, func(txn *logstorepb.Transaction) (bool, error) {
-					if txn.Lsn != from+count {
+					if types.LSN(txn.Lsn) != from+count {
 						return false, fmt.Errorf("range from %d: got lsn %d at %d", from, txn.Lsn, count)
 					}
 					count++
@@ -108,8 +109,8 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 				}
 				topic := "orders"
 				offs := oracle[topic]
-				off := rng.IntN(int(min(uint64(len(offs)), 2*last)))
-				lsn, err := l.TopicOffsetLSN(topic, uint64(off))
+				off := rng.IntN(int(min(types.LSN(len(offs)), 2*last)))
+				lsn, err := l.TopicOffsetLSN(topic, types.Offset(off))
 				switch {
 				case retentionRace(err), errors.Is(err, ErrNotFound) && offs[off] > last:
 				case err != nil:
@@ -125,7 +126,7 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 	// Retention and checkpoints on their own goroutine, as a snapshot and a
 	// retention loop would run, every maintenanceEvery appends.
 	const maintenanceEvery = 150
-	progress := make(chan uint64, n/maintenanceEvery+1) // never blocks the writer
+	progress := make(chan types.LSN, n/maintenanceEvery+1) // never blocks the writer
 	wg.Go(func() {
 		i := 0
 		for last := range progress {
@@ -160,7 +161,7 @@ func TestConcurrentReadersDuringAppends(t *testing.T) {
 			t.Fatal(err)
 		}
 		if txn.Lsn%maintenanceEvery == 0 {
-			progress <- txn.Lsn
+			progress <- types.LSN(txn.Lsn)
 		}
 	}
 	close(progress)

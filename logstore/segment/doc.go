@@ -25,7 +25,7 @@
 //
 // # Crash safety
 //
-// Append does not fsync: the Raft log is the write-ahead log. (Every
+// AppendBatch does not fsync: the Raft log is the write-ahead log. (Every
 // WritebackBytes it asks the kernel to start writing back, without waiting,
 // so that the fsync which seals a full segment finds little left to write.)
 // A torn write
@@ -62,15 +62,15 @@
 //
 // # Concurrency
 //
-// There are no goroutines. One writer (the FSM apply goroutine) calls Append
-// (or AppendBatch: the records of one Raft entry with one write call),
+// There are no goroutines. One writer (the FSM apply goroutine) calls
+// AppendBatch (the records of one Raft entry with one write call),
 // TruncateAfterRaftIndex and Install; any number of readers call Get, Read,
 // TopicOffsetLSN and the accessors; Checkpoint, Sync, DeleteBefore and
 // Segments may run on other goroutines (a snapshot, a retention loop).
 //
 // Locks, in order: wmu serializes the writer's methods; fileMu serializes the
 // methods that remove or replace files (DeleteBefore, TruncateAfterRaftIndex,
-// Install, Close) with Checkpoint, which links them (Append never takes it);
+// Install, Close) with Checkpoint, which links them (AppendBatch never takes it);
 // mu (a RWMutex) guards the segment list and each segment's counters and
 // in-memory index. mu is held only for in-memory work: a reader takes it to
 // find positions and a reference, then reads without it; the writer writes
@@ -81,5 +81,9 @@
 // i's last, and LastLSN is the active segment's last (FirstLSN-1 when the log
 // is empty); Raft indexes never decrease along the log; within a segment each
 // topic's offsets are dense and a topic appears at most once per record; a
-// record is visible to Get and Read exactly when Append has returned.
+// record is visible to Get and Read exactly when AppendBatch has returned.
+//
+// Numbers: LSNs are types.LSN and topic offsets types.Offset throughout the
+// API and the indexes; Raft indexes and counts stay plain uint64, and the
+// transactions themselves (logstorepb) keep their uint64 fields.
 package segment

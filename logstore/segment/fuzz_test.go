@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // FuzzDecodeRecord: the record decoder never panics; what it accepts, the
@@ -44,7 +45,7 @@ func FuzzDecodeRecord(f *testing.F) {
 			sameMeta(t, &m, txn)
 			// On what Append writes (canonical encoding), peekLSN agrees.
 			if canon, err := marshalOpts.Marshal(txn); err == nil && bytes.Equal(canon, data[headerBytes:n]) {
-				if lsn, ok := peekLSN(canon); !ok || lsn != txn.Lsn {
+				if lsn, ok := peekLSN(canon); !ok || lsn != types.LSN(txn.Lsn) {
 					t.Fatalf("peekLSN %d %v, proto.Unmarshal %d", lsn, ok, txn.Lsn)
 				}
 			}
@@ -65,7 +66,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil || n != len(frame) || !proto.Equal(got, txn) {
 			t.Fatalf("good record: %v, %d of %d bytes, equal %v", err, n, len(frame), proto.Equal(got, txn))
 		}
-		if lsn, ok := peekLSN(frame[headerBytes:]); !ok || lsn != txn.Lsn {
+		if lsn, ok := peekLSN(frame[headerBytes:]); !ok || lsn != types.LSN(txn.Lsn) {
 			t.Fatalf("peekLSN of a good record: %d %v, want %d", lsn, ok, txn.Lsn)
 		}
 		i := int(bit % uint32(len(frame)*8))
@@ -79,12 +80,12 @@ func FuzzDecodeRecord(f *testing.F) {
 // sameMeta fails unless m holds txn's index keys.
 func sameMeta(t *testing.T, m *recordMeta, txn *logstorepb.Transaction) {
 	t.Helper()
-	if m.lsn != txn.Lsn || m.raftIndex != txn.RaftIndex || m.timestamp != txn.TimestampUnixNano || len(m.slices) != len(txn.Slices) {
+	if m.lsn != types.LSN(txn.Lsn) || m.raftIndex != txn.RaftIndex || m.timestamp != txn.TimestampUnixNano || len(m.slices) != len(txn.Slices) {
 		t.Fatalf("parseMeta %+v disagrees with proto.Unmarshal %v", m, txn)
 	}
 	for i, sl := range txn.Slices {
 		ms := m.slices[i]
-		if string(ms.topic) != sl.Topic || ms.firstOffset != sl.FirstOffset || ms.messages != uint64(len(sl.Messages)) {
+		if string(ms.topic) != sl.Topic || ms.firstOffset != types.Offset(sl.FirstOffset) || ms.messages != uint64(len(sl.Messages)) {
 			t.Fatalf("slice %d: parseMeta %q %d %d, proto %q %d %d", i, ms.topic, ms.firstOffset, ms.messages, sl.Topic, sl.FirstOffset, len(sl.Messages))
 		}
 	}
@@ -242,7 +243,7 @@ func FuzzOpenDamagedActive(f *testing.F) {
 		if err := l.Append(next); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := l.Get(next.Lsn); err != nil || !proto.Equal(got, next) {
+		if got, err := l.Get(types.LSN(next.Lsn)); err != nil || !proto.Equal(got, next) {
 			t.Fatalf("append after recovery: %v", err)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // quietLogger drops log output (tests that check a log line use their own).
@@ -100,7 +101,7 @@ func appendN(t testing.TB, l *Log, g *gen, n int) []*logstorepb.Transaction {
 }
 
 // readAll returns every record in [from, to].
-func readAll(t testing.TB, l *Log, from, to uint64) []*logstorepb.Transaction {
+func readAll(t testing.TB, l *Log, from, to types.LSN) []*logstorepb.Transaction {
 	t.Helper()
 	var out []*logstorepb.Transaction
 	err := l.Read(from, to, func(txn *logstorepb.Transaction) (bool, error) {

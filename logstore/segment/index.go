@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"sort"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // segIndex is the sparse index of one segment: enough to seek to an LSN, a
@@ -25,7 +27,7 @@ type segIndex struct {
 
 // lsnEntry says the record of lsn starts at byte pos and has raftIndex.
 type lsnEntry struct {
-	lsn       uint64
+	lsn       types.LSN
 	pos       int64
 	raftIndex uint64
 }
@@ -33,15 +35,15 @@ type lsnEntry struct {
 // topicRange is one topic's part of a segment: the messages at offsets
 // [first, end) live in this segment.
 type topicRange struct {
-	first, end uint64
+	first, end types.Offset
 	entries    []topicEntry
 }
 
 // topicEntry says the slice holding offset (as its first message) is in the
 // record of lsn, at byte pos.
 type topicEntry struct {
-	offset uint64
-	lsn    uint64
+	offset types.Offset
+	lsn    types.LSN
 	pos    int64
 }
 
@@ -51,7 +53,7 @@ func newSegIndex() segIndex {
 
 // addRecord indexes the record of lsn at pos when it is the first or at least
 // interval bytes after the previous entry.
-func (x *segIndex) addRecord(lsn uint64, pos int64, raftIndex uint64, interval int64) {
+func (x *segIndex) addRecord(lsn types.LSN, pos int64, raftIndex uint64, interval int64) {
 	if n := len(x.lsns); n == 0 || pos-x.lsns[n-1].pos >= interval {
 		x.lsns = append(x.lsns, lsnEntry{lsn: lsn, pos: pos, raftIndex: raftIndex})
 	}
@@ -60,14 +62,14 @@ func (x *segIndex) addRecord(lsn uint64, pos int64, raftIndex uint64, interval i
 // addSlice indexes a slice of messages [first, first+messages) of topic held
 // by the record of lsn at pos. The caller has checked that the slice
 // continues the topic's offsets in this segment (checkSlices).
-func (x *segIndex) addSlice(topic []byte, first, messages, lsn uint64, pos, interval int64) {
+func (x *segIndex) addSlice(topic []byte, first types.Offset, messages uint64, lsn types.LSN, pos, interval int64) {
 	if messages == 0 {
 		return
 	}
 	t := x.topics[string(topic)]
 	if t == nil {
 		x.topics[string(topic)] = &topicRange{
-			first: first, end: first + messages,
+			first: first, end: first + types.Offset(messages),
 			entries: []topicEntry{{offset: first, lsn: lsn, pos: pos}},
 		}
 		return
@@ -75,7 +77,7 @@ func (x *segIndex) addSlice(topic []byte, first, messages, lsn uint64, pos, inte
 	if pos-t.entries[len(t.entries)-1].pos >= interval {
 		t.entries = append(t.entries, topicEntry{offset: first, lsn: lsn, pos: pos})
 	}
-	t.end = first + messages
+	t.end = first + types.Offset(messages)
 }
 
 // checkSlices reports a record whose slices do not continue their topics'
@@ -108,7 +110,7 @@ func (x *segIndex) checkSlices(m *recordMeta) error {
 }
 
 // seekLSN returns the last entry at or before lsn.
-func (x *segIndex) seekLSN(lsn uint64) lsnEntry {
+func (x *segIndex) seekLSN(lsn types.LSN) lsnEntry {
 	i := sort.Search(len(x.lsns), func(i int) bool { return x.lsns[i].lsn > lsn })
 	return x.lsns[max(i-1, 0)]
 }
@@ -123,7 +125,7 @@ func (x *segIndex) seekRaft(idx uint64) lsnEntry {
 
 // seek returns the last entry at or before offset (offset must be in
 // [t.first, t.end)).
-func (t *topicRange) seek(offset uint64) topicEntry {
+func (t *topicRange) seek(offset types.Offset) topicEntry {
 	i := sort.Search(len(t.entries), func(i int) bool { return t.entries[i].offset > offset })
 	return t.entries[max(i-1, 0)]
 }
@@ -133,10 +135,10 @@ var indexMagic = []byte("LPSIDX01")
 
 // sealedMeta is the summary of a sealed segment kept in its .idx file header.
 type sealedMeta struct {
-	base      uint64 // first LSN
-	count     uint64 // records
-	size      int64  // bytes of the .seg file
-	crc       uint32 // CRC-32C of the whole .seg file
+	base      types.LSN // first LSN
+	count     uint64    // records
+	size      int64     // bytes of the .seg file
+	crc       uint32    // CRC-32C of the whole .seg file
 	firstRaft uint64
 	lastRaft  uint64
 	firstTime int64 // Unix nanoseconds of the first and last record
@@ -158,7 +160,7 @@ type sealedMeta struct {
 func marshalIndex(meta sealedMeta, x *segIndex) []byte {
 	b := append([]byte(nil), indexMagic...)
 	le := binary.LittleEndian
-	b = le.AppendUint64(b, meta.base)
+	b = le.AppendUint64(b, uint64(meta.base))
 	b = le.AppendUint64(b, meta.count)
 	b = le.AppendUint64(b, uint64(meta.size))
 	b = le.AppendUint32(b, meta.crc)
@@ -168,7 +170,7 @@ func marshalIndex(meta sealedMeta, x *segIndex) []byte {
 	b = le.AppendUint64(b, uint64(meta.lastTime))
 	b = le.AppendUint32(b, uint32(len(x.lsns)))
 	for _, e := range x.lsns {
-		b = le.AppendUint64(b, e.lsn)
+		b = le.AppendUint64(b, uint64(e.lsn))
 		b = le.AppendUint64(b, uint64(e.pos))
 		b = le.AppendUint64(b, e.raftIndex)
 	}
@@ -182,12 +184,12 @@ func marshalIndex(meta sealedMeta, x *segIndex) []byte {
 		t := x.topics[name]
 		b = le.AppendUint32(b, uint32(len(name)))
 		b = append(b, name...)
-		b = le.AppendUint64(b, t.first)
-		b = le.AppendUint64(b, t.end)
+		b = le.AppendUint64(b, uint64(t.first))
+		b = le.AppendUint64(b, uint64(t.end))
 		b = le.AppendUint32(b, uint32(len(t.entries)))
 		for _, e := range t.entries {
-			b = le.AppendUint64(b, e.offset)
-			b = le.AppendUint64(b, e.lsn)
+			b = le.AppendUint64(b, uint64(e.offset))
+			b = le.AppendUint64(b, uint64(e.lsn))
 			b = le.AppendUint64(b, uint64(e.pos))
 		}
 	}
@@ -210,7 +212,7 @@ func unmarshalIndex(b []byte) (sealedMeta, segIndex, error) {
 		return bad("crc 0x%08x, trailer says 0x%08x", got, sum)
 	}
 	d := decoder{b: body[len(indexMagic):]}
-	meta.base = d.u64()
+	meta.base = types.LSN(d.u64())
 	meta.count = d.u64()
 	meta.size = int64(d.u64())
 	meta.crc = d.u32()
@@ -223,18 +225,18 @@ func unmarshalIndex(b []byte) (sealedMeta, segIndex, error) {
 	n := d.count(24)
 	x.lsns = make([]lsnEntry, 0, n)
 	for range n {
-		e := lsnEntry{lsn: d.u64(), pos: int64(d.u64()), raftIndex: d.u64()}
+		e := lsnEntry{lsn: types.LSN(d.u64()), pos: int64(d.u64()), raftIndex: d.u64()}
 		x.lsns = append(x.lsns, e)
 	}
 	topics := d.count(24)
 	prevName := ""
 	for i := range topics {
 		name := string(d.bytes(d.count(1)))
-		t := &topicRange{first: d.u64(), end: d.u64()}
+		t := &topicRange{first: types.Offset(d.u64()), end: types.Offset(d.u64())}
 		m := d.count(24)
 		t.entries = make([]topicEntry, 0, m)
 		for range m {
-			t.entries = append(t.entries, topicEntry{offset: d.u64(), lsn: d.u64(), pos: int64(d.u64())})
+			t.entries = append(t.entries, topicEntry{offset: types.Offset(d.u64()), lsn: types.LSN(d.u64()), pos: int64(d.u64())})
 		}
 		if d.err != nil {
 			break
@@ -263,7 +265,7 @@ func checkIndex(meta sealedMeta, x *segIndex) error {
 	if meta.count == 0 || meta.size <= 0 || meta.base == 0 {
 		return fmt.Errorf("empty sealed segment (base %d, count %d, size %d)", meta.base, meta.count, meta.size)
 	}
-	last := meta.base + meta.count - 1
+	last := meta.base + types.LSN(meta.count) - 1
 	if last < meta.base {
 		return fmt.Errorf("lsn range overflows: base %d count %d", meta.base, meta.count)
 	}

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Defaults filled in by Options.validate.
@@ -47,7 +47,7 @@ type Options struct {
 	// per directory.
 	Dir string
 	// SegmentBytes: the active segment is sealed and a new one started when
-	// it has reached this size (checked before each Append). Every replica
+	// it has reached this size (checked before each record is appended). Every replica
 	// must use the same value for their segment files to be identical.
 	SegmentBytes int64
 	// IndexIntervalBytes and TopicIndexIntervalBytes space the sparse
@@ -114,7 +114,7 @@ type Log struct {
 	opts Options
 	log  *slog.Logger
 
-	// wmu serializes the writer's methods (Append, TruncateAfterRaftIndex,
+	// wmu serializes the writer's methods (AppendBatch, TruncateAfterRaftIndex,
 	// Install, Close). The writer reads mu.lastLSN, mu.lastRaft, mu.closed
 	// and the active segment's fields without mu: only it changes them
 	// (mu.segs it must not read without mu: DeleteBefore changes it).
@@ -130,14 +130,15 @@ type Log struct {
 
 	// fileMu serializes the operations that remove or replace files against
 	// Checkpoint, which links them: DeleteBefore, TruncateAfterRaftIndex,
-	// Install, Checkpoint, Close. Append never takes it (sealing only adds
+	// Install, Checkpoint, Close. AppendBatch never takes it (sealing only adds
 	// files). Lock order: wmu, fileMu, mu.
 	fileMu sync.Mutex
 
 	stats struct {
-		seals          atomic.Uint64
-		sealNanos      atomic.Int64
-		truncatedBytes atomic.Int64
+		seals            atomic.Uint64
+		sealNanos        atomic.Int64
+		truncatedBytes   atomic.Int64
+		truncatedRecords atomic.Uint64
 	}
 
 	mu struct {
@@ -145,8 +146,8 @@ type Log struct {
 		// segs is never empty: oldest first, the last is the active one.
 		// Bases are contiguous: segs[i+1].base == segs[i].lastLSN()+1.
 		segs     []*segment
-		lastLSN  uint64 // == active().lastLSN()
-		lastRaft uint64 // Raft index of the record lastLSN; 0 if none retained
+		lastLSN  types.LSN // == active().lastLSN()
+		lastRaft uint64    // Raft index of the record lastLSN; 0 if none retained
 		closed   bool
 	}
 }
@@ -212,8 +213,8 @@ func (l *Log) load() (segs []*segment, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
-	var bases []uint64
-	idxs := map[uint64]bool{}
+	var bases []types.LSN
+	idxs := map[types.LSN]bool{}
 	for _, e := range entries {
 		name := e.Name()
 		if strings.HasSuffix(name, tmpExt) {
@@ -241,7 +242,7 @@ func (l *Log) load() (segs []*segment, err error) {
 		}
 	}()
 	if len(bases) == 0 {
-		bases = []uint64{1}
+		bases = []types.LSN{1}
 	}
 	active := bases[len(bases)-1]
 	for base := range idxs {
@@ -272,7 +273,7 @@ func (l *Log) load() (segs []*segment, err error) {
 
 // loadSealed opens a sealed segment through its index file, without reading
 // the segment's data.
-func (l *Log) loadSealed(base uint64, prev *segment) (*segment, error) {
+func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 	dir := l.opts.Dir
 	b, err := os.ReadFile(filepath.Join(dir, idxFileName(base)))
 	if err != nil {
@@ -316,7 +317,7 @@ func (l *Log) loadSealed(base uint64, prev *segment) (*segment, error) {
 
 // openActive opens (creating it if needed) the active segment and rebuilds
 // its index by scanning it.
-func (l *Log) openActive(base uint64, prev *segment) (*segment, error) {
+func (l *Log) openActive(base types.LSN, prev *segment) (*segment, error) {
 	path := filepath.Join(l.opts.Dir, segFileName(base))
 	if prev != nil && base != prev.lastLSN()+1 {
 		return nil, fmt.Errorf("%w: active segment %s does not follow %s (lsn %d)", ErrCorrupt, segFileName(base), segFileName(prev.base), prev.lastLSN())
@@ -436,14 +437,14 @@ func (l *Log) discardInstall() error {
 }
 
 // FirstLSN returns the oldest retained LSN; LastLSN()+1 when empty.
-func (l *Log) FirstLSN() uint64 {
+func (l *Log) FirstLSN() types.LSN {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.mu.segs[0].base
 }
 
 // LastLSN returns the LSN of the last record; 0 when nothing was ever written.
-func (l *Log) LastLSN() uint64 {
+func (l *Log) LastLSN() types.LSN {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	return l.mu.lastLSN
@@ -475,8 +476,8 @@ func (l *Log) SizeBytes() int64 { return l.Stats().Bytes }
 type Stats struct {
 	Segments          int
 	Bytes             int64 // segment and index files
-	FirstLSN, LastLSN uint64
-	// Seals counts segments sealed by Append and AppendBatch since Open,
+	FirstLSN, LastLSN types.LSN
+	// Seals counts segments sealed by AppendBatch since Open,
 	// and SealTime the time they spent sealing (fsyncs: the apply path's only
 	// ones).
 	Seals    uint64
@@ -484,6 +485,9 @@ type Stats struct {
 	// TruncatedBytes counts bytes of torn or corrupt tail that recovery
 	// dropped from the active segment (Open, TruncateAfterRaftIndex).
 	TruncatedBytes int64
+	// TruncatedRecords counts the whole records TruncateAfterRaftIndex
+	// dropped (the values it returned).
+	TruncatedRecords uint64
 }
 
 // Stats returns the log's current figures.
@@ -497,6 +501,7 @@ func (l *Log) Stats() Stats {
 	st.Seals = l.stats.seals.Load()
 	st.SealTime = time.Duration(l.stats.sealNanos.Load())
 	st.TruncatedBytes = l.stats.truncatedBytes.Load()
+	st.TruncatedRecords = l.stats.truncatedRecords.Load()
 	return st
 }
 
@@ -540,17 +545,7 @@ func (l *Log) Close() error {
 	return nil
 }
 
-func (l *Log) segPath(base uint64) string { return filepath.Join(l.opts.Dir, segFileName(base)) }
+func (l *Log) segPath(base types.LSN) string { return filepath.Join(l.opts.Dir, segFileName(base)) }
 
 // active returns the active segment. Writer only.
 func (l *Log) active() *segment { return l.w.active }
-
-// appendCheck is what Append validates of a transaction before writing it.
-func (l *Log) appendCheck(txn *logstorepb.Transaction) {
-	if want := l.mu.lastLSN + 1; txn.GetLsn() != want {
-		panic(fmt.Sprintf("segment: append lsn %d, want %d (last lsn %d)", txn.GetLsn(), want, l.mu.lastLSN))
-	}
-	if txn.GetRaftIndex() < l.mu.lastRaft {
-		panic(fmt.Sprintf("segment: append lsn %d with raft index %d below the last %d", txn.GetLsn(), txn.GetRaftIndex(), l.mu.lastRaft))
-	}
-}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 func TestEmptyLog(t *testing.T) {
@@ -38,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("last lsn %d raft %d, want 300 %d", l.LastLSN(), l.LastRaftIndex(), want[299].RaftIndex)
 	}
 	for _, w := range want {
-		got, err := l.Get(w.Lsn)
+		got, err := l.Get(types.LSN(w.Lsn))
 		if err != nil {
 			t.Fatalf("Get(%d): %v", w.Lsn, err)
 		}

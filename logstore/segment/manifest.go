@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // Manifest lists the files of a checkpoint: every retained segment from
@@ -15,9 +17,9 @@ import (
 // enough to verify a copy of the files (Verify) and to stream them to
 // another node (WriteFiles, ReadFiles) for Install.
 type Manifest struct {
-	FirstLSN uint64 `json:"first_lsn"`
+	FirstLSN types.LSN `json:"first_lsn"`
 	// LastLSN is the checkpoint's upTo; FirstLSN-1 when it holds no record.
-	LastLSN uint64 `json:"last_lsn"`
+	LastLSN types.LSN `json:"last_lsn"`
 	// LastRaftIndex is the Raft index of the record LastLSN (0 if none).
 	LastRaftIndex uint64     `json:"last_raft_index"`
 	Files         []FileInfo `json:"files"`
@@ -32,8 +34,8 @@ type FileInfo struct {
 	CRC uint32 `json:"crc32c"`
 	// FirstLSN and LastLSN are the records of the segment the file belongs
 	// to (LastLSN = FirstLSN-1 for an empty segment).
-	FirstLSN uint64 `json:"first_lsn"`
-	LastLSN  uint64 `json:"last_lsn"`
+	FirstLSN types.LSN `json:"first_lsn"`
+	LastLSN  types.LSN `json:"last_lsn"`
 }
 
 // Bytes returns the total size of the checkpoint's files.

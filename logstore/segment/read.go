@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // span is a reader's part of one segment, fixed under Log.mu: the records
@@ -15,19 +16,19 @@ import (
 type span struct {
 	s         *segment
 	pos, end  int64
-	lsn, last uint64
+	lsn, last types.LSN
 }
 
 // segFor returns the index in segs of the segment holding lsn, which must be
 // in [segs[0].base, lastLSN]. Under mu.
-func (l *Log) segFor(lsn uint64) int {
+func (l *Log) segFor(lsn types.LSN) int {
 	segs := l.mu.segs
 	return sort.Search(len(segs), func(i int) bool { return segs[i].base > lsn }) - 1
 }
 
 // spans fixes the segments holding [from, to] (to 0: up to LastLSN) and takes
 // a reference on each; the caller releases them. It returns the clamped to.
-func (l *Log) spans(from, to uint64) ([]span, uint64, error) {
+func (l *Log) spans(from, to types.LSN) ([]span, types.LSN, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.mu.closed {
@@ -76,7 +77,7 @@ func releaseSpans(spans []span) {
 // when from > LastLSN. A record that fails its CRC or is not where the index
 // says is ErrCorrupt. fn may keep the transactions. Read holds no lock while
 // reading or calling fn.
-func (l *Log) Read(from, to uint64, fn func(*logstorepb.Transaction) (bool, error)) error {
+func (l *Log) Read(from, to types.LSN, fn func(*logstorepb.Transaction) (bool, error)) error {
 	spans, to, err := l.spans(from, to)
 	if err != nil {
 		return err
@@ -92,7 +93,7 @@ func (l *Log) Read(from, to uint64, fn func(*logstorepb.Transaction) (bool, erro
 
 // readSpan calls fn with the records of sp in [from, to]; stop reports that fn
 // asked to stop.
-func readSpan(sp span, from, to uint64, fn func(*logstorepb.Transaction) (bool, error)) (stop bool, err error) {
+func readSpan(sp span, from, to types.LSN, fn func(*logstorepb.Transaction) (bool, error)) (stop bool, err error) {
 	rr := newRecordReader(sp.s.f, sp.pos, sp.end)
 	defer rr.close()
 	var m recordMeta
@@ -113,8 +114,8 @@ func readSpan(sp span, from, to uint64, fn func(*logstorepb.Transaction) (bool, 
 			continue
 		}
 		txn, err := unmarshalPayload(frame[headerBytes:])
-		if err == nil && txn.Lsn != lsn {
-			err = lsnMismatch(txn.Lsn, nil)
+		if err == nil && types.LSN(txn.Lsn) != lsn {
+			err = lsnMismatch(types.LSN(txn.Lsn), nil)
 		}
 		if err != nil {
 			return true, readErr(sp.s, at, lsn, err)
@@ -129,7 +130,7 @@ func readSpan(sp span, from, to uint64, fn func(*logstorepb.Transaction) (bool, 
 
 // Get returns the record of lsn: ErrBelowRetention below FirstLSN,
 // ErrNotFound above LastLSN, ErrCorrupt when it fails its checks.
-func (l *Log) Get(lsn uint64) (*logstorepb.Transaction, error) {
+func (l *Log) Get(lsn types.LSN) (*logstorepb.Transaction, error) {
 	if last := l.LastLSN(); lsn > last {
 		return nil, fmt.Errorf("%w: lsn %d, last is %d", ErrNotFound, lsn, last)
 	}
@@ -150,7 +151,7 @@ func (l *Log) Get(lsn uint64) (*logstorepb.Transaction, error) {
 // topic's oldest retained offset, ErrNotFound when the topic has no retained
 // message or the offset is not written yet. It seeks through the segments'
 // topic indexes and scans at most TopicIndexIntervalBytes of one segment.
-func (l *Log) TopicOffsetLSN(topic string, offset uint64) (uint64, error) {
+func (l *Log) TopicOffsetLSN(topic string, offset types.Offset) (types.LSN, error) {
 	sp, e, err := l.topicSpan(topic, offset)
 	if err != nil {
 		return 0, err
@@ -178,7 +179,7 @@ func (l *Log) TopicOffsetLSN(topic string, offset uint64) (uint64, error) {
 				return 0, fmt.Errorf("%w: segment %s: topic %q offset %d is missing before lsn %d",
 					ErrCorrupt, segFileName(sp.s.base), topic, offset, lsn)
 			}
-			if offset < sl.firstOffset+sl.messages {
+			if offset < sl.firstOffset+types.Offset(sl.messages) {
 				return lsn, nil
 			}
 		}
@@ -189,14 +190,14 @@ func (l *Log) TopicOffsetLSN(topic string, offset uint64) (uint64, error) {
 
 // topicSpan finds the segment holding offset of topic and the index entry to
 // scan from, and takes a reference on the segment.
-func (l *Log) topicSpan(topic string, offset uint64) (span, topicEntry, error) {
+func (l *Log) topicSpan(topic string, offset types.Offset) (span, topicEntry, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.mu.closed {
 		return span{}, topicEntry{}, ErrClosed
 	}
 	seen := false // a newer segment holds the topic, from offset first
-	var first uint64
+	var first types.Offset
 	for i := len(l.mu.segs) - 1; i >= 0; i-- {
 		s := l.mu.segs[i]
 		t := s.idx.topics[topic]
@@ -221,7 +222,7 @@ func (l *Log) topicSpan(topic string, offset uint64) (span, topicEntry, error) {
 	return span{}, topicEntry{}, fmt.Errorf("%w: topic %q has no retained message", ErrNotFound, topic)
 }
 
-func lsnMismatch(got uint64, err error) error {
+func lsnMismatch(got types.LSN, err error) error {
 	if err != nil {
 		return err
 	}
@@ -231,7 +232,7 @@ func lsnMismatch(got uint64, err error) error {
 // readErr describes a failed read of the record expected at byte at of s.
 // A record missing or cut short where the index promised one is corruption;
 // an I/O error stays an I/O error.
-func readErr(s *segment, at int64, lsn uint64, err error) error {
+func readErr(s *segment, at int64, lsn types.LSN, err error) error {
 	where := fmt.Sprintf("segment %s byte %d (lsn %d)", segFileName(s.base), at, lsn)
 	switch {
 	case errors.Is(err, ErrCorrupt):
@@ -246,7 +247,7 @@ func readErr(s *segment, at int64, lsn uint64, err error) error {
 // TopicFirstOffset returns the oldest retained offset of topic: the first
 // offset of the topic in the oldest segment that holds it, and false when no
 // retained segment holds a message of it. It reads only in-memory indexes.
-func (l *Log) TopicFirstOffset(topic string) (uint64, bool) {
+func (l *Log) TopicFirstOffset(topic string) (types.Offset, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	for _, s := range l.mu.segs {
@@ -259,10 +260,10 @@ func (l *Log) TopicFirstOffset(topic string) (uint64, bool) {
 
 // TopicFirstOffsets returns TopicFirstOffset of every topic with a retained
 // message.
-func (l *Log) TopicFirstOffsets() map[string]uint64 {
+func (l *Log) TopicFirstOffsets() map[string]types.Offset {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	out := map[string]uint64{}
+	out := map[string]types.Offset{}
 	for _, s := range l.mu.segs {
 		for name, t := range s.idx.topics {
 			if _, ok := out[name]; !ok {

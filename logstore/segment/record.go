@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Record framing. A segment file is a plain sequence of records, nothing else
@@ -132,7 +133,7 @@ func unmarshalPayload(payload []byte) (*logstorepb.Transaction, error) {
 // recordMeta is what the indexes need from a record, parsed straight from the
 // wire bytes (no allocation but the slices buffer, reused by the caller).
 type recordMeta struct {
-	lsn       uint64
+	lsn       types.LSN
 	raftIndex uint64
 	timestamp int64
 	slices    []sliceMeta
@@ -141,7 +142,7 @@ type recordMeta struct {
 // sliceMeta describes one slice of a record; topic aliases the payload.
 type sliceMeta struct {
 	topic       []byte
-	firstOffset uint64
+	firstOffset types.Offset
 	messages    uint64
 }
 
@@ -173,7 +174,9 @@ func parseMeta(payload []byte, m *recordMeta) error {
 		b = b[n:]
 		switch {
 		case num == txnFieldLSN && typ == protowire.VarintType:
-			m.lsn, n = protowire.ConsumeVarint(b)
+			var v uint64
+			v, n = protowire.ConsumeVarint(b)
+			m.lsn = types.LSN(v)
 		case num == txnFieldRaftIndex && typ == protowire.VarintType:
 			m.raftIndex, n = protowire.ConsumeVarint(b)
 		case num == txnFieldTimestamp && typ == protowire.VarintType:
@@ -206,13 +209,13 @@ func parseMeta(payload []byte, m *recordMeta) error {
 
 // peekLSN reads the LSN of a CRC-checked payload from its first field, where
 // deterministic encoding puts it (ok false otherwise: use parseMeta).
-func peekLSN(payload []byte) (lsn uint64, ok bool) {
+func peekLSN(payload []byte) (lsn types.LSN, ok bool) {
 	num, typ, n := protowire.ConsumeTag(payload)
 	if n < 0 || num != txnFieldLSN || typ != protowire.VarintType {
 		return 0, false
 	}
-	lsn, n2 := protowire.ConsumeVarint(payload[n:])
-	return lsn, n2 > 0
+	v, n2 := protowire.ConsumeVarint(payload[n:])
+	return types.LSN(v), n2 > 0
 }
 
 func parseSliceMeta(b []byte) (sliceMeta, error) {
@@ -227,7 +230,9 @@ func parseSliceMeta(b []byte) (sliceMeta, error) {
 		case num == sliceFieldTopic && typ == protowire.BytesType:
 			s.topic, n = protowire.ConsumeBytes(b)
 		case num == sliceFieldFirstOffset && typ == protowire.VarintType:
-			s.firstOffset, n = protowire.ConsumeVarint(b)
+			var v uint64
+			v, n = protowire.ConsumeVarint(b)
+			s.firstOffset = types.Offset(v)
 		case num == sliceFieldMessages && typ == protowire.BytesType:
 			_, n = protowire.ConsumeBytes(b)
 			s.messages++

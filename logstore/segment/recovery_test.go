@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // activeFile returns the path of l's active segment and the positions of its
@@ -113,7 +114,7 @@ func TestTornTail(t *testing.T) {
 			var logs bytes.Buffer
 			o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			l = mustOpen(t, o)
-			if got := l.LastLSN(); got != uint64(keep) {
+			if got := l.LastLSN(); got != types.LSN(keep) {
 				t.Fatalf("after damage LastLSN = %d, want %d", got, keep)
 			}
 			sameTxns(t, readAll(t, l, 1, 0), want[:keep])
@@ -220,7 +221,7 @@ func TestOpenDoesNotReadSealedData(t *testing.T) {
 	}
 	active := segs[len(segs)-1]
 	sameTxns(t, readAll(t, l, active.FirstLSN, 0), want[active.FirstLSN-1:])
-	for _, lsn := range []uint64{1, segs[1].FirstLSN + 3, active.FirstLSN - 1} {
+	for _, lsn := range []types.LSN{1, segs[1].FirstLSN + 3, active.FirstLSN - 1} {
 		if _, err := l.Get(lsn); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("Get(%d) in an overwritten sealed segment: %v, want ErrCorrupt", lsn, err)
 		}
@@ -263,7 +264,7 @@ func TestSealedCorruptionIsErrCorrupt(t *testing.T) {
 	}
 	flip(t, path, at)
 	l := mustOpen(t, o)
-	var bad []uint64
+	var bad []types.LSN
 	for lsn := s.FirstLSN; lsn <= s.LastLSN; lsn++ {
 		txn, err := l.Get(lsn)
 		switch {
@@ -274,11 +275,11 @@ func TestSealedCorruptionIsErrCorrupt(t *testing.T) {
 			}
 		case err != nil:
 			t.Fatalf("Get(%d): %v", lsn, err)
-		case txn.Lsn != lsn || txn.RaftIndex != want[lsn-1].RaftIndex:
+		case types.LSN(txn.Lsn) != lsn || txn.RaftIndex != want[lsn-1].RaftIndex:
 			t.Fatalf("Get(%d) returned lsn %d", lsn, txn.Lsn)
 		}
 	}
-	if len(bad) == 0 || bad[0] != damaged || bad[len(bad)-1]-bad[0] != uint64(len(bad)-1) {
+	if len(bad) == 0 || bad[0] != damaged || bad[len(bad)-1]-bad[0] != types.LSN(len(bad)-1) {
 		t.Fatalf("records %v reported corrupt, want a run starting at the damaged lsn %d", bad, damaged)
 	}
 	recordBytes := int64(len(data)) / int64(s.LastLSN-s.FirstLSN+1)

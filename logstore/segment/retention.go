@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"slices"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 // DeleteBefore applies retention: it removes the oldest sealed segments whose
@@ -14,7 +16,7 @@ import (
 // LastLSN (so LastRaftIndex stays known). Readers already inside a removed
 // segment finish it; later reads below the new FirstLSN get
 // ErrBelowRetention. It may wait for a Checkpoint in progress.
-func (l *Log) DeleteBefore(lsn uint64) (int64, error) {
+func (l *Log) DeleteBefore(lsn types.LSN) (int64, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
 	l.mu.Lock()
@@ -124,13 +126,14 @@ func (l *Log) TruncateAfterRaftIndex(idx uint64) (int, error) {
 		return 0, fmt.Errorf("%w: %s: records before lsn %d did not survive the copy (last %d)", ErrCorrupt, segFileName(s.base), cutLSN, lost)
 	}
 	l.setSegs(append(slices.Clone(segs[:k]), ns))
+	l.stats.truncatedRecords.Add(uint64(dropped))
 	l.log.Info("truncated after raft index", "raft_index", idx, "lsn", cutLSN-1, "dropped", dropped)
 	return dropped, nil
 }
 
 // findRaftCut returns the position and LSN of the first record of s whose
 // Raft index is above idx (s.lastRaft > idx).
-func findRaftCut(s *segment, idx uint64) (int64, uint64, error) {
+func findRaftCut(s *segment, idx uint64) (int64, types.LSN, error) {
 	e := s.idx.seekRaft(idx)
 	rr := newRecordReader(s.f, e.pos, s.size)
 	defer rr.close()

@@ -9,16 +9,17 @@ import (
 	"testing"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // topicOracle is the naive answer to TopicOffsetLSN: every offset's LSN.
-type topicOracle map[string][]uint64
+type topicOracle map[string][]types.LSN
 
 func (o topicOracle) add(txns ...*logstorepb.Transaction) {
 	for _, txn := range txns {
 		for _, sl := range txn.Slices {
 			for range sl.Messages {
-				o[sl.Topic] = append(o[sl.Topic], txn.Lsn)
+				o[sl.Topic] = append(o[sl.Topic], types.LSN(txn.Lsn))
 			}
 		}
 	}
@@ -56,12 +57,12 @@ func TestTopicOffsetLSNAcrossSegments(t *testing.T) {
 		t.Helper()
 		for topic, lsns := range oracle {
 			for off, want := range lsns {
-				got, err := l.TopicOffsetLSN(topic, uint64(off))
+				got, err := l.TopicOffsetLSN(topic, types.Offset(off))
 				if err != nil || got != want {
 					t.Fatalf("TopicOffsetLSN(%q, %d) = %d, %v; want %d", topic, off, got, err, want)
 				}
 			}
-			if _, err := l.TopicOffsetLSN(topic, uint64(len(lsns))); !errors.Is(err, ErrNotFound) {
+			if _, err := l.TopicOffsetLSN(topic, types.Offset(len(lsns))); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("TopicOffsetLSN(%q, next offset %d): %v, want ErrNotFound", topic, len(lsns), err)
 			}
 		}
@@ -137,7 +138,7 @@ func TestDeleteBefore(t *testing.T) {
 	if _, err := l.TopicOffsetLSN("orders", 0); !errors.Is(err, ErrBelowRetention) {
 		t.Fatalf("TopicOffsetLSN below retention: %v", err)
 	}
-	firstOrders := want[first-1].Slices[0].FirstOffset
+	firstOrders := types.Offset(want[first-1].Slices[0].FirstOffset)
 	if lsn, err := l.TopicOffsetLSN("orders", firstOrders); err != nil || lsn != first {
 		t.Fatalf("TopicOffsetLSN(orders, %d) = %d, %v; want %d", firstOrders, lsn, err, first)
 	}
@@ -239,7 +240,7 @@ func TestTruncateAfterRaftIndex(t *testing.T) {
 
 			check := func(l *Log) {
 				t.Helper()
-				if l.LastLSN() != uint64(keep) {
+				if l.LastLSN() != types.LSN(keep) {
 					t.Fatalf("LastLSN %d, want %d", l.LastLSN(), keep)
 				}
 				wantRaft := uint64(0)
@@ -250,11 +251,14 @@ func TestTruncateAfterRaftIndex(t *testing.T) {
 					t.Fatalf("LastRaftIndex %d, want %d", l.LastRaftIndex(), wantRaft)
 				}
 				sameTxns(t, readAll(t, l, 1, 0), want[:keep])
-				if _, err := l.Get(uint64(keep) + 1); !errors.Is(err, ErrNotFound) {
+				if _, err := l.Get(types.LSN(keep) + 1); !errors.Is(err, ErrNotFound) {
 					t.Fatalf("Get(%d) after truncation: %v", keep+1, err)
 				}
 			}
 			check(l)
+			if st := l.Stats(); st.TruncatedRecords != uint64(len(want)-keep) {
+				t.Fatalf("Stats().TruncatedRecords = %d, dropped %d", st.TruncatedRecords, len(want)-keep)
+			}
 			// Raft applies the same entries again: the same records.
 			again := appendN(t, l, genAfter(keep), len(want)-keep)
 			sameTxns(t, again, want[keep:])
@@ -275,6 +279,9 @@ func TestTruncateAfterRaftIndex(t *testing.T) {
 			n, err := l.TruncateAfterRaftIndex(idx)
 			if err != nil || n != len(want)-keep {
 				t.Fatalf("second truncation dropped %d, %v", n, err)
+			}
+			if st := l.Stats(); st.TruncatedRecords != uint64(n) {
+				t.Fatalf("Stats().TruncatedRecords = %d after reopening and dropping %d", st.TruncatedRecords, n)
 			}
 			if err := l.Close(); err != nil {
 				t.Fatal(err)

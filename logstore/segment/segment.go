@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/logplayer/logplayer/types"
 )
 
 const (
@@ -20,12 +22,12 @@ const (
 	nameDigits = 20
 )
 
-func segFileName(base uint64) string { return fmt.Sprintf("%0*d%s", nameDigits, base, segExt) }
-func idxFileName(base uint64) string { return fmt.Sprintf("%0*d%s", nameDigits, base, idxExt) }
+func segFileName(base types.LSN) string { return fmt.Sprintf("%0*d%s", nameDigits, base, segExt) }
+func idxFileName(base types.LSN) string { return fmt.Sprintf("%0*d%s", nameDigits, base, idxExt) }
 
 // parseFileName returns the first LSN and extension of a segment or index
 // file name, ok false for any other name.
-func parseFileName(name string) (base uint64, ext string, ok bool) {
+func parseFileName(name string) (base types.LSN, ext string, ok bool) {
 	ext = filepath.Ext(name)
 	if ext != segExt && ext != idxExt {
 		return 0, "", false
@@ -34,11 +36,11 @@ func parseFileName(name string) (base uint64, ext string, ok bool) {
 	if len(digits) != nameDigits {
 		return 0, "", false
 	}
-	base, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || base == 0 {
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n == 0 {
 		return 0, "", false
 	}
-	return base, ext, true
+	return types.LSN(n), ext, true
 }
 
 // segment is one .seg file and its index.
@@ -51,7 +53,7 @@ func parseFileName(name string) (base uint64, ext string, ok bool) {
 // or Install has unlinked meanwhile (the bytes it was promised never change:
 // see the package doc).
 type segment struct {
-	base uint64 // first LSN; the file name
+	base types.LSN // first LSN; the file name
 	dir  string
 	f    *os.File
 	refs atomic.Int64
@@ -75,7 +77,7 @@ type segment struct {
 	idxCRC  uint32
 }
 
-func newSegment(dir string, base uint64, f *os.File) *segment {
+func newSegment(dir string, base types.LSN, f *os.File) *segment {
 	s := &segment{base: base, dir: dir, f: f, idx: newSegIndex()}
 	s.refs.Store(1)
 	return s
@@ -85,7 +87,7 @@ func (s *segment) segPath() string { return filepath.Join(s.dir, segFileName(s.b
 func (s *segment) idxPath() string { return filepath.Join(s.dir, idxFileName(s.base)) }
 
 // lastLSN is the LSN of the segment's last record, base-1 when empty.
-func (s *segment) lastLSN() uint64 { return s.base + s.count - 1 }
+func (s *segment) lastLSN() types.LSN { return s.base + types.LSN(s.count) - 1 }
 
 func (s *segment) acquire() { s.refs.Add(1) }
 
@@ -100,7 +102,7 @@ func (s *segment) release() {
 // Raft index (not below prevRaft, the previous record's) or a topic's
 // offsets out of sequence. Writer only.
 func (s *segment) check(m *recordMeta, prevRaft uint64) error {
-	if want := s.base + s.count; m.lsn != want {
+	if want := s.base + types.LSN(s.count); m.lsn != want {
 		return fmt.Errorf("record has lsn %d, want %d", m.lsn, want)
 	}
 	if m.raftIndex < prevRaft {
@@ -156,9 +158,9 @@ func (s *segment) info() SegmentInfo {
 // SegmentInfo describes one segment file (and its index file once sealed).
 type SegmentInfo struct {
 	Name     string
-	FirstLSN uint64
+	FirstLSN types.LSN
 	// LastLSN is FirstLSN-1 for an empty segment.
-	LastLSN uint64
+	LastLSN types.LSN
 	// Bytes counts the segment file and its index file.
 	Bytes int64
 	// FirstTime and LastTime are the leader timestamps of the first and last

@@ -1,6 +1,10 @@
 package segment
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/logplayer/logplayer/types"
+)
 
 // TestTopicFirstOffset checks TopicFirstOffset and TopicFirstOffsets
 // against the naive answer (the first offset of each topic among the
@@ -11,11 +15,11 @@ func TestTopicFirstOffset(t *testing.T) {
 	txns := appendN(t, l, randomTopicsGen(2), 1500)
 	check := func(l *Log) {
 		t.Helper()
-		want := map[string]uint64{}
+		want := map[string]types.Offset{}
 		for _, txn := range txns[l.FirstLSN()-1:] {
 			for _, sl := range txn.Slices {
 				if _, ok := want[sl.Topic]; !ok && len(sl.Messages) > 0 {
-					want[sl.Topic] = sl.FirstOffset
+					want[sl.Topic] = types.Offset(sl.FirstOffset)
 				}
 			}
 		}

@@ -61,6 +61,11 @@ const (
 	// its cap: nothing changed. Not transient like QUEUE_FULL: it succeeds
 	// only once rows are removed.
 	ErrorCode_TABLE_FULL ErrorCode = 23 // RESOURCE_EXHAUSTED; limit (the cap)
+	// Security (package security): no valid identity (no or unknown token, no
+	// client certificate), or the identity's roles do not allow the call
+	// (topic or group set when a pattern refused it). Nothing changed.
+	ErrorCode_UNAUTHENTICATED   ErrorCode = 24 // UNAUTHENTICATED
+	ErrorCode_PERMISSION_DENIED ErrorCode = 25 // PERMISSION_DENIED; topic or group
 )
 
 // Enum value maps for ErrorCode.
@@ -90,6 +95,8 @@ var (
 		21: "CONTINUITY",
 		22: "APPLY_REJECTED",
 		23: "TABLE_FULL",
+		24: "UNAUTHENTICATED",
+		25: "PERMISSION_DENIED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -116,6 +123,8 @@ var (
 		"CONTINUITY":             21,
 		"APPLY_REJECTED":         22,
 		"TABLE_FULL":             23,
+		"UNAUTHENTICATED":        24,
+		"PERMISSION_DENIED":      25,
 	}
 )
 
@@ -2580,7 +2589,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group*\xde\x03\n" +
+	"\x05group\x18\r \x01(\tR\x05group*\x8a\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2612,7 +2621,9 @@ const file_logstore_proto_rawDesc = "" +
 	"CONTINUITY\x10\x15\x12\x12\n" +
 	"\x0eAPPLY_REJECTED\x10\x16\x12\x0e\n" +
 	"\n" +
-	"TABLE_FULL\x10\x172\xf1\x06\n" +
+	"TABLE_FULL\x10\x17\x12\x13\n" +
+	"\x0fUNAUTHENTICATED\x10\x18\x12\x15\n" +
+	"\x11PERMISSION_DENIED\x10\x192\xf1\x06\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +

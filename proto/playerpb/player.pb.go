@@ -289,7 +289,9 @@ type TargetStatus struct {
 	// Target queue state: "N" normal, "RF" recovery fetching, "FC" fetching
 	// completed, "S" suspended; empty before the start handshake ended.
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
-	Term  uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The dispatcher's term of the target: its per-target generation, bumped
+	// at each return (not the Hello session, not a raft term).
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
 	// A Deliver stream is up.
 	Connected bool `protobuf:"varint,4,opt,name=connected,proto3" json:"connected,omitempty"`
 	// The target refused permanently or needs data below the LogStore's
@@ -309,8 +311,10 @@ type TargetStatus struct {
 	InflightBatches uint64  `protobuf:"varint,16,opt,name=inflight_batches,json=inflightBatches,proto3" json:"inflight_batches,omitempty"`
 	InflightBytes   uint64  `protobuf:"varint,17,opt,name=inflight_bytes,json=inflightBytes,proto3" json:"inflight_bytes,omitempty"`
 	// Counters since the target was added to this LogPlayer instance.
-	Returns         uint64 `protobuf:"varint,18,opt,name=returns,proto3" json:"returns,omitempty"`
-	Suspends        uint64 `protobuf:"varint,19,opt,name=suspends,proto3" json:"suspends,omitempty"`
+	Returns  uint64 `protobuf:"varint,18,opt,name=returns,proto3" json:"returns,omitempty"`
+	Suspends uint64 `protobuf:"varint,19,opt,name=suspends,proto3" json:"suspends,omitempty"`
+	// Slow suspensions: the target's queue was full, so it was suspended to
+	// recover from the LogStore (metric logplayer_target_slow_suspends_total).
 	SlowSuspends    uint64 `protobuf:"varint,20,opt,name=slow_suspends,json=slowSuspends,proto3" json:"slow_suspends,omitempty"`
 	StaleTermDrops  uint64 `protobuf:"varint,21,opt,name=stale_term_drops,json=staleTermDrops,proto3" json:"stale_term_drops,omitempty"`
 	ProgressEntries uint64 `protobuf:"varint,22,opt,name=progress_entries,json=progressEntries,proto3" json:"progress_entries,omitempty"`

@@ -163,8 +163,11 @@ type Hello struct {
 	Epoch           uint64          `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	TargetId        string          `protobuf:"bytes,3,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
 	ProtocolVersion ProtocolVersion `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,proto3,enum=logplayer.target.v1.ProtocolVersion" json:"protocol_version,omitempty"`
-	// The target term this stream belongs to (LogPlayer side generation).
-	Term          uint64 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	// The stream's session: this LogPlayer's count of Deliver streams to this
+	// target in this epoch (1, 2, 3, …). A target refuses a Hello whose session
+	// is below one it has seen in the same epoch. Not the LogPlayer's
+	// dispatcher term, which never goes on the wire, nor a raft term.
+	Session       uint64 `protobuf:"varint,5,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -227,9 +230,9 @@ func (x *Hello) GetProtocolVersion() ProtocolVersion {
 	return ProtocolVersion_PROTOCOL_VERSION_UNSPECIFIED
 }
 
-func (x *Hello) GetTerm() uint64 {
+func (x *Hello) GetSession() uint64 {
 	if x != nil {
-		return x.Term
+		return x.Session
 	}
 	return 0
 }
@@ -609,13 +612,13 @@ const file_target_proto_rawDesc = "" +
 	"\x0eDeliverRequest\x122\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1a.logplayer.target.v1.HelloH\x00R\x05hello\x122\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1a.logplayer.target.v1.BatchH\x00R\x05batchB\x06\n" +
-	"\x04kind\"\xbc\x01\n" +
+	"\x04kind\"\xc2\x01\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\ttarget_id\x18\x03 \x01(\tR\btargetId\x12O\n" +
-	"\x10protocol_version\x18\x04 \x01(\x0e2$.logplayer.target.v1.ProtocolVersionR\x0fprotocolVersion\x12\x12\n" +
-	"\x04term\x18\x05 \x01(\x04R\x04term\"\x85\x01\n" +
+	"\x10protocol_version\x18\x04 \x01(\x0e2$.logplayer.target.v1.ProtocolVersionR\x0fprotocolVersion\x12\x18\n" +
+	"\asession\x18\x05 \x01(\x04R\asession\"\x85\x01\n" +
 	"\bDelivery\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x02 \x01(\x03R\x11timestampUnixNano\x127\n" +

@@ -26,13 +26,13 @@ type Part struct {
 // Txn returns the next delivery (LSN = previous + 1) with one slice per part.
 func (l *Log) Txn(parts ...Part) *targetpb.Delivery {
 	l.lsn++
-	d := &targetpb.Delivery{Lsn: l.lsn}
+	d := &targetpb.Delivery{Lsn: uint64(l.lsn)}
 	for _, p := range parts {
-		sl := &logstorepb.TxnSlice{Topic: p.Topic, FirstOffset: l.next[p.Topic]}
+		sl := &logstorepb.TxnSlice{Topic: p.Topic, FirstOffset: uint64(l.next[p.Topic])}
 		for _, v := range p.Values {
 			sl.Messages = append(sl.Messages, &logstorepb.Message{Value: v})
 		}
-		l.next[p.Topic] += uint64(len(p.Values))
+		l.next[p.Topic] += types.Offset(len(p.Values))
 		d.Slices = append(d.Slices, sl)
 	}
 	return d
@@ -41,11 +41,11 @@ func (l *Log) Txn(parts ...Part) *targetpb.Delivery {
 // Progress returns a progress marker at the next LSN.
 func (l *Log) Progress() *targetpb.Delivery {
 	l.lsn++
-	return &targetpb.Delivery{Lsn: l.lsn}
+	return &targetpb.Delivery{Lsn: uint64(l.lsn)}
 }
 
 // SkipLSNs leaves n LSNs out (transactions for other targets).
-func (l *Log) SkipLSNs(n uint64) { l.lsn += n }
+func (l *Log) SkipLSNs(n uint64) { l.lsn += types.LSN(n) }
 
 // LSN is the LSN of the last delivery generated.
 func (l *Log) LSN() types.LSN { return l.lsn }

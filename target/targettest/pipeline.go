@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/proto/targetpb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Pipeline sends batches on s keeping at most inflight of them unacked, and
@@ -12,7 +13,7 @@ import (
 // cumulative ack covering its last LSN), in batch order, and the time from
 // the first Send to the last ack. Benchmarks use it.
 func Pipeline(ctx context.Context, s *Sender, batches [][]*targetpb.Delivery, inflight int) ([]time.Duration, time.Duration, error) {
-	last := func(i int) uint64 { return batches[i][len(batches[i])-1].Lsn }
+	last := func(i int) types.LSN { return types.LSN(batches[i][len(batches[i])-1].Lsn) }
 	sentAt := make([]time.Time, len(batches))
 	latencies := make([]time.Duration, 0, len(batches))
 	acked := 0 // batches whose ack was observed
@@ -47,12 +48,4 @@ func Pipeline(ctx context.Context, s *Sender, batches [][]*targetpb.Delivery, in
 		}
 	}
 	return latencies, time.Since(start), nil
-}
-
-// Quantile returns the q-quantile (0..1) of sorted durations.
-func Quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[int(q*float64(len(sorted)-1))]
 }

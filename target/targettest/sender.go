@@ -14,13 +14,13 @@ import (
 )
 
 // Hello returns a Hello for protocol version 1.
-func Hello(target types.TargetID, epoch types.Epoch, term types.Term) *targetpb.Hello {
+func Hello(target types.TargetID, epoch types.Epoch, session types.Session) *targetpb.Hello {
 	return &targetpb.Hello{
 		PlayerId:        "targettest",
-		Epoch:           epoch,
-		TargetId:        target,
+		Epoch:           uint64(epoch),
+		TargetId:        string(target),
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
-		Term:            term,
+		Session:         uint64(session),
 	}
 }
 
@@ -65,7 +65,7 @@ func Open(ctx context.Context, cc grpc.ClientConnInterface, hello *targetpb.Hell
 		return nil, nil, fmt.Errorf("targettest: first response is not a HelloAck: %v", resp)
 	}
 	s := &Sender{stream: stream, cancel: cancel}
-	s.mu.acked = ack.AppliedLsn
+	s.mu.acked = types.LSN(ack.AppliedLsn)
 	s.mu.changed = make(chan struct{})
 	go s.receive()
 	return s, ack, nil
@@ -80,8 +80,8 @@ func (s *Sender) receive() {
 			if !errors.Is(err, io.EOF) {
 				s.mu.err = err
 			}
-		} else if a := resp.GetAck(); a != nil && a.AppliedLsn > s.mu.acked {
-			s.mu.acked = a.AppliedLsn
+		} else if a := resp.GetAck(); a != nil && types.LSN(a.AppliedLsn) > s.mu.acked {
+			s.mu.acked = types.LSN(a.AppliedLsn)
 		}
 		close(s.mu.changed)
 		s.mu.changed = make(chan struct{})

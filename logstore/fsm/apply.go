@@ -1,12 +1,10 @@
-package logstore
+package fsm
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -15,135 +13,83 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// ErrCorruptState marks FSM state bytes (in a snapshot) that do not decode.
-var ErrCorruptState = errors.New("logstore: corrupt FSM state")
-
-// producerSweepEvery is how often, in log time, apply drops idle producers:
-// a sweep scans the whole table, so it runs at most once a minute of log
-// time instead of on every entry.
-const producerSweepEvery = time.Minute
-
-// The legacy limits: what every node applied before the leader stamped
-// ApplyLimits into entries (the defaults of the time; cluster-wide caps did
-// not exist). An entry without limits, or a zero field, applies with these,
-// so a replayed old entry does what it did when first applied. Never change
-// them.
-const (
-	legacyMaxProducers    = 10000
-	legacyProducerIdle    = 24 * time.Hour
-	legacyMaxConsumers    = 0 // unbounded
-	legacyMaxGroupOffsets = 0 // unbounded
-)
-
-// maxLimit clamps a stamped count so it fits an int on every platform.
-const maxLimit = 1 << 31
-
-// limits are the bounds one entry is applied with (ApplyLimits decoded);
-// a zero cap is no cap.
-type limits struct {
-	maxProducers    int
-	producerIdle    time.Duration
-	maxConsumers    int
-	maxGroupOffsets int
-}
-
-// limitsOf decodes an entry's stamped limits (nil: all legacy).
-func limitsOf(l *logstorepb.ApplyLimits) limits {
-	count := func(v uint64, legacy int) int {
-		if v == 0 {
-			return legacy
-		}
-		return int(min(v, maxLimit))
-	}
-	out := limits{
-		maxProducers:    count(l.GetMaxProducers(), legacyMaxProducers),
-		producerIdle:    legacyProducerIdle,
-		maxConsumers:    count(l.GetMaxConsumers(), legacyMaxConsumers),
-		maxGroupOffsets: count(l.GetMaxGroupOffsets(), legacyMaxGroupOffsets),
-	}
-	if d := l.GetProducerIdleExpiryNanos(); d > 0 {
-		out.producerIdle = time.Duration(d)
-	}
-	return out
-}
-
-// full reports whether a table of n rows with cap limit (0: none) has no
-// room for added more rows.
-func full(n, added, limit int) bool { return limit > 0 && n+added > limit }
-
-// tableFull is apply's refusal of rows beyond a table's cap:
-// RESOURCE_EXHAUSTED / TABLE_FULL with limit = the cap. Nothing was
-// changed; the request may succeed once rows are removed (clients do not
-// retry it, unlike QUEUE_FULL).
-func tableFull(table string, n, limit int) error {
-	return apierr.New(logstorepb.ErrorCode_TABLE_FULL,
-		fmt.Sprintf("%s table is full: %d rows, cap %d", table, n, limit),
-		func(d *logstorepb.ErrorDetail) { d.Limit = uint64(limit) })
-}
-
-// txnAppender is what apply needs from the segment log: append the next
+// Log is what apply needs from the segment log: append the next
 // transactions (the first's Lsn == last LSN + 1, then dense), visible to
 // readers when it returns, no fsync. Apply hands it every transaction of
 // one Raft entry at once (one write call instead of one per transaction).
-type txnAppender interface {
+type Log interface {
 	AppendBatch(txns []*logstorepb.Transaction) error
 }
 
-// cmdResult is the outcome of one Command: exactly one of resp and err.
-// err is an apierr status error.
-type cmdResult struct {
-	resp proto.Message
-	err  error
+// Result is the outcome of one Command: exactly one of Resp and Err.
+// Err is an apierr status error (the command was refused and changed
+// nothing but what its doc says, e.g. a producer's sequence).
+type Result struct {
+	Resp proto.Message
+	Err  error
 }
 
-// stateMachine is the deterministic core of the FSM: a plain, synchronous
-// type that applies one Raft entry at a time to state and the segment log.
+// Machine is the deterministic core of the FSM: a plain, synchronous
+// type that applies one Raft entry at a time to its State and its Log. It
+// is not safe for concurrent use: the caller (logstore's raft.FSM) runs
+// Apply on one goroutine and guards State reads with its own lock.
 // Its output depends only on its state and the entry's bytes (commands,
 // timestamp, limits); it never reads a clock or the node's configuration,
 // iterates a map to decide anything, or draws randomness, so every replica
 // writes the same bytes.
-type stateMachine struct {
-	st  *state
-	log txnAppender
-	lim limits // the current entry's
+type Machine struct {
+	st  *State
+	log Log
+	lim Limits // the current entry's
 	// txns collects the entry's transactions for one AppendBatch (reused).
 	txns []*logstorepb.Transaction
 }
 
-// applyEntry applies every command of e (the payload of Raft log index idx)
+// NewMachine returns a Machine applying entries to st and log. st's
+// lastLSN must be log's last LSN.
+func NewMachine(st *State, log Log) *Machine { return &Machine{st: st, log: log} }
+
+// State returns the machine's state (read it only between Applies).
+func (m *Machine) State() *State { return m.st }
+
+// SetState replaces the machine's state (a snapshot restore; the log
+// must end at st's last LSN).
+func (m *Machine) SetState(st *State) { m.st = st }
+
+// Apply applies every command of e (the payload of Raft log index idx)
 // in order, appends the entry's transactions to the segment log together,
 // and returns one result per command. It panics when the segment log
 // refuses a write: the replica can no longer follow the log and must
 // restart and re-apply from its last snapshot.
-func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
+func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 	st := m.st
 	if idx <= st.lastIndex {
 		panic(fmt.Sprintf("logstore: apply raft index %d not above last applied %d", idx, st.lastIndex))
 	}
 	ts := max(e.TimestampUnixNano, st.lastTimestamp)
 	st.lastTimestamp, st.lastIndex = ts, idx
-	m.lim = limitsOf(e.Limits)
+	m.lim = LimitsOf(e.Limits)
 	m.sweepProducers(ts)
-	out := make([]cmdResult, len(e.Commands))
+	out := make([]Result, len(e.Commands))
 	for i, c := range e.Commands {
 		switch k := c.Kind.(type) {
 		case *logstorepb.Command_Append:
 			resp, err := m.applyAppend(idx, ts, k.Append)
-			out[i] = cmdResult{resp: resp, err: err}
+			out[i] = Result{Resp: resp, Err: err}
 		case *logstorepb.Command_NextEpoch:
 			st.epoch++
-			out[i] = cmdResult{resp: &logstorepb.NextEpochResponse{Epoch: st.epoch}}
+			out[i] = Result{Resp: &logstorepb.NextEpochResponse{Epoch: st.epoch}}
 		case *logstorepb.Command_ReportConsumer:
 			out[i] = m.applyReportConsumer(k.ReportConsumer)
 		case *logstorepb.Command_DeleteGroup:
-			out[i] = cmdResult{resp: &logstorepb.DeleteGroupResponse{Removed: st.deleteGroup(k.DeleteGroup.Group)}}
+			out[i] = Result{Resp: &logstorepb.DeleteGroupResponse{Removed: st.deleteGroup(k.DeleteGroup.Group)}}
 		case *logstorepb.Command_Member:
 			if k.Member.Remove {
 				delete(st.members, k.Member.Id)
 			} else {
 				st.members[k.Member.Id] = k.Member
 			}
-			out[i] = cmdResult{resp: &logstorepb.AddVoterResponse{}}
+			out[i] = Result{Resp: &logstorepb.AddVoterResponse{}}
 		default:
 			panic(fmt.Sprintf("logstore: raft index %d command %d has unknown kind %T", idx, i, c.Kind))
 		}
@@ -160,31 +106,31 @@ func (m *stateMachine) applyEntry(idx uint64, e *logstorepb.Entry) []cmdResult {
 
 // applyReportConsumer sets or removes a delivery consumer's acked LSN. A
 // new consumer beyond the cap is refused (nothing changes).
-func (m *stateMachine) applyReportConsumer(r *logstorepb.ReportConsumerRequest) cmdResult {
+func (m *Machine) applyReportConsumer(r *logstorepb.ReportConsumerRequest) Result {
 	st := m.st
 	if r.Remove {
 		delete(st.consumers, r.Consumer)
-		return cmdResult{resp: &logstorepb.ReportConsumerResponse{}}
+		return Result{Resp: &logstorepb.ReportConsumerResponse{}}
 	}
-	if _, ok := st.consumers[r.Consumer]; !ok && full(len(st.consumers), 1, m.lim.maxConsumers) {
-		return cmdResult{err: tableFull("consumer", len(st.consumers), m.lim.maxConsumers)}
+	if _, ok := st.consumers[r.Consumer]; !ok && full(len(st.consumers), 1, m.lim.MaxConsumers) {
+		return Result{Err: tableFull("consumer", len(st.consumers), m.lim.MaxConsumers)}
 	}
 	// Set, not max: a target rebuilt from scratch may move back, and a
 	// stale report only retains more.
 	st.consumers[r.Consumer] = r.AckedLsn
-	return cmdResult{resp: &logstorepb.ReportConsumerResponse{}}
+	return Result{Resp: &logstorepb.ReportConsumerResponse{}}
 }
 
 // sweepProducers drops producers idle for longer than the entry's
-// producerIdle in log time, at most once per producerSweepEvery of log
-// time.
-func (m *stateMachine) sweepProducers(ts int64) {
+// ProducerIdleNanos in log time, at most once per
+// producerSweepEveryNanos of log time.
+func (m *Machine) sweepProducers(ts int64) {
 	st := m.st
-	if ts-st.lastSweep < int64(producerSweepEvery) {
+	if ts-st.lastSweep < producerSweepEveryNanos {
 		return
 	}
 	st.lastSweep = ts
-	cutoff := ts - int64(m.lim.producerIdle)
+	cutoff := ts - m.lim.ProducerIdleNanos
 	for id, p := range st.producers { // order-free: deletes only
 		if p.LastSeenUnixNano < cutoff {
 			delete(st.producers, id)
@@ -196,7 +142,7 @@ func (m *stateMachine) sweepProducers(ts int64) {
 // offset table, conditions, then the write. A request refused for room
 // changes nothing (TABLE_FULL; the producer's sequence is not consumed); one refused by a condition changes
 // nothing but the producer row.
-func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
 	if req.ProducerId == "" {
 		if err := m.groupRoom(req.OffsetCommits); err != nil {
@@ -238,8 +184,8 @@ func (m *stateMachine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendR
 
 // groupRoom refuses offset commits that would add (group, topic) rows
 // beyond the cap.
-func (m *stateMachine) groupRoom(commits []*logstorepb.OffsetCommit) error {
-	if m.lim.maxGroupOffsets == 0 || len(commits) == 0 {
+func (m *Machine) groupRoom(commits []*logstorepb.OffsetCommit) error {
+	if m.lim.MaxGroupOffsets == 0 || len(commits) == 0 {
 		return nil
 	}
 	added := 0
@@ -251,8 +197,8 @@ func (m *stateMachine) groupRoom(commits []*logstorepb.OffsetCommit) error {
 			added++
 		}
 	}
-	if full(len(m.st.groups), added, m.lim.maxGroupOffsets) {
-		return tableFull("group offset", len(m.st.groups), m.lim.maxGroupOffsets)
+	if full(len(m.st.groups), added, m.lim.MaxGroupOffsets) {
+		return tableFull("group offset", len(m.st.groups), m.lim.MaxGroupOffsets)
 	}
 	return nil
 }
@@ -261,9 +207,9 @@ func (m *stateMachine) groupRoom(commits []*logstorepb.OffsetCommit) error {
 // smallest id, so the choice is the same on every replica) until a new one
 // fits: one when the table is full, more when a leader with a smaller
 // MaxProducers took over.
-func (m *stateMachine) makeRoomForProducer() {
+func (m *Machine) makeRoomForProducer() {
 	st := m.st
-	excess := len(st.producers) - m.lim.maxProducers + 1
+	excess := len(st.producers) - m.lim.MaxProducers + 1
 	if excess <= 0 {
 		return
 	}
@@ -303,7 +249,7 @@ func storedResult(p *logstorepb.ProducerState) (*logstorepb.AppendResponse, erro
 
 // write checks req's conditions and, when they hold, appends it as the next
 // transaction.
-func (m *stateMachine) write(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+func (m *Machine) write(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
 	for _, c := range req.Conditions {
 		if c.Group != "" { // on the group's committed offset, checked before this txn's commits
@@ -345,29 +291,3 @@ func (m *stateMachine) write(idx uint64, ts int64, req *logstorepb.AppendRequest
 // statusMessage is the message of a status error without the "rpc error:"
 // prefix.
 func statusMessage(err error) string { return status.Convert(err).Message() }
-
-// deleteGroup removes every committed offset of group and returns how many
-// (order-free: deletes only).
-func (s *state) deleteGroup(group string) uint64 {
-	var n uint64
-	for k := range s.groups {
-		if k.group == group {
-			delete(s.groups, k)
-			n++
-		}
-	}
-	return n
-}
-
-// groupOffsets returns group's committed offsets for topics (all when
-// empty), sorted by topic.
-func (s *state) groupOffsets(group string, topics []string) []*logstorepb.OffsetCommit {
-	var out []*logstorepb.OffsetCommit
-	for k, off := range s.groups {
-		if k.group == group && (len(topics) == 0 || slices.Contains(topics, k.topic)) {
-			out = append(out, &logstorepb.OffsetCommit{Group: group, Topic: k.topic, Offset: off})
-		}
-	}
-	slices.SortFunc(out, func(a, b *logstorepb.OffsetCommit) int { return strings.Compare(a.Topic, b.Topic) })
-	return out
-}

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/dispatcher"
+	"github.com/logplayer/logplayer/internal/testmetric"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 )
@@ -125,7 +127,7 @@ func TestBogusAckEndsStream(t *testing.T) {
 	if cause := context.Cause(ctx); !errors.Is(cause, dispatcher.ErrBogusAck) {
 		t.Fatalf("cause %v, want ErrBogusAck", cause)
 	}
-	if got := metricValue(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_target_bogus_acks_total", nil); got != 1 {
+	if got := testmetric.Value(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_target_bogus_acks_total", nil); got != 1 {
 		t.Errorf("bogus acks = %v", got)
 	}
 	// The same for a message that is not an ack, and for a stream the
@@ -168,21 +170,21 @@ func TestSenderWindow(t *testing.T) {
 	go func() { defer wg.Done(); r.receive(c, d, &acked) }()
 	signal(r.wake)
 
-	waitFor(t, "a full window", func() bool { n, _ := c.window(); return n == 3 })
+	testwait.For(t, testwait.Max, "a full window", func() bool { n, _ := c.window(); return n == 3 })
 	if n := len(stream.batches()); n != 3 {
 		t.Fatalf("%d batches sent with a window of 3", n)
 	}
 	stream.acks <- ackOf(4) // releases the first two batches (LSNs 1-2, 3-4)
-	waitFor(t, "the window refilled", func() bool { return len(stream.batches()) == 5 })
+	testwait.For(t, testwait.Max, "the window refilled", func() bool { return len(stream.batches()) == 5 })
 	stream.acks <- ackOf(10) // the window refills with three more (LSNs 11-16)
-	waitFor(t, "the window refilled again", func() bool { return len(stream.batches()) == 8 })
+	testwait.For(t, testwait.Max, "the window refilled again", func() bool { return len(stream.batches()) == 8 })
 	stream.acks <- ackOf(16)
-	waitFor(t, "everything sent", func() bool {
+	testwait.For(t, testwait.Max, "everything sent", func() bool {
 		b := stream.batches()
 		return len(b) == 10 && b[9].Deliveries[1].Lsn == 20
 	})
 	stream.acks <- ackOf(20)
-	waitFor(t, "an empty window", func() bool { n, _ := c.window(); return n == 0 })
+	testwait.For(t, testwait.Max, "an empty window", func() bool { n, _ := c.window(); return n == 0 })
 	var next uint64 = 1
 	for _, b := range stream.batches() {
 		if len(b.Deliveries) > 2 || b.DispatchedUnixNano != int64(b.Deliveries[0].Lsn) {
@@ -198,7 +200,7 @@ func TestSenderWindow(t *testing.T) {
 	if st, _ := d.Stats("x"); st.LastAck != 20 || st.InFlight != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if got := metricValue(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_delivery_duration_seconds", nil); got != 20 {
+	if got := testmetric.Value(t, r.p.cfg.Registerer.(prometheus.Gatherer), "logplayer_delivery_duration_seconds", nil); got != 20 {
 		t.Errorf("%v delivery durations observed, want 20", got)
 	}
 	cancel(errSlow)

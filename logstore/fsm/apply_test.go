@@ -1,4 +1,4 @@
-package logstore
+package fsm
 
 import (
 	"fmt"
@@ -26,9 +26,9 @@ func (l *memLog) AppendBatch(txns []*logstorepb.Transaction) error {
 	return nil
 }
 
-func newTestSM() (*stateMachine, *memLog) {
+func newTestSM() (*Machine, *memLog) {
 	l := &memLog{}
-	return &stateMachine{st: newState(), log: l}, l
+	return NewMachine(NewState(), l), l
 }
 
 // smallLimits are the stamped limits of TestProducerTableBoundedAndExpiring.
@@ -51,12 +51,12 @@ func slices2(a, b string, n int) []*logstorepb.Slice {
 
 func TestApplyAssignsDenseLSNsAndOffsets(t *testing.T) {
 	sm, l := newTestSM()
-	res := sm.applyEntry(1, &logstorepb.Entry{TimestampUnixNano: 10, Commands: []*logstorepb.Command{
+	res := sm.Apply(1, &logstorepb.Entry{TimestampUnixNano: 10, Commands: []*logstorepb.Command{
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 2)}),
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("b", "c", 3)}),
 	}})
-	r0 := res[0].resp.(*logstorepb.AppendResponse)
-	r1 := res[1].resp.(*logstorepb.AppendResponse)
+	r0 := res[0].Resp.(*logstorepb.AppendResponse)
+	r1 := res[1].Resp.(*logstorepb.AppendResponse)
 	if r0.Lsn != 1 || r1.Lsn != 2 {
 		t.Fatalf("lsns %d %d, want 1 2", r0.Lsn, r1.Lsn)
 	}
@@ -73,8 +73,8 @@ func TestApplyAssignsDenseLSNsAndOffsets(t *testing.T) {
 
 func TestApplyTimestampNeverDecreases(t *testing.T) {
 	sm, l := newTestSM()
-	sm.applyEntry(1, &logstorepb.Entry{TimestampUnixNano: 100, Commands: []*logstorepb.Command{appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})}})
-	sm.applyEntry(2, &logstorepb.Entry{TimestampUnixNano: 50, Commands: []*logstorepb.Command{appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})}})
+	sm.Apply(1, &logstorepb.Entry{TimestampUnixNano: 100, Commands: []*logstorepb.Command{appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})}})
+	sm.Apply(2, &logstorepb.Entry{TimestampUnixNano: 50, Commands: []*logstorepb.Command{appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})}})
 	if l.txns[1].TimestampUnixNano != 100 {
 		t.Fatalf("second timestamp %d, want clamped to 100", l.txns[1].TimestampUnixNano)
 	}
@@ -85,49 +85,49 @@ func TestIdempotentProducer(t *testing.T) {
 	req := func(seq uint64) *logstorepb.Command {
 		return appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p", Sequence: seq})
 	}
-	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{req(1), req(1), req(3), req(2)}})
-	first := res[0].resp.(*logstorepb.AppendResponse)
-	dup := res[1].resp.(*logstorepb.AppendResponse)
+	res := sm.Apply(1, &logstorepb.Entry{Commands: []*logstorepb.Command{req(1), req(1), req(3), req(2)}})
+	first := res[0].Resp.(*logstorepb.AppendResponse)
+	dup := res[1].Resp.(*logstorepb.AppendResponse)
 	if !dup.Duplicate || dup.Lsn != first.Lsn || dup.Slices[0].FirstOffset != first.Slices[0].FirstOffset {
 		t.Fatalf("retry = %v, want first result %v with duplicate", dup, first)
 	}
-	if d := apierr.Detail(res[2].err); d == nil || d.Code != logstorepb.ErrorCode_SEQUENCE_MISMATCH || d.ExpectedSequence != 2 {
-		t.Fatalf("gap: err %v detail %v", res[2].err, d)
+	if d := apierr.Detail(res[2].Err); d == nil || d.Code != logstorepb.ErrorCode_SEQUENCE_MISMATCH || d.ExpectedSequence != 2 {
+		t.Fatalf("gap: err %v detail %v", res[2].Err, d)
 	}
-	if status.Code(res[2].err) != codes.FailedPrecondition {
-		t.Fatalf("gap code %v", status.Code(res[2].err))
+	if status.Code(res[2].Err) != codes.FailedPrecondition {
+		t.Fatalf("gap code %v", status.Code(res[2].Err))
 	}
-	if r := res[3].resp.(*logstorepb.AppendResponse); r.Lsn != 2 || r.Duplicate {
+	if r := res[3].Resp.(*logstorepb.AppendResponse); r.Lsn != 2 || r.Duplicate {
 		t.Fatalf("seq 2 = %v", r)
 	}
 	if len(l.txns) != 2 {
 		t.Fatalf("%d txns written, want 2", len(l.txns))
 	}
 	// A sequence older than the last is refused, not answered.
-	res = sm.applyEntry(2, &logstorepb.Entry{Commands: []*logstorepb.Command{req(1)}})
-	if d := apierr.Detail(res[0].err); d == nil || d.ExpectedSequence != 3 {
-		t.Fatalf("old sequence: %v", res[0].err)
+	res = sm.Apply(2, &logstorepb.Entry{Commands: []*logstorepb.Command{req(1)}})
+	if d := apierr.Detail(res[0].Err); d == nil || d.ExpectedSequence != 3 {
+		t.Fatalf("old sequence: %v", res[0].Err)
 	}
 	// A new producer must start at 1.
-	res = sm.applyEntry(3, &logstorepb.Entry{Commands: []*logstorepb.Command{
+	res = sm.Apply(3, &logstorepb.Entry{Commands: []*logstorepb.Command{
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "q", Sequence: 5}),
 	}})
-	if d := apierr.Detail(res[0].err); d == nil || d.ExpectedSequence != 1 {
-		t.Fatalf("new producer at 5: %v", res[0].err)
+	if d := apierr.Detail(res[0].Err); d == nil || d.ExpectedSequence != 1 {
+		t.Fatalf("new producer at 5: %v", res[0].Err)
 	}
 }
 
 func TestConditionFailsOnlyItsTxn(t *testing.T) {
 	sm, l := newTestSM()
-	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{
+	res := sm.Apply(1, &logstorepb.Entry{Commands: []*logstorepb.Command{
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), Conditions: []*logstorepb.Condition{{Topic: "a", ExpectedNextOffset: 0}}}),
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), Conditions: []*logstorepb.Condition{{Topic: "a", ExpectedNextOffset: 0}}}),
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), Conditions: []*logstorepb.Condition{{Topic: "zzz", ExpectedNextOffset: 0}}}),
 	}})
-	if res[0].err != nil || res[2].err != nil {
-		t.Fatalf("winners failed: %v %v", res[0].err, res[2].err)
+	if res[0].Err != nil || res[2].Err != nil {
+		t.Fatalf("winners failed: %v %v", res[0].Err, res[2].Err)
 	}
-	d := apierr.Detail(res[1].err)
+	d := apierr.Detail(res[1].Err)
 	if d == nil || d.Code != logstorepb.ErrorCode_CONDITION_FAILED || d.Topic != "a" || d.ActualNextOffset != 1 {
 		t.Fatalf("loser detail = %v", d)
 	}
@@ -140,10 +140,10 @@ func TestFailedConditionConsumesProducerSequence(t *testing.T) {
 	sm, _ := newTestSM()
 	bad := appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p", Sequence: 1,
 		Conditions: []*logstorepb.Condition{{Topic: "a", ExpectedNextOffset: 9}}})
-	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{bad, bad}})
+	res := sm.Apply(1, &logstorepb.Entry{Commands: []*logstorepb.Command{bad, bad}})
 	for i, r := range res {
-		if d := apierr.Detail(r.err); d == nil || d.Code != logstorepb.ErrorCode_CONDITION_FAILED || d.ActualNextOffset != 0 {
-			t.Fatalf("result %d = %v", i, r.err)
+		if d := apierr.Detail(r.Err); d == nil || d.Code != logstorepb.ErrorCode_CONDITION_FAILED || d.ActualNextOffset != 0 {
+			t.Fatalf("result %d = %v", i, r.Err)
 		}
 	}
 	if sm.st.producers["p"].LastSequence != 1 {
@@ -153,7 +153,7 @@ func TestFailedConditionConsumesProducerSequence(t *testing.T) {
 
 func TestOffsetsOnlyTxnAndEpochAndConsumers(t *testing.T) {
 	sm, l := newTestSM()
-	res := sm.applyEntry(1, &logstorepb.Entry{Commands: []*logstorepb.Command{
+	res := sm.Apply(1, &logstorepb.Entry{Commands: []*logstorepb.Command{
 		appendCmd(&logstorepb.AppendRequest{OffsetCommits: []*logstorepb.OffsetCommit{{Group: "g", Topic: "a", Offset: 7}}}),
 		{Kind: &logstorepb.Command_NextEpoch{NextEpoch: &logstorepb.NextEpochRequest{}}},
 		{Kind: &logstorepb.Command_NextEpoch{NextEpoch: &logstorepb.NextEpochRequest{}}},
@@ -161,16 +161,16 @@ func TestOffsetsOnlyTxnAndEpochAndConsumers(t *testing.T) {
 		{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "c2", AckedLsn: 3}}},
 		{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "c2", Remove: true}}},
 	}})
-	if r := res[0].resp.(*logstorepb.AppendResponse); r.Lsn != 1 || len(l.txns[0].OffsetCommits) != 1 {
+	if r := res[0].Resp.(*logstorepb.AppendResponse); r.Lsn != 1 || len(l.txns[0].OffsetCommits) != 1 {
 		t.Fatalf("offsets-only txn = %v", r)
 	}
-	if e := res[2].resp.(*logstorepb.NextEpochResponse).Epoch; e != 2 {
+	if e := res[2].Resp.(*logstorepb.NextEpochResponse).Epoch; e != 2 {
 		t.Fatalf("epoch %d", e)
 	}
-	if floor, ok := sm.st.minConsumerLSN(); !ok || floor != 5 {
+	if floor, ok := sm.st.MinConsumerLSN(); !ok || floor != 5 {
 		t.Fatalf("floor %d %v", floor, ok)
 	}
-	if got := sm.st.groupOffsets("g", nil); len(got) != 1 || got[0].Offset != 7 {
+	if got := sm.st.GroupOffsets("g", nil); len(got) != 1 || got[0].Offset != 7 {
 		t.Fatalf("group offsets %v", got)
 	}
 }
@@ -178,7 +178,7 @@ func TestOffsetsOnlyTxnAndEpochAndConsumers(t *testing.T) {
 func TestProducerTableBoundedAndExpiring(t *testing.T) {
 	sm, _ := newTestSM()
 	for i, id := range []string{"p1", "p2", "p3", "p4"} {
-		sm.applyEntry(uint64(i+1), &logstorepb.Entry{TimestampUnixNano: int64(i + 1), Limits: smallLimits, Commands: []*logstorepb.Command{
+		sm.Apply(uint64(i+1), &logstorepb.Entry{TimestampUnixNano: int64(i + 1), Limits: smallLimits, Commands: []*logstorepb.Command{
 			appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: id, Sequence: 1}),
 		}})
 	}
@@ -186,7 +186,7 @@ func TestProducerTableBoundedAndExpiring(t *testing.T) {
 		t.Fatalf("producers %v: p1 should be evicted", sortedKeys(sm.st.producers))
 	}
 	later := int64(2*time.Hour) + 10
-	sm.applyEntry(5, &logstorepb.Entry{TimestampUnixNano: later, Limits: smallLimits, Commands: []*logstorepb.Command{
+	sm.Apply(5, &logstorepb.Entry{TimestampUnixNano: later, Limits: smallLimits, Commands: []*logstorepb.Command{
 		appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1), ProducerId: "p9", Sequence: 1}),
 	}})
 	if len(sm.st.producers) != 1 {
@@ -216,11 +216,11 @@ func TestApplyDeterministic(t *testing.T) {
 	a, la := newTestSM()
 	b, lb := newTestSM()
 	for i, e := range entries[:25] {
-		a.applyEntry(uint64(i+1), e)
-		b.applyEntry(uint64(i+1), e)
+		a.Apply(uint64(i+1), e)
+		b.Apply(uint64(i+1), e)
 	}
 	// b continues from a snapshot of its state.
-	snap, err := proto.Marshal(b.st.toProto())
+	snap, err := proto.Marshal(b.st.ToProto())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,15 +228,15 @@ func TestApplyDeterministic(t *testing.T) {
 	if err := proto.Unmarshal(snap, &p); err != nil {
 		t.Fatal(err)
 	}
-	if b.st, err = stateFromProto(&p); err != nil {
+	if b.st, err = StateFromProto(&p); err != nil {
 		t.Fatal(err)
 	}
 	for i, e := range entries[25:] {
-		a.applyEntry(uint64(i+26), e)
-		b.applyEntry(uint64(i+26), e)
+		a.Apply(uint64(i+26), e)
+		b.Apply(uint64(i+26), e)
 	}
-	sa, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a.st.toProto())
-	sb, _ := proto.MarshalOptions{Deterministic: true}.Marshal(b.st.toProto())
+	sa, _ := proto.MarshalOptions{Deterministic: true}.Marshal(a.st.ToProto())
+	sb, _ := proto.MarshalOptions{Deterministic: true}.Marshal(b.st.ToProto())
 	if string(sa) != string(sb) {
 		t.Fatal("states differ after the same entries")
 	}

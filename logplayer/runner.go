@@ -15,11 +15,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/dispatcher"
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/targetqueue"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Why a stream ended, when the LogPlayer ended it.
@@ -38,7 +40,7 @@ type failure uint8
 
 const (
 	failTransient failure = iota // reconnect with backoff
-	failSlow                     // reconnect at once: the target is up, just behind
+	failSlow                     // reconnect after RetryInitial, no backoff: the target is up, just behind
 	failPermanent                // reconnect after PermanentRetry: an operator must act
 	failFenced                   // a newer LogPlayer owns the target: this one must stop
 )
@@ -52,7 +54,7 @@ func classify(err error) failure {
 	case errors.Is(err, errBlocked):
 		return failPermanent
 	}
-	switch errorCode(err) {
+	switch apierr.CodeOf(err) {
 	case logstorepb.ErrorCode_STALE_EPOCH:
 		return failFenced
 	case logstorepb.ErrorCode_APPLY_REJECTED, logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL:
@@ -64,21 +66,6 @@ func classify(err error) failure {
 	return failTransient
 }
 
-// errorCode returns the ErrorDetail code of a gRPC status error (UNSPECIFIED
-// when there is none).
-func errorCode(err error) logstorepb.ErrorCode {
-	st, ok := status.FromError(err)
-	if !ok {
-		return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
-	}
-	for _, d := range st.Details() {
-		if ed, ok := d.(*logstorepb.ErrorDetail); ok {
-			return ed.Code
-		}
-	}
-	return logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED
-}
-
 // quietFailures: while a target stays unreachable, one reconnect failure in
 // this many is logged at warn level (the others at debug).
 const quietFailures = 20
@@ -86,7 +73,7 @@ const quietFailures = 20
 // handshake is a target's answer at LogPlayer start.
 type handshake struct {
 	id      string
-	applied uint64
+	applied types.LSN
 }
 
 // runner delivers to one target: it owns the target's client connection and
@@ -141,7 +128,7 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 			return
 		}
 		kind := classify(err)
-		if code := errorCode(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		if code := apierr.CodeOf(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
 			r.m.refusals.WithLabelValues(code.String()).Inc()
 		}
 		r.mu.Lock()
@@ -201,7 +188,7 @@ func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool,
 		return false, err
 	}
 	if *hs != nil {
-		*hs <- handshake{id: r.cfg.ID, applied: ack.AppliedLsn} // capacity: one per configured target
+		*hs <- handshake{id: r.cfg.ID, applied: types.LSN(ack.AppliedLsn)} // capacity: one per configured target
 		*hs = nil
 	}
 	select {
@@ -210,7 +197,7 @@ func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool,
 		return false, context.Cause(sctx)
 	}
 	d := r.p.dispatcher()
-	rec, err := d.Return(r.cfg.ID, ack.AppliedLsn)
+	rec, err := d.Return(r.cfg.ID, types.LSN(ack.AppliedLsn))
 	if err != nil {
 		return false, err
 	}
@@ -261,10 +248,10 @@ func (r *runner) hello(ctx context.Context, stream targetpb.Target_DeliverClient
 	defer t.Stop()
 	req := &targetpb.DeliverRequest{Kind: &targetpb.DeliverRequest_Hello{Hello: &targetpb.Hello{
 		PlayerId:        r.p.cfg.PlayerID,
-		Epoch:           r.p.Epoch(),
+		Epoch:           uint64(r.p.Epoch()),
 		TargetId:        r.cfg.ID,
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
-		Term:            r.p.nextHelloTerm(r.cfg.ID),
+		Session:         uint64(r.p.nextSession(r.cfg.ID)),
 	}}}
 	err := stream.Send(req)
 	var resp *targetpb.DeliverResponse
@@ -344,17 +331,18 @@ func (r *runner) receive(c *conn, d *dispatcher.Dispatcher, gotAck *atomic.Bool)
 			c.cancel(fmt.Errorf("%w: message %T after the handshake", errProtocol, resp.GetKind()))
 			return
 		}
-		if err := d.AckTerm(r.cfg.ID, c.term, a.AppliedLsn); err != nil {
+		lsn := types.LSN(a.AppliedLsn)
+		if err := d.AckTerm(r.cfg.ID, c.term, lsn); err != nil {
 			if errors.Is(err, dispatcher.ErrBogusAck) {
 				r.m.bogusAcks.Inc()
-				r.p.log.Error("target acked what it was never sent: resyncing", "target", r.cfg.ID, "lsn", a.AppliedLsn, "err", err)
+				r.p.log.Error("target acked what it was never sent: resyncing", "target", r.cfg.ID, "lsn", lsn, "err", err)
 			}
 			c.cancel(err)
 			return
 		}
 		gotAck.Store(true)
 		now := r.p.cfg.Now().UnixNano()
-		for _, b := range c.ack(a.AppliedLsn) {
+		for _, b := range c.ack(lsn) {
 			for _, at := range b.dispatched {
 				r.m.delivery.Observe(float64(now-at) / 1e9)
 			}
@@ -369,7 +357,7 @@ func (r *runner) receive(c *conn, d *dispatcher.Dispatcher, gotAck *atomic.Bool)
 func (r *runner) recover(ctx context.Context, c *conn, d *dispatcher.Dispatcher, rec dispatcher.Recovery) {
 	log := r.p.log.With("target", r.cfg.ID, "term", rec.Term)
 	start := time.Now()
-	err := r.p.fetch.ReadRange(ctx, rec.From, rec.To, r.cfg.Topics, func(txn *logstorepb.Transaction) error {
+	err := r.p.fetch.ReadRange(ctx, uint64(rec.From), uint64(rec.To), r.cfg.Topics, func(txn *logstorepb.Transaction) error {
 		for {
 			switch res := d.PushCatchup(r.cfg.ID, rec.Term, txn, r.p.cfg.Now().UnixNano()); res {
 			case targetqueue.Pushed:

@@ -1,0 +1,120 @@
+package histcheck
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// ErrNotLinearizable is returned when no sequential order of the log
+// explains the history.
+var ErrNotLinearizable = errors.New("histcheck: history is not linearizable")
+
+// ErrCheckTimedOut is returned when the search ran out of time before it
+// decided (a history too concurrent for the model, or too long a timeout).
+var ErrCheckTimedOut = errors.New("histcheck: linearizability check timed out")
+
+// LinearizableConfig configures CheckLinearizable.
+type LinearizableConfig struct {
+	// Timeout bounds the search; 0 means no bound.
+	Timeout time.Duration
+	// Visualization, when set, is the file the HTML visualization of a
+	// violation is written to (porcupine's: the partial linearizations and
+	// the operations that cannot be placed). Nothing is written for a
+	// linearizable history.
+	Visualization string
+}
+
+// LinearizableReport says what CheckLinearizable checked.
+type LinearizableReport struct {
+	Result  porcupine.CheckResult
+	Appends int // checked: acknowledged and unknown (definite failures have no effect and are left out)
+	Unknown int // appends with an unknown outcome among them (resolved or not)
+	Reads   int
+	Elapsed time.Duration
+	// Visualization is the file written for a violation ("" if none).
+	Visualization string
+}
+
+func (r LinearizableReport) String() string {
+	return fmt.Sprintf("%s: %d appends (%d unknown), %d reads, checked in %v", r.Result, r.Appends, r.Unknown, r.Reads,
+		r.Elapsed.Round(time.Millisecond))
+}
+
+// CheckLinearizable checks ops against the model log (see the package
+// doc). It returns nil when the history is linearizable, an error wrapping
+// ErrNotLinearizable (after writing the visualization when configured),
+// ErrCheckTimedOut, or ErrMalformedOp. ops is not modified.
+func CheckLinearizable(ops []Op, cfg LinearizableConfig) (LinearizableReport, error) {
+	began := time.Now()
+	var rep LinearizableReport
+	hist, err := operations(ops, &rep)
+	if err != nil {
+		return rep, err
+	}
+	rep.Result = porcupine.CheckOperationsTimeout(model(), hist, cfg.Timeout)
+	rep.Elapsed = time.Since(began)
+	switch rep.Result {
+	case porcupine.Ok:
+		return rep, nil
+	case porcupine.Unknown:
+		return rep, fmt.Errorf("%w after %v (%s)", ErrCheckTimedOut, cfg.Timeout, rep)
+	}
+	err = fmt.Errorf("%w (%s)", ErrNotLinearizable, rep)
+	if cfg.Visualization == "" {
+		return rep, err
+	}
+	// Check again, verbosely, for the visualization: it records every
+	// partial linearization, which the first pass need not pay for.
+	m := model()
+	_, info := porcupine.CheckOperationsVerbose(m, hist, cfg.Timeout)
+	if verr := os.MkdirAll(filepath.Dir(cfg.Visualization), 0o755); verr != nil {
+		return rep, errors.Join(err, verr)
+	}
+	if verr := porcupine.VisualizePath(m, info, cfg.Visualization); verr != nil {
+		return rep, errors.Join(err, fmt.Errorf("visualization: %w", verr))
+	}
+	rep.Visualization = cfg.Visualization
+	return rep, fmt.Errorf("%w (%s); visualization: %s", ErrNotLinearizable, rep, cfg.Visualization)
+}
+
+// operations validates ops and turns them into porcupine's history: a copy
+// of each op as both input and output; failed appends left out (they have
+// no effect); an unknown outcome pending until after the last event.
+func operations(ops []Op, rep *LinearizableReport) ([]porcupine.Operation, error) {
+	end := int64(0)
+	for _, op := range ops {
+		end = max(end, op.Call, op.Return)
+	}
+	hist := make([]porcupine.Operation, 0, len(ops))
+	for _, op := range ops {
+		op.Slices = slices.Clone(op.Slices)
+		op.Txns = slices.Clone(op.Txns)
+		for i := range op.Txns {
+			op.Txns[i].Slices = slices.Clone(op.Txns[i].Slices)
+		}
+		if err := op.validate(); err != nil {
+			return nil, err
+		}
+		switch {
+		case op.Kind == KindRead:
+			rep.Reads++
+		case op.Outcome == Failed:
+			continue
+		case op.Outcome == Unknown || op.Resolved:
+			rep.Appends++
+			rep.Unknown++
+			op.Return = end + 1
+		default:
+			rep.Appends++
+		}
+		p := &op
+		hist = append(hist, porcupine.Operation{ClientId: op.Client, Input: p, Output: p, Call: op.Call, Return: op.Return})
+	}
+	return hist, nil
+}

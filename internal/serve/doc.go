@@ -1,0 +1,20 @@
+// Package serve starts the network servers of the binary's roles: the
+// small startX functions cmd/logplayer, the dev cluster (package
+// devcluster) and the test helpers (logstoretest) share, so a library
+// (logstore.Node, logplayer.Player, a target) never listens by itself.
+//
+//   - StartGRPC serves a set of gRPC services on a listener (a target's, the
+//     LogPlayer's admin API); StartTarget adds the target's close step.
+//   - StartStoreAPI serves a logstore.Node's API: its services
+//     (Node.RegisterServices) with its options (Node.ServerOptions), plus
+//     gRPC health and reflection.
+//   - StartMetrics / ServeMetricsOn serve a Prometheus gatherer on
+//     /metrics; ProcessRegistry is a registry with the Go runtime and
+//     process collectors.
+//   - StartStore is the whole `logplayer store` role: listen, open the
+//     node, serve its API and metrics; Store.Close stops them in order.
+//
+// Goroutines: one Serve per started server (gRPC or HTTP), ending when it
+// is stopped; a graceful stop runs in a short-lived goroutine bounded by a
+// named maximum, after which the server is stopped hard.
+package serve

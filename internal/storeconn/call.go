@@ -1,0 +1,98 @@
+package storeconn
+
+import (
+	"context"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// Policy says how a request may be retried.
+type Policy struct {
+	// Name names the request in log records.
+	Name string
+	// Retry is the worst outcome still retried (see apierr.Outcome):
+	// NotApplied for a write that must not apply twice, MaybeApplied for
+	// an idempotent request or a read, NodeFault or Final for a caller
+	// that must keep going.
+	Retry apierr.Outcome
+	// Leader sends the request to the node believed to lead, and a node
+	// that answers it becomes that node when none was known.
+	Leader bool
+}
+
+// Attempt is one try of a request on node, through ls, within ctx (which
+// carries the attempt's deadline).
+type Attempt func(ctx context.Context, node int, ls logstorepb.LogStoreClient) error
+
+// Call runs attempt on one node after another until it succeeds, fails
+// with an error p does not retry, or ctx ends; it returns the last
+// attempt's error. A NOT_LEADER answer naming another node sends the next
+// attempt there at once (twice in a row, when nodes name each other during
+// an election, it backs off first); any other retried failure, and every
+// failure with an unknown outcome, moves the rotation past the node.
+func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
+	if _, ok := ctx.Deadline(); !ok && c.cfg.CallTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.cfg.CallTimeout)
+		defer cancel()
+	}
+	b := c.newBackoff()
+	redirected := false // the last attempt followed a NOT_LEADER redirect at once
+	for {
+		node := c.Pick(p.Leader)
+		err := c.attempt(ctx, p, node, attempt)
+		if err == nil {
+			return nil
+		}
+		out := outcome(err)
+		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
+			if to, ok := c.resolve(d.LeaderAddress); ok && to != node {
+				c.SetLeader(to)
+				if !redirected {
+					redirected = true
+					continue // go straight to the named leader
+				}
+			} else {
+				c.Failed(node)
+			}
+			redirected = false
+		} else if out <= max(apierr.MaybeApplied, p.Retry) {
+			c.Failed(node)
+		}
+		if out > p.Retry || ctx.Err() != nil {
+			return err
+		}
+		wait := b.NextBackOff()
+		c.cfg.Logger.Debug("logstore call failed, trying again",
+			"call", p.Name, "node", node, "retry_in", wait, "err", err)
+		if sleep(ctx, wait) != nil {
+			return err
+		}
+	}
+}
+
+func (c *Conn) resolve(addr string) (int, bool) {
+	if addr == "" || c.cfg.Resolve == nil {
+		return 0, false
+	}
+	return c.cfg.Resolve(addr)
+}
+
+func (c *Conn) attempt(ctx context.Context, p Policy, node int, attempt Attempt) error {
+	ls, err := c.cfg.Node(ctx, node)
+	if err != nil {
+		return err
+	}
+	actx := ctx
+	if c.cfg.AttemptTimeout > 0 {
+		var cancel context.CancelFunc
+		actx, cancel = context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		defer cancel()
+	}
+	err = attempt(actx, node, ls)
+	if err == nil && p.Leader && ctx.Err() == nil {
+		c.setLeaderIfUnknown(node)
+	}
+	return err
+}

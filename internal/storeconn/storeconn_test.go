@@ -1,0 +1,285 @@
+package storeconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
+)
+
+// fakeNode answers NextEpoch with the errors in its script (then
+// success) and serves Read from a log of head transactions, breaking each
+// stream after breakAfter responses (0: never).
+type fakeNode struct {
+	logstorepb.LogStoreClient
+	name       int
+	calls      *[]int
+	script     []error
+	head       uint64
+	breakAfter int
+	reads      []uint64 // from_lsn of each Read
+}
+
+func (n *fakeNode) NextEpoch(context.Context, *logstorepb.NextEpochRequest, ...grpc.CallOption) (*logstorepb.NextEpochResponse, error) {
+	*n.calls = append(*n.calls, n.name)
+	if len(n.script) > 0 {
+		err := n.script[0]
+		n.script = n.script[1:]
+		return nil, err
+	}
+	return &logstorepb.NextEpochResponse{Epoch: 1}, nil
+}
+
+func (n *fakeNode) Read(_ context.Context, req *logstorepb.ReadRequest, _ ...grpc.CallOption) (logstorepb.LogStore_ReadClient, error) {
+	n.reads = append(n.reads, req.FromLsn)
+	return &fakeRead{n: n, next: req.FromLsn, to: req.ToLsn}, nil
+}
+
+type fakeRead struct {
+	grpc.ClientStream
+	n        *fakeNode
+	next, to uint64
+	sent     int
+}
+
+// Recv sends two transactions a response.
+func (r *fakeRead) Recv() (*logstorepb.ReadResponse, error) {
+	if r.to != 0 && r.next > r.to {
+		return nil, io.EOF
+	}
+	if r.n.breakAfter > 0 && r.sent == r.n.breakAfter {
+		return nil, status.Error(codes.Unavailable, "stream broken")
+	}
+	if r.next > r.n.head {
+		return nil, status.Error(codes.Unavailable, "no more (test)")
+	}
+	resp := &logstorepb.ReadResponse{}
+	for range 2 {
+		if r.next > r.n.head || (r.to != 0 && r.next > r.to) {
+			break
+		}
+		resp.Transactions = append(resp.Transactions, &logstorepb.Transaction{Lsn: r.next})
+		resp.ReadThroughLsn = r.next
+		r.next++
+	}
+	r.sent++
+	return resp, nil
+}
+
+func newConn(t *testing.T, nodes []*fakeNode, resolve func(string) (int, bool)) *Conn {
+	t.Helper()
+	c, err := New(Config{
+		Nodes: len(nodes),
+		Node: func(_ context.Context, i int) (logstorepb.LogStoreClient, error) {
+			return nodes[i], nil
+		},
+		Resolve:        resolve,
+		InitialBackoff: time.Microsecond, MaxBackoff: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func fakeCluster(n int) ([]*fakeNode, *[]int) {
+	calls := &[]int{}
+	var nodes []*fakeNode
+	for i := range n {
+		nodes = append(nodes, &fakeNode{name: i, calls: calls})
+	}
+	return nodes, calls
+}
+
+func nextEpoch(ctx context.Context, _ int, ls logstorepb.LogStoreClient) error {
+	_, err := ls.NextEpoch(ctx, &logstorepb.NextEpochRequest{})
+	return err
+}
+
+// TestCallRetries: a write is retried only after an answer proving it did
+// nothing; an idempotent request also after an unknown outcome; nothing
+// after a final answer; each retried failure moves to the next node.
+func TestCallRetries(t *testing.T) {
+	write := Policy{Retry: apierr.NotApplied}
+	idem := Policy{Retry: apierr.MaybeApplied}
+	unknown := status.Error(codes.Unavailable, "connection reset")
+	for _, tc := range []struct {
+		name      string
+		p         Policy
+		script    []error
+		wantErr   bool
+		wantCalls string
+	}{
+		{"write after queue full", write, []error{apierr.Newf(logstorepb.ErrorCode_QUEUE_FULL, "x")}, false, "[0 1]"},
+		{"write after unreachable", write, []error{fmt.Errorf("%w: test", ErrUnreachable)}, false, "[0 1]"},
+		{"write after unknown outcome", write, []error{unknown}, true, "[0]"},
+		{"idempotent after unknown outcome", idem, []error{unknown}, false, "[0 1]"},
+		{"idempotent after internal", idem, []error{apierr.Newf(logstorepb.ErrorCode_INTERNAL, "x")}, true, "[0]"},
+		{"persistent after internal", Policy{Retry: apierr.NodeFault}, []error{apierr.Newf(logstorepb.ErrorCode_INTERNAL, "x")}, false, "[0 1]"},
+		{"final", Policy{Retry: apierr.NodeFault}, []error{apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, "x")}, true, "[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, calls := fakeCluster(2)
+			nodes[0].script = tc.script
+			err := newConn(t, nodes, nil).Call(context.Background(), tc.p, nextEpoch)
+			if (err != nil) != tc.wantErr || fmt.Sprint(*calls) != tc.wantCalls {
+				t.Fatalf("err %v, calls %v; want error %v, calls %s", err, *calls, tc.wantErr, tc.wantCalls)
+			}
+		})
+	}
+}
+
+// TestCallFollowsNotLeader: a NOT_LEADER answer naming the leader sends
+// the next attempt there at once, and later calls go there first.
+func TestCallFollowsNotLeader(t *testing.T) {
+	nodes, calls := fakeCluster(3)
+	nodes[0].script = []error{apierr.New(logstorepb.ErrorCode_NOT_LEADER, "x", func(d *logstorepb.ErrorDetail) { d.LeaderAddress = "node-2" })}
+	c := newConn(t, nodes, func(addr string) (int, bool) { return 2, addr == "node-2" })
+	p := Policy{Retry: apierr.NotApplied, Leader: true}
+	for range 2 {
+		if err := c.Call(context.Background(), p, nextEpoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(*calls) != "[0 2 2]" || c.Leader() != 2 {
+		t.Fatalf("calls %v, leader %d; want [0 2 2], leader 2", *calls, c.Leader())
+	}
+}
+
+// TestRotation: the cursor stays on a node until it fails (Spread moves it
+// at every pick); a failure forgets the node as leader and several
+// reports of one failure move the cursor once.
+func TestRotation(t *testing.T) {
+	nodes, _ := fakeCluster(3)
+	c := newConn(t, nodes, nil)
+	if a, b := c.Pick(false), c.Pick(true); a != 0 || b != 0 {
+		t.Fatalf("picks %d %d, want 0 0", a, b)
+	}
+	c.Failed(0)
+	c.Failed(0)
+	if got := c.Pick(false); got != 1 {
+		t.Fatalf("after node 0 failed: pick %d, want 1", got)
+	}
+	c.SetLeader(2)
+	if got := c.Pick(true); got != 2 {
+		t.Fatalf("leader pick %d, want 2", got)
+	}
+	c.Failed(2)
+	if got := c.Pick(true); got != 1 || c.Leader() != -1 {
+		t.Fatalf("after the leader failed: pick %d, leader %d", got, c.Leader())
+	}
+	c.cfg.Spread = true
+	var got []int
+	for range 4 {
+		got = append(got, c.Pick(false))
+	}
+	if fmt.Sprint(got) != "[1 2 0 1]" {
+		t.Fatalf("spread picks %v", got)
+	}
+}
+
+// TestCursor pins the continuity rules of a log read.
+func TestCursor(t *testing.T) {
+	resp := func(rt uint64, lsns ...uint64) *logstorepb.ReadResponse {
+		r := &logstorepb.ReadResponse{ReadThroughLsn: rt}
+		for _, l := range lsns {
+			r.Transactions = append(r.Transactions, &logstorepb.Transaction{Lsn: l})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name     string
+		filtered bool
+		to       types.LSN
+		resp     *logstorepb.ReadResponse
+		ok       bool
+	}{
+		{"dense", false, 0, resp(7, 5, 6, 7), true},
+		{"gap", false, 0, resp(8, 5, 6, 8), false},
+		{"repeat", false, 0, resp(5, 4, 5), false},
+		{"read through skips", false, 0, resp(9, 5, 6), false},
+		{"empty unfiltered", false, 0, resp(9), false},
+		{"read through below position", true, 0, resp(4), false},
+		{"read through below last txn", true, 0, resp(6, 5, 7), false},
+		{"filtered skip", true, 0, resp(9, 6, 8), true},
+		{"filtered empty", true, 0, resp(9), true},
+		{"filtered backwards", true, 0, resp(9, 7, 6), false},
+		{"beyond to", true, 8, resp(9, 6), false},
+		{"through to", true, 9, resp(9, 6), true},
+	} {
+		c := NewCursor(5, tc.to, tc.filtered)
+		err := c.Take(tc.resp)
+		var ce *ContinuityError
+		switch {
+		case tc.ok && (err != nil || c.Next() != types.LSN(tc.resp.ReadThroughLsn)+1):
+			t.Errorf("%s: err %v, next %d", tc.name, err, c.Next())
+		case !tc.ok && (!errors.As(err, &ce) || c.Next() != 5):
+			t.Errorf("%s: err %v, next %d; want a ContinuityError and the position kept", tc.name, err, c.Next())
+		}
+	}
+}
+
+// TestLogReaderResumes: a log read whose streams break on every node
+// resumes on the next node from the LSN after the last one read: every LSN
+// once, in order, through ToLsn.
+func TestLogReaderResumes(t *testing.T) {
+	nodes, _ := fakeCluster(3)
+	for _, n := range nodes {
+		n.head, n.breakAfter = 100, 3
+	}
+	c := newConn(t, nodes, nil)
+	r := NewLogReader(c, StreamPolicy{Retry: apierr.MaybeApplied}, &logstorepb.ReadRequest{FromLsn: 1, ToLsn: 50}, nil)
+	defer r.Close()
+	var got []uint64
+	for {
+		resp, err := r.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, txn := range resp.Transactions {
+			got = append(got, txn.Lsn)
+		}
+	}
+	for i, lsn := range got {
+		if lsn != uint64(i+1) {
+			t.Fatalf("position %d holds lsn %d", i, lsn)
+		}
+	}
+	if len(got) != 50 || nodes[1].reads[0] != 7 || nodes[2].reads[0] != 13 {
+		t.Fatalf("read %d txns; reopened at %v, %v; want 50, at 7 then 13", len(got), nodes[1].reads, nodes[2].reads)
+	}
+}
+
+// TestStreamStopsBelowRetention: below retention is never retried, and
+// ctx's end returns ctx's error.
+func TestStreamStopsBelowRetention(t *testing.T) {
+	nodes, _ := fakeCluster(2)
+	c := newConn(t, nodes, nil)
+	below := apierr.New(logstorepb.ErrorCode_BELOW_RETENTION, "gone", func(d *logstorepb.ErrorDetail) { d.OldestLsn = 9 })
+	opens := 0
+	s := NewStream(c, StreamPolicy{Retry: apierr.Final}, func(context.Context, int, logstorepb.LogStoreClient) (func() (int, error), error) {
+		opens++
+		return nil, below
+	})
+	if _, err := s.Next(context.Background()); !errors.Is(err, below) || opens != 1 {
+		t.Fatalf("err %v after %d opens, want the below-retention error after 1", err, opens)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+}

@@ -1,0 +1,84 @@
+package logstore
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The convoy hold on a fake clock (testing/synctest): the batch an
+// answered client would join waits exactly the hold window, no more, and
+// goes at once when the client is back sooner.
+func TestAggregatorHoldTiming(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(5 * time.Millisecond) })
+		resA := submitAsync(a, "a")
+		e1 := r.next(t)
+		resB := submitAsync(a, "b") // waits for e1
+		synctest.Wait()
+		if !intakeTaken(a, 2) {
+			t.Fatal("b not taken into the batch")
+		}
+		e1.resolve()
+		wait(t, resA)
+		// a is not back: b goes alone when the window ends, 5ms after e1
+		// resolved (no time passed since).
+		start := time.Now()
+		e2 := r.next(t)
+		if held, got := time.Since(start), ids(e2); held != 5*time.Millisecond || fmt.Sprint(got) != "[b]" {
+			t.Fatalf("entry %v after %v, want [b] after the 5ms hold", got, held)
+		}
+		e2.resolve()
+		wait(t, resB)
+
+		// b is back after 3ms, with c queued behind e3: c and b go then,
+		// before the window ends.
+		resC := submitAsync(a, "c")
+		e3 := r.next(t)
+		resD := submitAsync(a, "d")
+		synctest.Wait()
+		e3.resolve()
+		wait(t, resC)
+		start = time.Now()
+		time.Sleep(3 * time.Millisecond)
+		resC = submitAsync(a, "c")
+		e4 := r.next(t)
+		if held, got := time.Since(start), ids(e4); held != 3*time.Millisecond || fmt.Sprint(got) != "[d c]" {
+			t.Fatalf("entry %v after %v, want [d c] as soon as c is back (3ms)", got, held)
+		}
+		e4.resolve()
+		wait(t, resC)
+		wait(t, resD)
+	})
+}
+
+// The default window is holdMargin × the measured return time, while that
+// is shorter than a commit: commits take 4ms, the client comes back in
+// 2ms, so a batch waiting for it holds 3ms.
+func TestAggregatorDefaultHoldWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, r := testAggregator(t, nil)
+		const commit, back = 4 * time.Millisecond, 2 * time.Millisecond
+		res := submitAsync(a, "a")
+		e := r.next(t)
+		time.Sleep(commit)
+		e.resolve()
+		wait(t, res)
+		time.Sleep(back) // nothing timed yet: a goes out at once
+		res = submitAsync(a, "a")
+		e = r.next(t)
+		resB := submitAsync(a, "b")
+		synctest.Wait()
+		time.Sleep(commit)
+		e.resolve()
+		wait(t, res)
+		start := time.Now()
+		e = r.next(t)
+		if held, got := time.Since(start), ids(e); held != 3*time.Millisecond || fmt.Sprint(got) != "[b]" {
+			t.Fatalf("entry %v after %v, want [b] after holdMargin × %v", got, held, back)
+		}
+		e.resolve()
+		wait(t, resB)
+	})
+}

@@ -1,0 +1,218 @@
+package fsm
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
+)
+
+// ErrCorruptState marks FSM state bytes (in a snapshot) that do not decode.
+var ErrCorruptState = errors.New("logstore: corrupt FSM state")
+
+// groupKey names one consumer group's position in one topic.
+type groupKey struct{ group, topic string }
+
+// State is everything the FSM knows besides the segment log. It is changed
+// only by Machine.Apply and replaced by a restore; its invariants:
+//   - lastLSN is the LSN of the last transaction appended to the segment log;
+//   - topics[t] is the next offset of topic t (dense: the sum of message
+//     counts of every committed slice of t);
+//   - lastTimestamp never decreases (entries are clamped to it).
+//
+// Its read methods return copies or scalars, safe to keep after the
+// caller's lock is released.
+type State struct {
+	lastLSN       uint64
+	lastIndex     uint64
+	lastTimestamp int64
+	lastSweep     int64
+	epoch         uint64
+	topics        map[string]uint64
+	producers     map[string]*logstorepb.ProducerState
+	groups        map[groupKey]uint64
+	consumers     map[string]uint64
+	members       map[string]*logstorepb.MemberCommand
+}
+
+// NewState returns the empty state (no entry applied).
+func NewState() *State {
+	return &State{
+		topics:    map[string]uint64{},
+		producers: map[string]*logstorepb.ProducerState{},
+		groups:    map[groupKey]uint64{},
+		consumers: map[string]uint64{},
+		members:   map[string]*logstorepb.MemberCommand{},
+	}
+}
+
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// LastLSN is the LSN of the last transaction applied.
+func (s *State) LastLSN() types.LSN { return types.LSN(s.lastLSN) }
+
+// LastIndex is the Raft index of the last entry applied.
+func (s *State) LastIndex() uint64 { return s.lastIndex }
+
+// Epoch is the delivery epoch (the count of NextEpoch commands applied).
+func (s *State) Epoch() types.Epoch { return types.Epoch(s.epoch) }
+
+// NextOffset is topic's next offset (0 for a topic never written).
+func (s *State) NextOffset(topic string) types.Offset { return types.Offset(s.topics[topic]) }
+
+// Topics returns every topic's next offset, sorted by topic.
+func (s *State) Topics() []*logstorepb.TopicState {
+	out := make([]*logstorepb.TopicState, 0, len(s.topics))
+	for _, t := range sortedKeys(s.topics) {
+		out = append(out, &logstorepb.TopicState{Topic: t, NextOffset: s.topics[t]})
+	}
+	return out
+}
+
+// Consumers returns every delivery consumer's acked LSN, sorted by name.
+func (s *State) Consumers() []*logstorepb.Consumer {
+	out := make([]*logstorepb.Consumer, 0, len(s.consumers))
+	for _, c := range sortedKeys(s.consumers) {
+		out = append(out, &logstorepb.Consumer{Consumer: c, AckedLsn: s.consumers[c]})
+	}
+	return out
+}
+
+// Member returns the registered member id (nil when unknown). The row is
+// shared with the state: do not modify it.
+func (s *State) Member(id string) *logstorepb.MemberCommand { return s.members[id] }
+
+// Members returns a copy of the member table (the rows are shared: do not
+// modify them).
+func (s *State) Members() map[string]*logstorepb.MemberCommand { return maps.Clone(s.members) }
+
+// GroupOffsetRows is the number of (group, topic) committed offsets held.
+func (s *State) GroupOffsetRows() int { return len(s.groups) }
+
+// ToProto returns a deep-enough copy of s as an FSMState with every list
+// sorted by key (deterministic bytes). The producer rows are cloned so the
+// snapshot can be persisted while apply goes on.
+func (s *State) ToProto() *logstorepb.FSMState {
+	out := &logstorepb.FSMState{
+		LastLsn:                   s.lastLSN,
+		LastRaftIndex:             s.lastIndex,
+		LastTimestampUnixNano:     s.lastTimestamp,
+		LastProducerSweepUnixNano: s.lastSweep,
+		Epoch:                     s.epoch,
+		Topics:                    s.Topics(),
+		Consumers:                 s.Consumers(),
+	}
+	for _, p := range sortedKeys(s.producers) {
+		out.Producers = append(out.Producers, proto.Clone(s.producers[p]).(*logstorepb.ProducerState))
+	}
+	keys := make([]groupKey, 0, len(s.groups))
+	for k := range s.groups {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b groupKey) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.topic, b.topic))
+	})
+	for _, k := range keys {
+		out.GroupOffsets = append(out.GroupOffsets, &logstorepb.OffsetCommit{Group: k.group, Topic: k.topic, Offset: s.groups[k]})
+	}
+	for _, m := range sortedKeys(s.members) {
+		out.Members = append(out.Members, proto.Clone(s.members[m]).(*logstorepb.MemberCommand))
+	}
+	return out
+}
+
+// MarshalState encodes p as the snapshot's state bytes (state.bin and the
+// archive's state part): deterministic, so equal states give equal bytes.
+func MarshalState(p *logstorepb.FSMState) ([]byte, error) {
+	return proto.MarshalOptions{Deterministic: true}.Marshal(p)
+}
+
+// UnmarshalState decodes state bytes written by MarshalState.
+func UnmarshalState(b []byte) (*State, error) {
+	var p logstorepb.FSMState
+	if err := proto.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCorruptState, err)
+	}
+	return StateFromProto(&p)
+}
+
+// StateFromProto rebuilds a state from a snapshot's FSMState; it takes
+// ownership of p's rows.
+func StateFromProto(p *logstorepb.FSMState) (*State, error) {
+	s := NewState()
+	s.lastLSN, s.lastIndex = p.LastLsn, p.LastRaftIndex
+	s.lastTimestamp, s.lastSweep = p.LastTimestampUnixNano, p.LastProducerSweepUnixNano
+	s.epoch = p.Epoch
+	for _, t := range p.Topics {
+		s.topics[t.Topic] = t.NextOffset
+	}
+	for _, pr := range p.Producers {
+		if pr.ProducerId == "" || (pr.Result == nil) == (pr.Error == nil) {
+			return nil, fmt.Errorf("%w: producer row %q has no id or not exactly one result", ErrCorruptState, pr.ProducerId)
+		}
+		s.producers[pr.ProducerId] = pr
+	}
+	for _, g := range p.GroupOffsets {
+		s.groups[groupKey{g.Group, g.Topic}] = g.Offset
+	}
+	for _, c := range p.Consumers {
+		s.consumers[c.Consumer] = c.AckedLsn
+	}
+	for _, m := range p.Members {
+		s.members[m.Id] = m
+	}
+	return s, nil
+}
+
+// MinConsumerLSN is the retention floor: the lowest acked LSN of any
+// registered delivery consumer, and false when there is none.
+func (s *State) MinConsumerLSN() (types.LSN, bool) {
+	first := true
+	var lowest uint64
+	for _, lsn := range s.consumers {
+		if first || lsn < lowest {
+			lowest, first = lsn, false
+		}
+	}
+	return types.LSN(lowest), !first
+}
+
+// deleteGroup removes every committed offset of group and returns how many
+// (order-free: deletes only).
+func (s *State) deleteGroup(group string) uint64 {
+	var n uint64
+	for k := range s.groups {
+		if k.group == group {
+			delete(s.groups, k)
+			n++
+		}
+	}
+	return n
+}
+
+// GroupOffsets returns group's committed offsets for topics (all when
+// empty), sorted by topic.
+func (s *State) GroupOffsets(group string, topics []string) []*logstorepb.OffsetCommit {
+	var out []*logstorepb.OffsetCommit
+	for k, off := range s.groups {
+		if k.group == group && (len(topics) == 0 || slices.Contains(topics, k.topic)) {
+			out = append(out, &logstorepb.OffsetCommit{Group: group, Topic: k.topic, Offset: off})
+		}
+	}
+	slices.SortFunc(out, func(a, b *logstorepb.OffsetCommit) int { return strings.Compare(a.Topic, b.Topic) })
+	return out
+}
