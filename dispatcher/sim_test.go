@@ -194,6 +194,7 @@ func TestSimulation(t *testing.T) {
 		total.restarts += c.restarts
 		total.recoveries += c.recoveries
 		total.lateApplies += c.lateApplies
+		total.bogusAcks += c.bogusAcks
 		txns += len(w.m.log)
 		targets += len(w.targets)
 		if len(seeds) == 1 {
@@ -204,7 +205,8 @@ func TestSimulation(t *testing.T) {
 	if len(seeds) >= 100 {
 		var missing []string
 		for name, n := range map[string]int{"slow": total.slow, "stale drops": total.staleDrops, "catchup full": total.catchupFull,
-			"progress": total.progress, "crashes": total.crashes, "restarts": total.restarts, "late applies": total.lateApplies} {
+			"progress": total.progress, "crashes": total.crashes, "restarts": total.restarts, "late applies": total.lateApplies,
+			"bogus acks": total.bogusAcks} {
 			if n == 0 {
 				missing = append(missing, name)
 			}

@@ -23,13 +23,19 @@ import (
 //	fetch     one step of a recovery fetcher (PushCatchup, or FetchingCompleted
 //	          after its range); stale fetchers of older terms keep running
 //	          until the dispatcher tells them to stop
-//	send      a target's sender: NextBatchForTerm onto its in-order wire
+//	send      a target's sender: while its stream's window has room (fewer
+//	          than window batches unacked, as logplayer's conn counts them),
+//	          NextBatchForTerm onto its in-order wire
 //	apply     the target applies the wire's front batch and persists its
 //	          applied LSN in the same local transaction (the SDK's group
 //	          commit); its cumulative ack is pending
 //	ack       the pending ack reaches AckTerm with its stream's term (an ack
-//	          of an older stream is refused as stale, as the engine does)
+//	          of an older stream is refused as stale, as the engine does);
+//	          accepted, it releases the acked batches from the window
 //	progress  the progress ticker: Progress
+//	bogus     (failure) a faulty target acks the log's last LSN, above
+//	          anything sent to it in this term: AckTerm must refuse it
+//	          (ErrBogusAck) and the engine ends the stream, as on a crash
 //	crash     (failure) the target crashes or its stream breaks: wire and
 //	          pending ack lost, Suspend
 //	return    the target's handshake: Return(durable applied); a recovery
@@ -51,7 +57,7 @@ type model struct {
 	queue       targetqueue.Config
 	batch       int   // messages per batch
 	batchBytes  int64 // bytes per batch
-	window      int   // messages in flight per target
+	window      int   // batches in flight per target (logplayer WindowBatches)
 	maxFailures int   // crashes + restarts
 	mutate      mutations
 	// next[t][a] is the lowest LSN > a carrying a slice for target t (0: none).
@@ -121,6 +127,7 @@ var testMutations = []struct {
 }{
 	{"no-target-terms", mutations{ignoreTerm: true}},
 	{"no-last-ack-filter", mutations{ignoreLastAck: true}},
+	{"no-bogus-ack-check", mutations{ignoreBogusAck: true}},
 	{"recovery-end-behind", mutations{recoveryEndBehind: true}},
 }
 
@@ -136,9 +143,10 @@ const (
 	actCrash
 	actReturn
 	actRestart
+	actBogus
 )
 
-var actionNames = [...]string{"dispatch", "fetch", "send", "apply", "ack", "progress", "crash", "return", "restart"}
+var actionNames = [...]string{"dispatch", "fetch", "send", "apply", "ack", "progress", "crash", "return", "restart", "bogus"}
 
 // action is one step; i is a target index, or a fetcher index for actFetch.
 type action struct {
@@ -158,7 +166,9 @@ func (w *world) targetOf(a action) int {
 	return a.i
 }
 
-func (a action) fault() bool { return a.kind == actCrash || a.kind == actRestart }
+func (a action) fault() bool {
+	return a.kind == actCrash || a.kind == actRestart || a.kind == actBogus
+}
 
 // fetcher is a recovery fetcher: it pushes its target's transactions in
 // next..to, then completes.
@@ -175,9 +185,14 @@ type tstate struct {
 	up      bool                // a stream of term is open
 	term    types.Term          // term of the open stream
 	wire    [][]targetqueue.Msg // batches sent on the stream of term, not yet applied
-	ack     types.LSN           // pending cumulative ack (valid if hasAck)
-	ackTerm types.Term          // the term of the stream that carries it
+	// window is the stream's in-flight window as logplayer's conn keeps
+	// it: the last LSN of each batch sent on the stream of term and not
+	// yet wholly acked.
+	window  []types.LSN
+	ack     types.LSN  // pending cumulative ack (valid if hasAck)
+	ackTerm types.Term // the term of the stream that carries it
 	hasAck  bool
+	bogus   bool // the pending ack is a faulty target's lie
 }
 
 type world struct {
@@ -198,7 +213,7 @@ type world struct {
 }
 
 type worldCounts struct {
-	slow, staleDrops, catchupFull, progress, crashes, restarts, recoveries, lateApplies int
+	slow, staleDrops, catchupFull, progress, crashes, restarts, recoveries, lateApplies, bogusAcks int
 }
 
 func (w *world) note(format string, args ...any) {
@@ -226,7 +241,7 @@ func (w *world) actions(buf []action, faults bool) []action {
 	for t := range w.targets {
 		ts := &w.targets[t]
 		id := w.m.ids[t]
-		if ts.up && w.d.canSend(id, w.m.window) {
+		if ts.up && len(ts.window) < w.m.window && w.d.hasFront(id) {
 			buf = append(buf, action{actSend, t})
 		}
 		if len(ts.wire) > 0 {
@@ -243,6 +258,9 @@ func (w *world) actions(buf []action, faults bool) []action {
 		}
 		if faults && ts.up && w.failures < w.m.maxFailures {
 			buf = append(buf, action{actCrash, t})
+			if w.d.bogusAckPossible(id, w.lastLSN()) {
+				buf = append(buf, action{actBogus, t})
+			}
 		}
 	}
 	if faults && w.failures < w.m.maxFailures {
@@ -288,6 +306,12 @@ func (w *world) step(a action) (v *violation) {
 			w.fetchers = slices.Delete(w.fetchers, a.i, a.i+1)
 			return nil
 		}
+		// PushCatchup has no last-ack filter: the next catchup LSN of the
+		// current term must be above the last ack (LogPlayer.tla:
+		// CatchupAboveAck).
+		if s, _ := w.d.Stats(id); s.Term == f.term && s.State == targetqueue.RecoveryFetching && s.LastAck >= f.next {
+			return &violation{"safety", fmt.Sprintf("catchup push of LSN %d to %s at or below its last ack %d", f.next, id, s.LastAck)}
+		}
 		res := w.d.PushCatchup(id, f.term, m.log[f.next-1], 0)
 		w.note("pushCatchup %s term=%d lsn=%d: %s", id, f.term, f.next, res)
 		switch res {
@@ -304,13 +328,13 @@ func (w *world) step(a action) (v *violation) {
 		return nil
 	case actSend:
 		ts := &w.targets[a.i]
-		n := min(m.batch, m.window-w.d.inFlight(m.ids[a.i]))
-		msgs, ok := w.d.NextBatchForTerm(m.ids[a.i], ts.term, n, m.batchBytes)
+		msgs, ok := w.d.NextBatchForTerm(m.ids[a.i], ts.term, m.batch, m.batchBytes)
 		if !ok {
 			return &violation{"safety", fmt.Sprintf("sender of %s has term %d, dispatcher disagrees", m.ids[a.i], ts.term)}
 		}
 		if len(msgs) > 0 {
 			ts.wire = append(ts.wire, msgs)
+			ts.window = append(ts.window, msgs[len(msgs)-1].LSN)
 		}
 		w.note("send %s term=%d %s", m.ids[a.i], ts.term, targetqueue.AppendLSNs(nil, msgs))
 		return nil
@@ -320,8 +344,24 @@ func (w *world) step(a action) (v *violation) {
 		ts := &w.targets[a.i]
 		ts.hasAck = false
 		err := w.d.AckTerm(m.ids[a.i], ts.ackTerm, ts.ack)
-		if err != nil && !errors.Is(err, ErrStaleTerm) {
+		switch {
+		case err == nil, errors.Is(err, ErrStaleTerm):
+		case errors.Is(err, ErrBogusAck) && ts.bogus:
+			// runner.receive cancels the conn: the session ends.
+			if ts.up && ts.ackTerm == ts.term {
+				w.disconnect(a.i, false)
+				w.d.Suspend(m.ids[a.i])
+			}
+		default:
 			return &violation{"safety", fmt.Sprintf("ack refused: %v", err)}
+		}
+		if err == nil && ts.up && ts.ackTerm == ts.term {
+			// conn.ack: the batches wholly covered by the cumulative ack.
+			n := 0
+			for n < len(ts.window) && ts.window[n] <= ts.ack {
+				n++
+			}
+			ts.window = ts.window[n:]
 		}
 		w.note("ack %s %d term=%d: %v", m.ids[a.i], ts.ack, ts.ackTerm, err)
 		return nil
@@ -346,12 +386,19 @@ func (w *world) step(a action) (v *violation) {
 		if err != nil {
 			return &violation{"panic", err.Error()}
 		}
-		ts.up, ts.term = true, r.Term
+		ts.up, ts.term, ts.window = true, r.Term, nil // a new conn, an empty window
 		if !r.Empty {
 			w.counts.recoveries++
 			w.fetchers = append(w.fetchers, fetcher{target: a.i, term: r.Term, next: m.nextFor(a.i, r.From, r.To), to: r.To})
 		}
 		w.note("return %s applied=%d: term=%d range=(%d,%d] empty=%t", m.ids[a.i], ts.applied, r.Term, r.From, r.To, r.Empty)
+		return nil
+	case actBogus:
+		w.failures++
+		w.counts.bogusAcks++
+		ts := &w.targets[a.i]
+		ts.ack, ts.ackTerm, ts.hasAck, ts.bogus = w.lastLSN(), ts.term, true, true
+		w.note("bogus ack %s %d term=%d", m.ids[a.i], ts.ack, ts.term)
 		return nil
 	case actRestart:
 		w.failures++
@@ -397,7 +444,7 @@ func (w *world) apply(t int) *violation {
 			return v
 		}
 	}
-	ts.ack, ts.ackTerm, ts.hasAck = ts.applied, ts.term, true
+	ts.ack, ts.ackTerm, ts.hasAck, ts.bogus = ts.applied, ts.term, true, false
 	w.note("apply %s %s", w.m.ids[t], targetqueue.AppendLSNs(nil, batch))
 	return nil
 }
@@ -471,6 +518,7 @@ func (w *world) clone() *world {
 	c.targets = slices.Clone(w.targets)
 	for t := range c.targets {
 		c.targets[t].wire = slices.Clone(c.targets[t].wire) // batches are never modified
+		c.targets[t].window = slices.Clone(c.targets[t].window)
 		c.targets[t].history = slices.Clone(c.targets[t].history)
 	}
 	return &c
@@ -527,7 +575,8 @@ func (w *world) fingerprint(b []byte) []byte {
 		b = append(b, "|t"...)
 		b = strconv.AppendUint(b, uint64(ts.applied), 10)
 		if ts.up {
-			b = append(b, 'u', rel(t, ts.term))
+			b = append(b, 'u', rel(t, ts.term), 'w')
+			b = appendUints(b, ts.window...)
 		}
 		for _, batch := range ts.wire {
 			b = targetqueue.AppendLSNs(b, batch)
@@ -535,6 +584,9 @@ func (w *world) fingerprint(b []byte) []byte {
 		if r := rel(t, ts.ackTerm); ts.hasAck && r != 's' {
 			b = append(b, 'a', r)
 			b = strconv.AppendUint(b, uint64(ts.ack), 10)
+			if ts.bogus {
+				b = append(b, 'b')
+			}
 		}
 	}
 	b = append(b, "|F"...)
@@ -606,21 +658,21 @@ func (d *Dispatcher) appendFingerprint(b []byte, exact bool, terms []types.Term)
 	return dispatcherFingerprint{fp: b, terms: terms}
 }
 
-func (d *Dispatcher) inFlight(id string) int {
+// bogusAckPossible: an ack of lsn would be above both the target's last ack
+// and everything sent to it in this term (AckTerm's ErrBogusAck).
+func (d *Dispatcher) bogusAckPossible(id string, lsn types.LSN) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	n, _ := d.mu.targets[id].q.InFlight()
-	return n
+	t := d.mu.targets[id]
+	return lsn > t.lastAck && lsn > t.q.LastSent()
 }
 
-// canSend: the window has room and the queue has a front.
-func (d *Dispatcher) canSend(id string, window int) bool {
+// hasFront: the target's queue has something to send.
+func (d *Dispatcher) hasFront(id string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	q := d.mu.targets[id].q
-	n, _ := q.InFlight()
-	_, ok := q.Front()
-	return ok && n < window
+	_, ok := d.mu.targets[id].q.Front()
+	return ok
 }
 
 func (d *Dispatcher) progressDue(id string) bool {

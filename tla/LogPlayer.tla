@@ -26,12 +26,23 @@ CONSTANTS
     MAXBATCH,       \* NextBatch maxCount
     WINDOW,         \* batches in flight per target (Config.WindowBatches)
     UseTerms,       \* FALSE: the Broken variant: the caller's term is ignored
-    AtomicDispatch  \* FALSE: the Broken variant: Dispatch reads the terms in
+    AtomicDispatch, \* FALSE: the Broken variant: Dispatch reads the terms in
                     \* one step and pushes in a later one (not one lock)
+    ZOMBIES,        \* TRUE: a LogPlayer may lose its LogStore lease and be
+                    \* replaced while it keeps running (a zombie), not only crash
+    UseEpochs,      \* FALSE: the Broken variant: targets tell streams apart by
+                    \* their term only, not by (epoch, term)
+    NBOGUS,         \* bogus acks a faulty target may send in a behaviour
+    AckChecks,      \* FALSE: the Broken variant: AckTerm without its bogus-ack check
+    DupAcks,        \* TRUE: the network may deliver an ack more than once
+    KICK            \* which kickIfSuspended calls exist: a subset of
+                    \* {"session", "ticker"} (Go has both)
 
 ASSUME NMESSAGES \in Nat /\ NFAILURES \in Nat
 ASSUME QMAX \in Nat \ {0} /\ MAXBATCH \in Nat \ {0} /\ WINDOW \in Nat \ {0}
 ASSUME UseTerms \in BOOLEAN /\ AtomicDispatch \in BOOLEAN
+ASSUME ZOMBIES \in BOOLEAN /\ UseEpochs \in BOOLEAN /\ NBOGUS \in Nat
+ASSUME AckChecks \in BOOLEAN /\ DupAcks \in BOOLEAN /\ KICK \subseteq {"session", "ticker"}
 ASSUME \A l \in 1..NMESSAGES : TxnTopics[l] # {}
 
 (* The model used by LogPlayer.cfg: target A reads topic x, target B reads *)
@@ -77,7 +88,7 @@ Data(l)     == [lsn |-> l, data |-> TRUE]
 Marker(l)   == [lsn |-> l, data |-> FALSE]
 NoMsg       == [lsn |-> 0, data |-> FALSE]
 QNew(term)  == [st |-> "S", term |-> term, normal |-> <<>>,
-                catchup |-> <<>>, inflight |-> <<>>]
+                catchup |-> <<>>, inflight |-> <<>>, lastSent |-> 0]
 
 \* Queue.Front
 QFront(r) ==
@@ -97,13 +108,16 @@ QPop(r) ==
 \* in-flight list keeps one entry per batch, its last LSN: the conn's window
 \* (logplayer/conn.go) counts batches, and Queue.Ack releases messages by
 \* LSN, so both release exactly the batches whose last LSN is acked.
+\* lastSent is Queue.lastSent: the highest LSN handed out in this term (kept
+\* by Suspend, reset by Return); AckTerm uses it to tell a bogus ack.
 RECURSIVE QTake(_, _, _)
 QTake(r, b, n) ==
     IF n = 0 \/ QFront(r) = NoMsg THEN [q |-> r, batch |-> b]
     ELSE QTake(QPop(r), Append(b, QFront(r)), n - 1)
 QNextBatch(r, max) ==
     LET res == QTake(r, <<>>, max)
-    IN  [q |-> [res.q EXCEPT !.inflight = Append(@, res.batch[Len(res.batch)].lsn)],
+    IN  [q |-> [res.q EXCEPT !.inflight = Append(@, res.batch[Len(res.batch)].lsn),
+                             !.lastSent = res.batch[Len(res.batch)].lsn],
          batch |-> res.batch]
 
 \* Queue.Ack(lsn): release the in-flight messages with LSN <= lsn.
@@ -113,7 +127,7 @@ QAck(r, lsn) == [r EXCEPT !.inflight = SelectSeq(@, LAMBDA x : x > lsn)]
 QSuspend(r) == [r EXCEPT !.st = "S", !.normal = <<>>, !.catchup = <<>>, !.inflight = <<>>]
 
 \* Queue.Return: clear everything, term + 1, state RF (legal in any state).
-QReturn(r) == [QSuspend(r) EXCEPT !.st = "RF", !.term = r.term + 1]
+QReturn(r) == [QSuspend(r) EXCEPT !.st = "RF", !.term = r.term + 1, !.lastSent = 0]
 
 \* Queue.FetchingCompleted(term)
 QFetchingCompleted(r, term) ==
@@ -134,29 +148,53 @@ DataLSNs(b) == LSNs(SelectSeq(b, LAMBDA m : m.data))
 
 NoSnap == [t \in Targets |-> 0]
 
+(* A batch of an older epoch's stream in flight: [ep, term, b].             *)
+Tag(c, a) == [i \in 1..Len(c) |-> [ep |-> a.ep, term |-> a.term, b |-> c[i]]]
+
+(* What an instance's sender can still send a target, in sending order,   *)
+(* without further fetching: in RF the normal queue waits for the end of   *)
+(* the recovery (the zombie's fetchers are not modelled).                  *)
+Unsent(r) == CASE r.st = "S"  -> <<>>
+             []   r.st = "N"  -> r.normal
+             []   r.st = "FC" -> r.catchup \o r.normal
+             []   OTHER       -> r.catchup
+
 (***************************************************************************
 --algorithm LogPlayer
 variables
-    \* ---- LogPlayer process memory (lost when the LogPlayer crashes) ----
+    \* ---- the running LogPlayer's process memory (lost when it stops) ----
     playerUp   = TRUE,
+    epoch      = 1,                             \* its epoch (NextEpoch)
     q          = [t \in Targets |-> QNew(1)],   \* dispatcher: target.q
     lastAck    = [t \in Targets |-> 0],         \* dispatcher: target.lastAck
     currentLSN = 0,                             \* dispatcher: mu.currentLSN
     snap       = NoSnap,  \* terms read by a non-atomic Dispatch (Broken only)
+    kicks      = {},      \* Dispatch's slow list, before Player.dispatch's kickSlow
     jobs       = [t \in Targets |-> {}],        \* running recovery fetchers
     linkOK     = [t \in Targets |-> FALSE],     \* t's current stream is alive
+    \* runner.session's steps: "ret" (Return done, conn not yet published:
+    \* kickSlow misses it), "run" (conn published, kickIfSuspended done,
+    \* sender started).
+    sess       = [t \in Targets |-> "none"],
     stale      = [t \in Targets |-> FALSE],     \* Broken only: a stale sender runs
-    \* ---- the network: per-target FIFO stream ----
-    chan       = [t \in Targets |-> <<>>],      \* batches sent, not yet applied
-    ackMsg     = [t \in Targets |-> 0],         \* latest cumulative ack, 0 = none
+    \* ---- a zombie: an older LogPlayer that still runs ----
+    zep        = 0,                             \* its epoch
+    zq         = [t \in Targets |-> <<>>],      \* what its senders still send
+    zterm      = [t \in Targets |-> 0],         \* the term of its stream to t
+    \* ---- the network: one FIFO per stream ----
+    chan       = [t \in Targets |-> <<>>],      \* the running LogPlayer's current stream
+    zchan      = [t \in Targets |-> <<>>],      \* older epochs' streams: [ep, term, b]
+    acks       = [t \in Targets |-> {}],        \* acks to the running LogPlayer: [term, lsn, bogus]
     \* ---- targets (durable, survive crashes) ----
     tgtUp      = [t \in Targets |-> TRUE],
     applied    = [t \in Targets |-> 0],         \* durable applied LSN
     appliedSeq = [t \in Targets |-> <<>>],      \* history of data LSNs applied
+    act        = [t \in Targets |-> [ep |-> 1, term |-> 1]], \* active stream
     \* ---- bookkeeping ----
     refused    = [t \in Targets |-> FALSE],     \* a batch at/below applied arrived
     goPanic    = FALSE,  \* a step where the Go code panics was reached
-    nfail      = 0;
+    nfail      = 0,
+    nbogus     = 0;
 
 define
     \* The transactions of the main stream still to dispatch.
@@ -175,14 +213,23 @@ define
             ELSE IF Pushes(t, l, terms[t]) THEN QAppend(q[t], Data(l), TRUE)
             ELSE q[t]]
 
+    \* The target SDK's stream identity: a batch is applied only if it
+    \* belongs to the active stream (the one of the last accepted Hello).
+    \* Broken variant: streams told apart by term only.
+    OfStream(z, a) == z.term = a.term /\ (z.ep = a.ep \/ ~UseEpochs)
+
     \* --- properties ---
     AllDelivered == \A t \in Targets : appliedSeq[t] = Msgs(t, NMESSAGES)
 
     ExactlyOnceInOrder ==
         \A t \in Targets : appliedSeq[t] = Msgs(t, applied[t]) /\ ~refused[t]
 
-    \* The dispatcher never believes a target has more than it has.
+    \* The dispatcher never believes a target has more than it has (honest
+    \* targets: configs with NBOGUS = 0).
     AckSound == \A t \in Targets : lastAck[t] <= applied[t]
+    \* With bogus acks: never more than the target has or than was sent to
+    \* it in this term (what AckTerm can check).
+    AckBounded == \A t \in Targets : lastAck[t] <= Max(applied[t], q[t].lastSent)
 
     \* What targetqueue and dispatcher check with panics never happens:
     \* LSNs strictly increase in each queue and in flight, every catchup LSN
@@ -198,27 +245,43 @@ define
             /\ r.st = "N" => r.catchup = <<>>
             /\ r.st = "S" => r.normal = <<>> /\ r.catchup = <<>> /\ r.inflight = <<>>
 
+    \* Dispatcher.PushCatchup has no last-ack filter: the next push of a
+    \* recovery fetcher of the current term is always above the last ack
+    \* (Return sets lastAck to the range's start; in RF only catchup
+    \* messages, pushed before, are sent and acked; bogus acks above what
+    \* was sent are refused).
+    CatchupAboveAck ==
+        \A t \in Targets : \A j \in jobs[t] :
+            (j.term = q[t].term /\ q[t].st = "RF" /\ j.next <= j.to) => lastAck[t] < j.next
+
     TypeOK ==
         /\ playerUp \in BOOLEAN
+        /\ epoch \in 1..NFAILURES + 1
         /\ currentLSN \in 0..NMESSAGES
         /\ nfail \in 0..NFAILURES
+        /\ nbogus \in 0..NBOGUS
+        /\ kicks \subseteq Targets
         /\ \A t \in Targets :
             /\ q[t].st \in {"N", "RF", "FC", "S"}
+            /\ sess[t] \in {"none", "ret", "run"}
             /\ applied[t] \in 0..NMESSAGES
             /\ lastAck[t] \in 0..NMESSAGES
+            /\ q[t].lastSent \in 0..NMESSAGES
             /\ Len(q[t].inflight) <= WINDOW
+            /\ act[t].ep \in 1..epoch
 end define;
 
 \* The main fetcher: Dispatch(currentLSN + 1), ..., Dispatch(NMESSAGES).
-\* Go: fetcher main stream -> logplayer engine -> Dispatcher.Dispatch.
+\* Go: fetcher main stream -> Player.dispatch -> Dispatcher.Dispatch (its
+\* kickSlow calls are the next step, process kickSlow).
 fair process mainFetcher = "main"
 begin
 mf: while TRUE do
-    await playerUp /\ mainNext <= NMESSAGES;
+    await playerUp /\ mainNext <= NMESSAGES /\ kicks = {};
     if AtomicDispatch \/ snap # NoSnap then
         \* One step under d.mu: read the terms, push or suspend, advance.
         with terms = IF AtomicDispatch THEN [t \in Targets |-> q[t].term] ELSE snap do
-            linkOK := [t \in Targets |-> IF t \in Slow(mainNext, terms) THEN FALSE ELSE linkOK[t]];
+            kicks := Slow(mainNext, terms);
             q := DispatchQ(mainNext, terms);
             currentLSN := mainNext;
             snap := NoSnap;
@@ -227,6 +290,19 @@ mf: while TRUE do
         \* Broken variant: the terms are read under one lock ...
         snap := [t \in Targets |-> q[t].term];
     end if;
+end while;
+end process;
+
+\* The rest of Player.dispatch, in the main fetcher's goroutine (so no
+\* Dispatch runs before it): runner.kickSlow for each target Dispatch
+\* suspended: end the conn the runner has published (r.mu.conn), if any.
+fair process kickSlow = "kickSlow"
+begin
+ks: while TRUE do
+    await kicks # {};
+    linkOK := [t \in Targets |-> IF t \in kicks /\ sess[t] = "run"
+                                 THEN FALSE ELSE linkOK[t]];
+    kicks := {};
 end while;
 end process;
 
@@ -251,28 +327,28 @@ rf: while TRUE do
             goPanic := UseTerms;
             jobs[t] := jobs[t] \ {j};
         else
-            \* PushCatchup: Overflow makes the fetcher wait for room.
+            \* PushCatchup: Overflow makes the fetcher wait for room.  (No
+            \* last-ack filter: CatchupAboveAck shows it could never skip.)
             await Len(q[t].catchup) < QMAX;
-            if lastAck[t] < j.next then
-                q[t] := QAppend(q[t], Data(j.next), FALSE);
-            end if;
+            q[t] := QAppend(q[t], Data(j.next), FALSE);
             jobs[t] := (jobs[t] \ {j}) \cup {[j EXCEPT !.next = NextFor(t, j.next + 1, j.to)]};
         end if;
     end with;
 end while;
 end process;
 
-\* The sender goroutine of t's stream: NextBatchForTerm(t, term, ...) then
-\* stream.Send, while fewer than WINDOW batches are in flight.  The batch
-\* reaches the target only if the stream is still alive; the sender of a
-\* failed stream may still take a batch before it notices (the batch is
-\* lost).
+\* The sender goroutine of t's stream (started after kickIfSuspended):
+\* NextBatchForTerm(t, term, ...) then stream.Send, while fewer than WINDOW
+\* batches are in flight.  The batch reaches the target only if the stream
+\* is still alive; the sender of a failed stream may still take a batch
+\* before it notices (the batch is lost).
 fair process sender \in {"send"} \X Targets
 begin
 sd: while TRUE do
     await playerUp;
     with t = self[2] do
-        await q[t].st # "S" /\ Len(q[t].inflight) < WINDOW /\ QFront(q[t]) # NoMsg;
+        await sess[t] = "run" /\ q[t].st # "S" /\ Len(q[t].inflight) < WINDOW
+              /\ QFront(q[t]) # NoMsg;
         with r = QNextBatch(q[t], MAXBATCH) do
             q[t] := r.q;
             if linkOK[t] then
@@ -302,56 +378,105 @@ ss: while TRUE do
 end while;
 end process;
 
-\* The target (target SDK + application): applies the next batch and stores
-\* its applied LSN in one local transaction, then acks it cumulatively.
+\* A zombie's sender: the LogPlayer of an older epoch lost its lease but
+\* still runs, and keeps sending what it had queued on its old streams.
+fair process zombieSender \in {"zombie"} \X Targets
+begin
+zs: while TRUE do
+    await zq[self[2]] # <<>>;
+    with t = self[2], n = IF Len(zq[t]) < MAXBATCH THEN Len(zq[t]) ELSE MAXBATCH do
+        zchan[t] := Append(zchan[t], [ep |-> zep, term |-> zterm[t], b |-> SubSeq(zq[t], 1, n)]);
+        zq[t] := SubSeq(zq[t], n + 1, Len(zq[t]));
+    end with;
+end while;
+end process;
+
+\* The target (target SDK + application): applies the next batch of a
+\* stream and stores its applied LSN in one durable step, then acks it
+\* cumulatively on that stream.  A batch of a stream other than the active
+\* one is dropped (the takeover rule, with epoch fencing).
 fair process target \in {"target"} \X Targets
 begin
 tg: while TRUE do
-    await tgtUp[self[2]] /\ chan[self[2]] # <<>>;
-    with t = self[2], b = Head(chan[t]) do
-        refused[t] := refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(b));
-        appliedSeq[t] := appliedSeq[t] \o DataLSNs(b);
-        applied[t] := b[Len(b)].lsn;
-        ackMsg[t] := b[Len(b)].lsn;
-        chan[t] := Tail(chan[t]);
+    await tgtUp[self[2]] /\ (chan[self[2]] # <<>> \/ zchan[self[2]] # <<>>);
+    with t = self[2] do
+        either
+            await chan[t] # <<>>;
+            with b = Head(chan[t]) do
+                refused[t] := refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(b));
+                appliedSeq[t] := appliedSeq[t] \o DataLSNs(b);
+                applied[t] := b[Len(b)].lsn;
+                \* Acks of one stream are cumulative: the newest replaces
+                \* the older ones still in flight (taking those later could
+                \* only repeat what the newest says).
+                acks[t] := {a \in acks[t] : a.term # act[t].term \/ a.bogus}
+                           \cup {[term |-> act[t].term, lsn |-> b[Len(b)].lsn, bogus |-> FALSE]};
+                chan[t] := Tail(chan[t]);
+            end with;
+        or
+            \* A batch of an older epoch's stream; its ack (if any) goes to
+            \* that LogPlayer, not to the running one.
+            await zchan[t] # <<>>;
+            with z = Head(zchan[t]) do
+                if OfStream(z, act[t]) then
+                    refused[t] := refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(z.b));
+                    appliedSeq[t] := appliedSeq[t] \o DataLSNs(z.b);
+                    applied[t] := z.b[Len(z.b)].lsn;
+                end if;
+                zchan[t] := Tail(zchan[t]);
+            end with;
+        end either;
     end with;
 end while;
 end process;
 
-\* The receiver goroutine of the live stream: AckTerm(t, term, lsn).
+\* The receiver goroutines (runner.receive): AckTerm(t, term, lsn) with the
+\* term of the stream that carried the ack.  Acks may arrive late (after a
+\* Suspend, or after a reconnect: then their term is stale), out of order,
+\* and, with DupAcks, more than once.  As in Go, a current-term ack is taken
+\* even after the stream failed and the target was suspended.
 fair process receiver \in {"recv"} \X Targets
 begin
 rc: while TRUE do
-    await playerUp /\ linkOK[self[2]] /\ ackMsg[self[2]] # 0;
-    with t = self[2] do
-        lastAck[t] := Max(lastAck[t], ackMsg[t]);
-        q[t] := QAck(q[t], ackMsg[t]);
-        ackMsg[t] := 0;
+    await playerUp /\ acks[self[2]] # {};
+    with t = self[2], a \in acks[t], dup \in (IF DupAcks THEN BOOLEAN ELSE {FALSE}) do
+        if a.term # q[t].term then
+            skip;  \* ErrStaleTerm: that stale conn's receiver ends
+        elsif AckChecks /\ a.lsn > lastAck[t] /\ a.lsn > q[t].lastSent then
+            linkOK[t] := FALSE;  \* ErrBogusAck: the conn is cancelled (resync)
+        else
+            lastAck[t] := Max(lastAck[t], a.lsn);
+            q[t] := QAck(q[t], a.lsn);
+        end if;
+        if ~dup then
+            acks[t] := acks[t] \ {a};
+        end if;
     end with;
 end while;
 end process;
 
-\* The engine's per-target connection manager and progress ticker.
+\* The runner (per-target connection manager) and the progress ticker.
 fair process engine \in {"engine"} \X Targets
 begin
 en: while TRUE do
     await playerUp;
     with t = self[2] do
         either
-            \* The stream failed: Dispatcher.Suspend(t).
+            \* The session ended: Dispatcher.Suspend(t) (unless already S).
             await ~linkOK[t] /\ q[t].st # "S";
             q[t] := QSuspend(q[t]);
         or
-            \* Reconnect, after the session ended in S: (a crashed target
-            \* restarts and) the handshake makes the target drop the old
+            \* A new session, after the previous one ended in S: (a crashed
+            \* target restarts and) the Hello makes the target drop the old
             \* stream and report its durable applied LSN; then Return.
-            await ~linkOK[t] /\ q[t].st = "S";
+            await ~linkOK[t] /\ q[t].st = "S" /\ sess[t] \in {"none", "run"};
             with nt = q[t].term + 1 do
                 tgtUp[t] := TRUE;
                 stale[t] := ~UseTerms /\ nt > 2;
                 chan[t] := <<>>;
-                ackMsg[t] := 0;
+                act[t] := [ep |-> epoch, term |-> nt];
                 linkOK[t] := TRUE;
+                sess[t] := "ret";
                 lastAck[t] := applied[t];
                 if applied[t] >= currentLSN then
                     \* Recovery.Empty: FetchingCompleted at once, state N.
@@ -364,6 +489,23 @@ en: while TRUE do
                 end if;
             end with;
         or
+            \* runner.session publishes its conn (r.mu.conn: from now on
+            \* kickSlow ends it), then kickIfSuspended: Dispatch may have
+            \* suspended the target between Return and the publication, when
+            \* kickSlow found no conn.  Then it starts the receiver, recovery
+            \* fetcher and sender.  (One step: a Dispatch after the
+            \* publication is kicked by kickSlow either way.)
+            await sess[t] = "ret";
+            sess[t] := "run";
+            if "session" \in KICK /\ q[t].st = "S" then
+                linkOK[t] := FALSE;
+            end if;
+        or
+            \* Player.progress's safety net: kickIfSuspended on the
+            \* published conn.
+            await "ticker" \in KICK /\ sess[t] = "run" /\ linkOK[t] /\ q[t].st = "S";
+            linkOK[t] := FALSE;
+        or
             \* Dispatcher.Progress(t): a marker carrying currentLSN to an
             \* idle target in N.
             await q[t].st = "N" /\ lastAck[t] < currentLSN
@@ -375,59 +517,86 @@ end while;
 end process;
 
 \* Target faults: not fair (they may never happen), at most NFAILURES with
-\* the LogPlayer crashes.  A crash loses the batches on the wire; a crashed
-\* target restarts in the engine's reconnect step (the time it is back but
-\* not yet reconnected is invisible to everyone).  A network failure breaks
-\* the stream while the target lives on and may still apply what reached it.
+\* the LogPlayer crashes.  A crash loses the batches on the wire (of every
+\* stream); a crashed target restarts in the engine's reconnect step.  A
+\* network failure breaks the stream while the target lives on and may
+\* still apply what reached it.  A faulty target (at most NBOGUS times)
+\* acks an LSN above its applied LSN on its active stream.
 process targetFault \in {"fault"} \X Targets
 begin
 tf: while TRUE do
-    await tgtUp[self[2]] /\ nfail < NFAILURES;
+    await tgtUp[self[2]];
     with t = self[2] do
         either
-            \* The target process crashes.
-            tgtUp[t] := FALSE;
-            chan[t] := <<>>;
-            ackMsg[t] := 0;
+            await nfail < NFAILURES;
+            either
+                \* The target process crashes.
+                tgtUp[t] := FALSE;
+                chan[t] := <<>>;
+                zchan[t] := <<>>;
+                zq[t] := <<>>;
+            or
+                \* The network fails.
+                await linkOK[t];
+            end either;
+            linkOK[t] := FALSE;  \* the LogPlayer sees the stream fail
+            nfail := nfail + 1;
         or
-            \* The network fails.
-            await linkOK[t];
+            await nbogus < NBOGUS /\ playerUp /\ act[t].ep = epoch /\ applied[t] < NMESSAGES;
+            with l \in applied[t] + 1..NMESSAGES do
+                acks[t] := acks[t] \cup {[term |-> act[t].term, lsn |-> l, bogus |-> TRUE]};
+            end with;
+            nbogus := nbogus + 1;
         end either;
-        linkOK[t] := FALSE;  \* the LogPlayer sees the stream fail
     end with;
-    nfail := nfail + 1;
 end while;
 end process;
 
-\* LogPlayer crash: all process memory is lost.  Batches already on the wire
-\* may still be applied by the targets until the new instance's handshake.
+\* The LogPlayer stops: it crashes, or (ZOMBIES) it loses its lease and a
+\* newer one is started while it keeps running: a zombie that sends what it
+\* has queued on its open streams (it never reconnects: its Hello would be
+\* refused with STALE_EPOCH).  Batches already on the wire may still be
+\* applied while their stream is the target's active one.  All process
+\* memory of the running LogPlayer is gone.
 process playerCrash = "playerCrash"
 begin
 pc1: while TRUE do
     await playerUp /\ nfail < NFAILURES;
+    with zombie \in (IF ZOMBIES THEN BOOLEAN ELSE {FALSE}) do
+        zq := [t \in Targets |-> IF zombie /\ linkOK[t] /\ sess[t] = "run"
+                                 THEN Unsent(q[t]) ELSE <<>>];
+    end with;
+    zchan := [t \in Targets |-> zchan[t] \o Tag(chan[t], act[t])];
+    zterm := [t \in Targets |-> q[t].term];
+    zep := epoch;
+    epoch := epoch + 1;
     playerUp := FALSE;
     nfail := nfail + 1;
     q := [t \in Targets |-> QNew(1)];
     lastAck := [t \in Targets |-> 0];
     currentLSN := 0;
     snap := NoSnap;
+    kicks := {};
     jobs := [t \in Targets |-> {}];
     linkOK := [t \in Targets |-> FALSE];
+    sess := [t \in Targets |-> "none"];
     stale := [t \in Targets |-> FALSE];
-    ackMsg := [t \in Targets |-> 0];
+    chan := [t \in Targets |-> <<>>];
+    acks := [t \in Targets |-> {}];
 end while;
 end process;
 
-\* LogPlayer restart (new epoch): handshake with every reachable target (the
-\* targets drop the old epoch's streams), main stream from the lowest
-\* applied LSN + 1 (the log's head if none answers).  Every target then goes
-\* through the engine's reconnect (Dispatcher.Return) like a returning one.
+\* LogPlayer start (new epoch): Hello to every reachable target, which
+\* stores the higher epoch and drops the older epoch's streams; main stream
+\* from the lowest applied LSN + 1 (the log's head if none answers).  Every
+\* target then goes through the engine's reconnect (Dispatcher.Return) like
+\* a returning one.
 fair process playerRestart = "playerRestart"
 begin
 pr: while TRUE do
     await ~playerUp;
     with up = {t \in Targets : tgtUp[t]} do
-        chan := [t \in Targets |-> IF t \in up THEN <<>> ELSE chan[t]];
+        act := [t \in Targets |-> IF t \in up THEN [ep |-> epoch, term |-> 1] ELSE act[t]];
         currentLSN := IF up = {} THEN NMESSAGES ELSE Min({applied[t] : t \in up});
     end with;
     playerUp := TRUE;
@@ -445,9 +614,10 @@ end process;
 
 end algorithm
 ***************************************************************************)
-\* BEGIN TRANSLATION
-VARIABLES playerUp, q, lastAck, currentLSN, snap, jobs, linkOK, stale, chan, 
-          ackMsg, tgtUp, applied, appliedSeq, refused, goPanic, nfail
+\* BEGIN TRANSLATION (chksum(pcal) = "2bdd63b0" /\ chksum(tla) = "a08d89ca")
+VARIABLES playerUp, epoch, q, lastAck, currentLSN, snap, kicks, jobs, linkOK, 
+          sess, stale, zep, zq, zterm, chan, zchan, acks, tgtUp, applied, 
+          appliedSeq, act, refused, goPanic, nfail, nbogus
 
 (* define statement *)
 mainNext == currentLSN + 1
@@ -466,13 +636,22 @@ DispatchQ(l, terms) ==
         ELSE q[t]]
 
 
+
+
+OfStream(z, a) == z.term = a.term /\ (z.ep = a.ep \/ ~UseEpochs)
+
+
 AllDelivered == \A t \in Targets : appliedSeq[t] = Msgs(t, NMESSAGES)
 
 ExactlyOnceInOrder ==
     \A t \in Targets : appliedSeq[t] = Msgs(t, applied[t]) /\ ~refused[t]
 
 
+
 AckSound == \A t \in Targets : lastAck[t] <= applied[t]
+
+
+AckBounded == \A t \in Targets : lastAck[t] <= Max(applied[t], q[t].lastSent)
 
 
 
@@ -488,52 +667,87 @@ QueueInvariant ==
         /\ r.st = "N" => r.catchup = <<>>
         /\ r.st = "S" => r.normal = <<>> /\ r.catchup = <<>> /\ r.inflight = <<>>
 
+
+
+
+
+
+CatchupAboveAck ==
+    \A t \in Targets : \A j \in jobs[t] :
+        (j.term = q[t].term /\ q[t].st = "RF" /\ j.next <= j.to) => lastAck[t] < j.next
+
 TypeOK ==
     /\ playerUp \in BOOLEAN
+    /\ epoch \in 1..NFAILURES + 1
     /\ currentLSN \in 0..NMESSAGES
     /\ nfail \in 0..NFAILURES
+    /\ nbogus \in 0..NBOGUS
+    /\ kicks \subseteq Targets
     /\ \A t \in Targets :
         /\ q[t].st \in {"N", "RF", "FC", "S"}
+        /\ sess[t] \in {"none", "ret", "run"}
         /\ applied[t] \in 0..NMESSAGES
         /\ lastAck[t] \in 0..NMESSAGES
+        /\ q[t].lastSent \in 0..NMESSAGES
         /\ Len(q[t].inflight) <= WINDOW
+        /\ act[t].ep \in 1..epoch
 
 
-vars == << playerUp, q, lastAck, currentLSN, snap, jobs, linkOK, stale, chan, 
-           ackMsg, tgtUp, applied, appliedSeq, refused, goPanic, nfail >>
+vars == << playerUp, epoch, q, lastAck, currentLSN, snap, kicks, jobs, linkOK, 
+           sess, stale, zep, zq, zterm, chan, zchan, acks, tgtUp, applied, 
+           appliedSeq, act, refused, goPanic, nfail, nbogus >>
 
-ProcSet == {"main"} \cup ({"fetch"} \X Targets) \cup ({"send"} \X Targets) \cup ({"stale"} \X Targets) \cup ({"target"} \X Targets) \cup ({"recv"} \X Targets) \cup ({"engine"} \X Targets) \cup ({"fault"} \X Targets) \cup {"playerCrash"} \cup {"playerRestart"} \cup {"quiet"}
+ProcSet == {"main"} \cup {"kickSlow"} \cup ({"fetch"} \X Targets) \cup ({"send"} \X Targets) \cup ({"stale"} \X Targets) \cup ({"zombie"} \X Targets) \cup ({"target"} \X Targets) \cup ({"recv"} \X Targets) \cup ({"engine"} \X Targets) \cup ({"fault"} \X Targets) \cup {"playerCrash"} \cup {"playerRestart"} \cup {"quiet"}
 
 Init == (* Global variables *)
         /\ playerUp = TRUE
+        /\ epoch = 1
         /\ q = [t \in Targets |-> QNew(1)]
         /\ lastAck = [t \in Targets |-> 0]
         /\ currentLSN = 0
         /\ snap = NoSnap
+        /\ kicks = {}
         /\ jobs = [t \in Targets |-> {}]
         /\ linkOK = [t \in Targets |-> FALSE]
+        /\ sess = [t \in Targets |-> "none"]
         /\ stale = [t \in Targets |-> FALSE]
+        /\ zep = 0
+        /\ zq = [t \in Targets |-> <<>>]
+        /\ zterm = [t \in Targets |-> 0]
         /\ chan = [t \in Targets |-> <<>>]
-        /\ ackMsg = [t \in Targets |-> 0]
+        /\ zchan = [t \in Targets |-> <<>>]
+        /\ acks = [t \in Targets |-> {}]
         /\ tgtUp = [t \in Targets |-> TRUE]
         /\ applied = [t \in Targets |-> 0]
         /\ appliedSeq = [t \in Targets |-> <<>>]
+        /\ act = [t \in Targets |-> [ep |-> 1, term |-> 1]]
         /\ refused = [t \in Targets |-> FALSE]
         /\ goPanic = FALSE
         /\ nfail = 0
+        /\ nbogus = 0
 
-mainFetcher == /\ playerUp /\ mainNext <= NMESSAGES
+mainFetcher == /\ playerUp /\ mainNext <= NMESSAGES /\ kicks = {}
                /\ IF AtomicDispatch \/ snap # NoSnap
                      THEN /\ LET terms == IF AtomicDispatch THEN [t \in Targets |-> q[t].term] ELSE snap IN
-                               /\ linkOK' = [t \in Targets |-> IF t \in Slow(mainNext, terms) THEN FALSE ELSE linkOK[t]]
+                               /\ kicks' = Slow(mainNext, terms)
                                /\ q' = DispatchQ(mainNext, terms)
                                /\ currentLSN' = mainNext
                                /\ snap' = NoSnap
                      ELSE /\ snap' = [t \in Targets |-> q[t].term]
-                          /\ UNCHANGED << q, currentLSN, linkOK >>
-               /\ UNCHANGED << playerUp, lastAck, jobs, stale, chan, ackMsg, 
-                               tgtUp, applied, appliedSeq, refused, goPanic, 
-                               nfail >>
+                          /\ UNCHANGED << q, currentLSN, kicks >>
+               /\ UNCHANGED << playerUp, epoch, lastAck, jobs, linkOK, sess, 
+                               stale, zep, zq, zterm, chan, zchan, acks, tgtUp, 
+                               applied, appliedSeq, act, refused, goPanic, 
+                               nfail, nbogus >>
+
+kickSlow == /\ kicks # {}
+            /\ linkOK' = [t \in Targets |-> IF t \in kicks /\ sess[t] = "run"
+                                            THEN FALSE ELSE linkOK[t]]
+            /\ kicks' = {}
+            /\ UNCHANGED << playerUp, epoch, q, lastAck, currentLSN, snap, 
+                            jobs, sess, stale, zep, zq, zterm, chan, zchan, 
+                            acks, tgtUp, applied, appliedSeq, act, refused, 
+                            goPanic, nfail, nbogus >>
 
 recoveryFetcher(self) == /\ playerUp /\ jobs[self[2]] # {}
                          /\ LET t == self[2] IN
@@ -550,28 +764,29 @@ recoveryFetcher(self) == /\ playerUp /\ jobs[self[2]] # {}
                                                               /\ jobs' = [jobs EXCEPT ![t] = jobs[t] \ {j}]
                                                               /\ q' = q
                                                          ELSE /\ Len(q[t].catchup) < QMAX
-                                                              /\ IF lastAck[t] < j.next
-                                                                    THEN /\ q' = [q EXCEPT ![t] = QAppend(q[t], Data(j.next), FALSE)]
-                                                                    ELSE /\ TRUE
-                                                                         /\ q' = q
+                                                              /\ q' = [q EXCEPT ![t] = QAppend(q[t], Data(j.next), FALSE)]
                                                               /\ jobs' = [jobs EXCEPT ![t] = (jobs[t] \ {j}) \cup {[j EXCEPT !.next = NextFor(t, j.next + 1, j.to)]}]
                                                               /\ UNCHANGED goPanic
-                         /\ UNCHANGED << playerUp, lastAck, currentLSN, snap, 
-                                         linkOK, stale, chan, ackMsg, tgtUp, 
-                                         applied, appliedSeq, refused, nfail >>
+                         /\ UNCHANGED << playerUp, epoch, lastAck, currentLSN, 
+                                         snap, kicks, linkOK, sess, stale, zep, 
+                                         zq, zterm, chan, zchan, acks, tgtUp, 
+                                         applied, appliedSeq, act, refused, 
+                                         nfail, nbogus >>
 
 sender(self) == /\ playerUp
                 /\ LET t == self[2] IN
-                     /\ q[t].st # "S" /\ Len(q[t].inflight) < WINDOW /\ QFront(q[t]) # NoMsg
+                     /\ sess[t] = "run" /\ q[t].st # "S" /\ Len(q[t].inflight) < WINDOW
+                        /\ QFront(q[t]) # NoMsg
                      /\ LET r == QNextBatch(q[t], MAXBATCH) IN
                           /\ q' = [q EXCEPT ![t] = r.q]
                           /\ IF linkOK[t]
                                 THEN /\ chan' = [chan EXCEPT ![t] = Append(chan[t], r.batch)]
                                 ELSE /\ TRUE
                                      /\ chan' = chan
-                /\ UNCHANGED << playerUp, lastAck, currentLSN, snap, jobs, 
-                                linkOK, stale, ackMsg, tgtUp, applied, 
-                                appliedSeq, refused, goPanic, nfail >>
+                /\ UNCHANGED << playerUp, epoch, lastAck, currentLSN, snap, 
+                                kicks, jobs, linkOK, sess, stale, zep, zq, 
+                                zterm, zchan, acks, tgtUp, applied, appliedSeq, 
+                                act, refused, goPanic, nfail, nbogus >>
 
 staleSender(self) == /\ playerUp /\ stale[self[2]]
                      /\ LET t == self[2] IN
@@ -580,42 +795,84 @@ staleSender(self) == /\ playerUp /\ stale[self[2]]
                              /\ stale' = stale
                           \/ /\ stale' = [stale EXCEPT ![t] = FALSE]
                              /\ q' = q
-                     /\ UNCHANGED << playerUp, lastAck, currentLSN, snap, jobs, 
-                                     linkOK, chan, ackMsg, tgtUp, applied, 
-                                     appliedSeq, refused, goPanic, nfail >>
+                     /\ UNCHANGED << playerUp, epoch, lastAck, currentLSN, 
+                                     snap, kicks, jobs, linkOK, sess, zep, zq, 
+                                     zterm, chan, zchan, acks, tgtUp, applied, 
+                                     appliedSeq, act, refused, goPanic, nfail, 
+                                     nbogus >>
 
-target(self) == /\ tgtUp[self[2]] /\ chan[self[2]] # <<>>
+zombieSender(self) == /\ zq[self[2]] # <<>>
+                      /\ LET t == self[2] IN
+                           LET n == IF Len(zq[t]) < MAXBATCH THEN Len(zq[t]) ELSE MAXBATCH IN
+                             /\ zchan' = [zchan EXCEPT ![t] = Append(zchan[t], [ep |-> zep, term |-> zterm[t], b |-> SubSeq(zq[t], 1, n)])]
+                             /\ zq' = [zq EXCEPT ![t] = SubSeq(zq[t], n + 1, Len(zq[t]))]
+                      /\ UNCHANGED << playerUp, epoch, q, lastAck, currentLSN, 
+                                      snap, kicks, jobs, linkOK, sess, stale, 
+                                      zep, zterm, chan, acks, tgtUp, applied, 
+                                      appliedSeq, act, refused, goPanic, nfail, 
+                                      nbogus >>
+
+target(self) == /\ tgtUp[self[2]] /\ (chan[self[2]] # <<>> \/ zchan[self[2]] # <<>>)
                 /\ LET t == self[2] IN
-                     LET b == Head(chan[t]) IN
-                       /\ refused' = [refused EXCEPT ![t] = refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(b))]
-                       /\ appliedSeq' = [appliedSeq EXCEPT ![t] = appliedSeq[t] \o DataLSNs(b)]
-                       /\ applied' = [applied EXCEPT ![t] = b[Len(b)].lsn]
-                       /\ ackMsg' = [ackMsg EXCEPT ![t] = b[Len(b)].lsn]
-                       /\ chan' = [chan EXCEPT ![t] = Tail(chan[t])]
-                /\ UNCHANGED << playerUp, q, lastAck, currentLSN, snap, jobs, 
-                                linkOK, stale, tgtUp, goPanic, nfail >>
+                     \/ /\ chan[t] # <<>>
+                        /\ LET b == Head(chan[t]) IN
+                             /\ refused' = [refused EXCEPT ![t] = refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(b))]
+                             /\ appliedSeq' = [appliedSeq EXCEPT ![t] = appliedSeq[t] \o DataLSNs(b)]
+                             /\ applied' = [applied EXCEPT ![t] = b[Len(b)].lsn]
+                             /\ acks' = [acks EXCEPT ![t] = {a \in acks[t] : a.term # act[t].term \/ a.bogus}
+                                                            \cup {[term |-> act[t].term, lsn |-> b[Len(b)].lsn, bogus |-> FALSE]}]
+                             /\ chan' = [chan EXCEPT ![t] = Tail(chan[t])]
+                        /\ zchan' = zchan
+                     \/ /\ zchan[t] # <<>>
+                        /\ LET z == Head(zchan[t]) IN
+                             /\ IF OfStream(z, act[t])
+                                   THEN /\ refused' = [refused EXCEPT ![t] = refused[t] \/ ~Increasing(<<applied[t]>> \o LSNs(z.b))]
+                                        /\ appliedSeq' = [appliedSeq EXCEPT ![t] = appliedSeq[t] \o DataLSNs(z.b)]
+                                        /\ applied' = [applied EXCEPT ![t] = z.b[Len(z.b)].lsn]
+                                   ELSE /\ TRUE
+                                        /\ UNCHANGED << applied, appliedSeq, 
+                                                        refused >>
+                             /\ zchan' = [zchan EXCEPT ![t] = Tail(zchan[t])]
+                        /\ UNCHANGED <<chan, acks>>
+                /\ UNCHANGED << playerUp, epoch, q, lastAck, currentLSN, snap, 
+                                kicks, jobs, linkOK, sess, stale, zep, zq, 
+                                zterm, tgtUp, act, goPanic, nfail, nbogus >>
 
-receiver(self) == /\ playerUp /\ linkOK[self[2]] /\ ackMsg[self[2]] # 0
+receiver(self) == /\ playerUp /\ acks[self[2]] # {}
                   /\ LET t == self[2] IN
-                       /\ lastAck' = [lastAck EXCEPT ![t] = Max(lastAck[t], ackMsg[t])]
-                       /\ q' = [q EXCEPT ![t] = QAck(q[t], ackMsg[t])]
-                       /\ ackMsg' = [ackMsg EXCEPT ![t] = 0]
-                  /\ UNCHANGED << playerUp, currentLSN, snap, jobs, linkOK, 
-                                  stale, chan, tgtUp, applied, appliedSeq, 
-                                  refused, goPanic, nfail >>
+                       \E a \in acks[t]:
+                         \E dup \in (IF DupAcks THEN BOOLEAN ELSE {FALSE}):
+                           /\ IF a.term # q[t].term
+                                 THEN /\ TRUE
+                                      /\ UNCHANGED << q, lastAck, linkOK >>
+                                 ELSE /\ IF AckChecks /\ a.lsn > lastAck[t] /\ a.lsn > q[t].lastSent
+                                            THEN /\ linkOK' = [linkOK EXCEPT ![t] = FALSE]
+                                                 /\ UNCHANGED << q, lastAck >>
+                                            ELSE /\ lastAck' = [lastAck EXCEPT ![t] = Max(lastAck[t], a.lsn)]
+                                                 /\ q' = [q EXCEPT ![t] = QAck(q[t], a.lsn)]
+                                                 /\ UNCHANGED linkOK
+                           /\ IF ~dup
+                                 THEN /\ acks' = [acks EXCEPT ![t] = acks[t] \ {a}]
+                                 ELSE /\ TRUE
+                                      /\ acks' = acks
+                  /\ UNCHANGED << playerUp, epoch, currentLSN, snap, kicks, 
+                                  jobs, sess, stale, zep, zq, zterm, chan, 
+                                  zchan, tgtUp, applied, appliedSeq, act, 
+                                  refused, goPanic, nfail, nbogus >>
 
 engine(self) == /\ playerUp
                 /\ LET t == self[2] IN
                      \/ /\ ~linkOK[t] /\ q[t].st # "S"
                         /\ q' = [q EXCEPT ![t] = QSuspend(q[t])]
-                        /\ UNCHANGED <<lastAck, jobs, linkOK, stale, chan, ackMsg, tgtUp>>
-                     \/ /\ ~linkOK[t] /\ q[t].st = "S"
+                        /\ UNCHANGED <<lastAck, jobs, linkOK, sess, stale, chan, tgtUp, act>>
+                     \/ /\ ~linkOK[t] /\ q[t].st = "S" /\ sess[t] \in {"none", "run"}
                         /\ LET nt == q[t].term + 1 IN
                              /\ tgtUp' = [tgtUp EXCEPT ![t] = TRUE]
                              /\ stale' = [stale EXCEPT ![t] = ~UseTerms /\ nt > 2]
                              /\ chan' = [chan EXCEPT ![t] = <<>>]
-                             /\ ackMsg' = [ackMsg EXCEPT ![t] = 0]
+                             /\ act' = [act EXCEPT ![t] = [ep |-> epoch, term |-> nt]]
                              /\ linkOK' = [linkOK EXCEPT ![t] = TRUE]
+                             /\ sess' = [sess EXCEPT ![t] = "ret"]
                              /\ lastAck' = [lastAck EXCEPT ![t] = applied[t]]
                              /\ IF applied[t] >= currentLSN
                                    THEN /\ q' = [q EXCEPT ![t] = [QReturn(q[t]) EXCEPT !.st = "N"]]
@@ -624,58 +881,91 @@ engine(self) == /\ playerUp
                                         /\ jobs' = [jobs EXCEPT ![t] =        jobs[t] \cup
                                                                        {[term |-> nt, to |-> currentLSN,
                                                                          next |-> NextFor(t, applied[t] + 1, currentLSN)]}]
+                     \/ /\ sess[t] = "ret"
+                        /\ sess' = [sess EXCEPT ![t] = "run"]
+                        /\ IF "session" \in KICK /\ q[t].st = "S"
+                              THEN /\ linkOK' = [linkOK EXCEPT ![t] = FALSE]
+                              ELSE /\ TRUE
+                                   /\ UNCHANGED linkOK
+                        /\ UNCHANGED <<q, lastAck, jobs, stale, chan, tgtUp, act>>
+                     \/ /\ "ticker" \in KICK /\ sess[t] = "run" /\ linkOK[t] /\ q[t].st = "S"
+                        /\ linkOK' = [linkOK EXCEPT ![t] = FALSE]
+                        /\ UNCHANGED <<q, lastAck, jobs, sess, stale, chan, tgtUp, act>>
                      \/ /\ q[t].st = "N" /\ lastAck[t] < currentLSN
                            /\ q[t].normal = <<>> /\ q[t].catchup = <<>> /\ q[t].inflight = <<>>
                         /\ q' = [q EXCEPT ![t] = QAppend(q[t], Marker(currentLSN), TRUE)]
-                        /\ UNCHANGED <<lastAck, jobs, linkOK, stale, chan, ackMsg, tgtUp>>
-                /\ UNCHANGED << playerUp, currentLSN, snap, applied, 
-                                appliedSeq, refused, goPanic, nfail >>
+                        /\ UNCHANGED <<lastAck, jobs, linkOK, sess, stale, chan, tgtUp, act>>
+                /\ UNCHANGED << playerUp, epoch, currentLSN, snap, kicks, zep, 
+                                zq, zterm, zchan, acks, applied, appliedSeq, 
+                                refused, goPanic, nfail, nbogus >>
 
-targetFault(self) == /\ tgtUp[self[2]] /\ nfail < NFAILURES
+targetFault(self) == /\ tgtUp[self[2]]
                      /\ LET t == self[2] IN
-                          /\ \/ /\ tgtUp' = [tgtUp EXCEPT ![t] = FALSE]
-                                /\ chan' = [chan EXCEPT ![t] = <<>>]
-                                /\ ackMsg' = [ackMsg EXCEPT ![t] = 0]
-                             \/ /\ linkOK[t]
-                                /\ UNCHANGED <<chan, ackMsg, tgtUp>>
-                          /\ linkOK' = [linkOK EXCEPT ![t] = FALSE]
-                     /\ nfail' = nfail + 1
-                     /\ UNCHANGED << playerUp, q, lastAck, currentLSN, snap, 
-                                     jobs, stale, applied, appliedSeq, refused, 
+                          \/ /\ nfail < NFAILURES
+                             /\ \/ /\ tgtUp' = [tgtUp EXCEPT ![t] = FALSE]
+                                   /\ chan' = [chan EXCEPT ![t] = <<>>]
+                                   /\ zchan' = [zchan EXCEPT ![t] = <<>>]
+                                   /\ zq' = [zq EXCEPT ![t] = <<>>]
+                                \/ /\ linkOK[t]
+                                   /\ UNCHANGED <<zq, chan, zchan, tgtUp>>
+                             /\ linkOK' = [linkOK EXCEPT ![t] = FALSE]
+                             /\ nfail' = nfail + 1
+                             /\ UNCHANGED <<acks, nbogus>>
+                          \/ /\ nbogus < NBOGUS /\ playerUp /\ act[t].ep = epoch /\ applied[t] < NMESSAGES
+                             /\ \E l \in applied[t] + 1..NMESSAGES:
+                                  acks' = [acks EXCEPT ![t] = acks[t] \cup {[term |-> act[t].term, lsn |-> l, bogus |-> TRUE]}]
+                             /\ nbogus' = nbogus + 1
+                             /\ UNCHANGED <<linkOK, zq, chan, zchan, tgtUp, nfail>>
+                     /\ UNCHANGED << playerUp, epoch, q, lastAck, currentLSN, 
+                                     snap, kicks, jobs, sess, stale, zep, 
+                                     zterm, applied, appliedSeq, act, refused, 
                                      goPanic >>
 
 playerCrash == /\ playerUp /\ nfail < NFAILURES
+               /\ \E zombie \in (IF ZOMBIES THEN BOOLEAN ELSE {FALSE}):
+                    zq' = [t \in Targets |-> IF zombie /\ linkOK[t] /\ sess[t] = "run"
+                                             THEN Unsent(q[t]) ELSE <<>>]
+               /\ zchan' = [t \in Targets |-> zchan[t] \o Tag(chan[t], act[t])]
+               /\ zterm' = [t \in Targets |-> q[t].term]
+               /\ zep' = epoch
+               /\ epoch' = epoch + 1
                /\ playerUp' = FALSE
                /\ nfail' = nfail + 1
                /\ q' = [t \in Targets |-> QNew(1)]
                /\ lastAck' = [t \in Targets |-> 0]
                /\ currentLSN' = 0
                /\ snap' = NoSnap
+               /\ kicks' = {}
                /\ jobs' = [t \in Targets |-> {}]
                /\ linkOK' = [t \in Targets |-> FALSE]
+               /\ sess' = [t \in Targets |-> "none"]
                /\ stale' = [t \in Targets |-> FALSE]
-               /\ ackMsg' = [t \in Targets |-> 0]
-               /\ UNCHANGED << chan, tgtUp, applied, appliedSeq, refused, 
-                               goPanic >>
+               /\ chan' = [t \in Targets |-> <<>>]
+               /\ acks' = [t \in Targets |-> {}]
+               /\ UNCHANGED << tgtUp, applied, appliedSeq, act, refused, 
+                               goPanic, nbogus >>
 
 playerRestart == /\ ~playerUp
                  /\ LET up == {t \in Targets : tgtUp[t]} IN
-                      /\ chan' = [t \in Targets |-> IF t \in up THEN <<>> ELSE chan[t]]
+                      /\ act' = [t \in Targets |-> IF t \in up THEN [ep |-> epoch, term |-> 1] ELSE act[t]]
                       /\ currentLSN' = (IF up = {} THEN NMESSAGES ELSE Min({applied[t] : t \in up}))
                  /\ playerUp' = TRUE
-                 /\ UNCHANGED << q, lastAck, snap, jobs, linkOK, stale, ackMsg, 
-                                 tgtUp, applied, appliedSeq, refused, goPanic, 
-                                 nfail >>
+                 /\ UNCHANGED << epoch, q, lastAck, snap, kicks, jobs, linkOK, 
+                                 sess, stale, zep, zq, zterm, chan, zchan, 
+                                 acks, tgtUp, applied, appliedSeq, refused, 
+                                 goPanic, nfail, nbogus >>
 
 quiet == /\ AllDelivered
-         /\ UNCHANGED << playerUp, q, lastAck, currentLSN, snap, jobs, linkOK, 
-                         stale, chan, ackMsg, tgtUp, applied, appliedSeq, 
-                         refused, goPanic, nfail >>
+         /\ UNCHANGED << playerUp, epoch, q, lastAck, currentLSN, snap, kicks, 
+                         jobs, linkOK, sess, stale, zep, zq, zterm, chan, 
+                         zchan, acks, tgtUp, applied, appliedSeq, act, refused, 
+                         goPanic, nfail, nbogus >>
 
-Next == mainFetcher \/ playerCrash \/ playerRestart \/ quiet
+Next == mainFetcher \/ kickSlow \/ playerCrash \/ playerRestart \/ quiet
            \/ (\E self \in {"fetch"} \X Targets: recoveryFetcher(self))
            \/ (\E self \in {"send"} \X Targets: sender(self))
            \/ (\E self \in {"stale"} \X Targets: staleSender(self))
+           \/ (\E self \in {"zombie"} \X Targets: zombieSender(self))
            \/ (\E self \in {"target"} \X Targets: target(self))
            \/ (\E self \in {"recv"} \X Targets: receiver(self))
            \/ (\E self \in {"engine"} \X Targets: engine(self))
@@ -683,14 +973,19 @@ Next == mainFetcher \/ playerCrash \/ playerRestart \/ quiet
 
 Spec == /\ Init /\ [][Next]_vars
         /\ WF_vars(mainFetcher)
+        /\ WF_vars(kickSlow)
         /\ \A self \in {"fetch"} \X Targets : WF_vars(recoveryFetcher(self))
         /\ \A self \in {"send"} \X Targets : WF_vars(sender(self))
         /\ \A self \in {"stale"} \X Targets : WF_vars(staleSender(self))
+        /\ \A self \in {"zombie"} \X Targets : WF_vars(zombieSender(self))
         /\ \A self \in {"target"} \X Targets : WF_vars(target(self))
         /\ \A self \in {"recv"} \X Targets : WF_vars(receiver(self))
         /\ \A self \in {"engine"} \X Targets : WF_vars(engine(self))
         /\ WF_vars(playerRestart)
 
+\* END TRANSLATION 
+\* END TRANSLATION 
+\* END TRANSLATION 
 \* END TRANSLATION
 
 (* Once failures stop (they are bounded), every target has all its messages. *)

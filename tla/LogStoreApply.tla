@@ -28,12 +28,15 @@ CONSTANTS
                      \* sequence of distinct topics (one slice per topic)
     Topics,          \* every topic named in Entries
     NCRASH,          \* crashes in a behaviour
-    SyncOnSnapshot   \* FALSE: the Broken variant: a snapshot neither syncs
+    SyncOnSnapshot,  \* FALSE: the Broken variant: a snapshot neither syncs
                      \* the segment log nor keeps a copy of its records
+    NINSTALL,        \* snapshots the leader may install (InstallSnapshot)
+    UseCRC           \* FALSE: the Broken variant: recovery does not check
+                     \* the records' CRCs, only their Raft index
 
 NENTRIES == Len(Entries)
 
-ASSUME NCRASH \in Nat /\ SyncOnSnapshot \in BOOLEAN
+ASSUME NCRASH \in Nat /\ SyncOnSnapshot \in BOOLEAN /\ NINSTALL \in Nat /\ UseCRC \in BOOLEAN
 ASSUME \A i \in 1..NENTRIES : Len(Entries[i]) > 0
 
 (* The model used by LogStoreApply.cfg: 5 entries, 9 transactions.         *)
@@ -71,10 +74,16 @@ Expected == [k \in 1..NTXNS |->
 
 (* A record whose write was cut: only its first slice reached the disk.    *)
 Torn(r) == [r EXCEPT !.crc = FALSE, !.slices = SubSeq(@, 1, 1)]
+(* A record whose header never reached the disk either (a zeroed page):    *)
+(* its Raft index reads 0, at or below any snapshot's, so only the CRC     *)
+(* check tells it from a good record.                                      *)
+Garbage(r) == [lsn |-> 0, idx |-> 0, pos |-> 0, crc |-> FALSE, slices |-> <<>>]
 
 \* FSM state (logstore state: lastLSN, lastIndex, per-topic next offsets).
 State0 == [lsn |-> 0, idx |-> 0, next |-> [t \in Topics |-> 0]]
 NoSnap == [idx |-> 0, st |-> State0]
+\* The FSM state once entries 1..e are applied (a leader's snapshot).
+StateAt(e) == [lsn |-> TxnsUpToTab[e], idx |-> e, next |-> TopicsBefore(TxnsUpToTab[e] + 1)]
 
 VARIABLES
     commit,     \* Raft commit index: entries 1..commit are committed and kept
@@ -92,27 +101,30 @@ VARIABLES
     snapData,
     acked,      \* highest entry whose client was acknowledged (ghost)
     crashes,
-    failed      \* recovery found the log behind the snapshot, with no copy
+    failed,     \* recovery found the log behind the snapshot, with no copy
+    installing, \* a leader's snapshot is being installed (fsm.Restore)
+    installs
 
 vars == <<commit, up, st, wpos, file, durable, head, pend, snap, snapData,
-          acked, crashes, failed>>
+          acked, crashes, failed, installing, installs>>
 
 Init ==
     /\ commit = 0 /\ up = TRUE /\ st = State0 /\ wpos = 0
     /\ file = <<>> /\ durable = 0 /\ head = 0
     /\ pend = NoSnap /\ snap = NoSnap /\ snapData = <<>>
     /\ acked = 0 /\ crashes = 0 /\ failed = FALSE
+    /\ installing = FALSE /\ installs = 0
 
 \* Raft commits the next entry (replicated and fsynced on a quorum).
 Commit ==
     /\ commit < NENTRIES
     /\ commit' = commit + 1
-    /\ UNCHANGED <<up, st, wpos, file, durable, head, pend, snap, snapData, acked, crashes, failed>>
+    /\ UNCHANGED <<up, st, wpos, file, durable, head, pend, snap, snapData, acked, crashes, failed, installing, installs>>
 
 \* stateMachine.applyEntry -> write -> segment.Log.Append: one record for the
 \* next transaction of entry st.idx + 1, LSN and offsets from the FSM state.
 WriteRecord ==
-    /\ up /\ st.idx < commit
+    /\ up /\ ~installing /\ st.idx < commit
     /\ wpos < Len(Entries[st.idx + 1])
     /\ LET tps == Entries[st.idx + 1][wpos + 1]
            rec == [lsn |-> st.lsn + 1, idx |-> st.idx + 1, pos |-> wpos + 1, crc |-> TRUE,
@@ -122,24 +134,24 @@ WriteRecord ==
                                !.next = [t \in Topics |-> IF \E j \in 1..Len(tps) : tps[j] = t
                                                           THEN @[t] + 1 ELSE @[t]]]
            /\ wpos' = wpos + 1
-    /\ UNCHANGED <<commit, up, durable, head, pend, snap, snapData, acked, crashes, failed>>
+    /\ UNCHANGED <<commit, up, durable, head, pend, snap, snapData, acked, crashes, failed, installing, installs>>
 
 \* fsm.Apply returns: the entry is applied, the head advances past all of
 \* its transactions at once (fsm.advance), its clients get their answers.
 FinishEntry ==
-    /\ up /\ st.idx < commit
+    /\ up /\ ~installing /\ st.idx < commit
     /\ wpos = Len(Entries[st.idx + 1])
     /\ st' = [st EXCEPT !.idx = @ + 1]
     /\ wpos' = 0
     /\ head' = st.lsn
     /\ acked' = IF st.idx + 1 > acked THEN st.idx + 1 ELSE acked
-    /\ UNCHANGED <<commit, up, file, durable, pend, snap, snapData, crashes, failed>>
+    /\ UNCHANGED <<commit, up, file, durable, pend, snap, snapData, crashes, failed, installing, installs>>
 
 \* fsm.Snapshot: captures the state between entries (it takes fsm.mu).
 CaptureSnapshot ==
-    /\ up /\ wpos = 0 /\ pend = NoSnap /\ st.idx > snap.idx
+    /\ up /\ ~installing /\ wpos = 0 /\ pend = NoSnap /\ st.idx > snap.idx
     /\ pend' = [idx |-> st.idx, st |-> st]
-    /\ UNCHANGED <<commit, up, st, wpos, file, durable, head, snap, snapData, acked, crashes, failed>>
+    /\ UNCHANGED <<commit, up, st, wpos, file, durable, head, snap, snapData, acked, crashes, failed, installing, installs>>
 
 \* fsmSnapshot.Persist -> segment.Checkpoint(upTo): Sync (everything written
 \* so far becomes durable), keep the records up to the captured LSN, then the
@@ -152,7 +164,35 @@ PersistSnapshot ==
             /\ snapData' = SubSeq(file, 1, pend.st.lsn)
        ELSE UNCHANGED <<durable, snapData>>
     /\ pend' = NoSnap
-    /\ UNCHANGED <<commit, up, st, wpos, file, head, acked, crashes, failed>>
+    /\ UNCHANGED <<commit, up, st, wpos, file, head, acked, crashes, failed, installing, installs>>
+
+\* The leader sends a snapshot of entries 1..e to this node, which is behind
+\* (hashicorp/raft InstallSnapshot): raft stores it as the newest snapshot,
+\* then fsm.Restore -> restoreArchive -> segment.Log.Install removes the
+\* segment files (durably: its install marker) and copies the snapshot's.
+\* Readers wait (the head is set again at the end: fsm.forceHead).
+InstallBegin ==
+    /\ up /\ ~installing /\ installs < NINSTALL /\ wpos = 0 /\ pend = NoSnap
+    /\ \E e \in st.idx + 1..commit :
+          /\ snap' = [idx |-> e, st |-> StateAt(e)]
+          /\ snapData' = SubSeq(Expected, 1, TxnsUpToTab[e])
+    /\ installing' = TRUE
+    /\ installs' = installs + 1
+    /\ file' = <<>>
+    /\ durable' = 0
+    /\ head' = 0
+    /\ UNCHANGED <<commit, up, st, wpos, pend, acked, crashes, failed>>
+
+\* Install has copied (and synced) the snapshot's records; the FSM takes the
+\* snapshot's state and the head its LSN.
+InstallEnd ==
+    /\ up /\ installing
+    /\ file' = snapData
+    /\ durable' = Len(snapData)
+    /\ st' = snap.st
+    /\ head' = snap.st.lsn
+    /\ installing' = FALSE
+    /\ UNCHANGED <<commit, up, wpos, pend, snap, snapData, acked, crashes, failed, installs>>
 
 \* What a crash leaves on disk: the synced prefix and some more whole
 \* records, then maybe a torn record, then maybe the whole records after it.
@@ -160,8 +200,9 @@ AfterCrash ==
     UNION {
       {SubSeq(file, 1, k)} \cup
       (IF k < Len(file)
-       THEN {Append(SubSeq(file, 1, k), Torn(file[k + 1])),
-             Append(SubSeq(file, 1, k), Torn(file[k + 1])) \o SubSeq(file, k + 2, Len(file))}
+       THEN UNION {{Append(SubSeq(file, 1, k), bad),
+                    Append(SubSeq(file, 1, k), bad) \o SubSeq(file, k + 2, Len(file))}
+                   : bad \in {Torn(file[k + 1]), Garbage(file[k + 1])}}
        ELSE {})
       : k \in durable..Len(file)}
 
@@ -174,12 +215,13 @@ Crash ==
     /\ pend' = NoSnap
     /\ wpos' = 0
     /\ crashes' = crashes + 1
-    /\ UNCHANGED <<commit, st, snap, snapData, acked, failed>>
+    /\ installing' = FALSE
+    /\ UNCHANGED <<commit, st, snap, snapData, acked, failed, installs>>
 
 \* The records before the first bad CRC (segment.Open), and of those the
 \* ones at or below Raft index i (segment.Log.TruncateAfterRaftIndex).
 RECURSIVE GoodPrefix(_)
-GoodPrefix(s) == IF s # <<>> /\ s[1].crc THEN <<s[1]>> \o GoodPrefix(Tail(s)) ELSE <<>>
+GoodPrefix(s) == IF s # <<>> /\ (s[1].crc \/ ~UseCRC) THEN <<s[1]>> \o GoodPrefix(Tail(s)) ELSE <<>>
 RECURSIVE UpToIndex(_, _)
 UpToIndex(s, i) == IF s # <<>> /\ s[1].idx <= i THEN <<s[1]>> \o UpToIndex(Tail(s), i) ELSE <<>>
 
@@ -200,7 +242,7 @@ Recover ==
     /\ st' = snap.st
     /\ head' = snap.st.lsn
     /\ wpos' = 0
-    /\ UNCHANGED <<commit, pend, snap, snapData, acked, crashes>>
+    /\ UNCHANGED <<commit, pend, snap, snapData, acked, crashes, installing, installs>>
 
 Done == up /\ st.idx = NENTRIES /\ head = NTXNS /\ file = Expected
 
@@ -209,11 +251,11 @@ Done == up /\ st.idx = NENTRIES /\ head = NTXNS /\ file = Expected
 Finished == Done /\ crashes = NCRASH /\ UNCHANGED vars
 
 Next == Commit \/ WriteRecord \/ FinishEntry \/ CaptureSnapshot \/ PersistSnapshot
-        \/ Crash \/ Recover \/ Finished
+        \/ InstallBegin \/ InstallEnd \/ Crash \/ Recover \/ Finished
 
 Spec == Init /\ [][Next]_vars
         /\ WF_vars(Commit) /\ WF_vars(WriteRecord) /\ WF_vars(FinishEntry)
-        /\ WF_vars(Recover)
+        /\ WF_vars(InstallEnd) /\ WF_vars(Recover)
 
 (***************************************************************************)
 (* Properties                                                              *)
@@ -221,13 +263,14 @@ Spec == Init /\ [][Next]_vars
 TypeOK ==
     /\ commit \in 0..NENTRIES /\ up \in BOOLEAN /\ st.idx \in 0..NENTRIES
     /\ head \in 0..NTXNS /\ durable \in 0..Len(file) /\ crashes \in 0..NCRASH
+    /\ installing \in BOOLEAN /\ installs \in 0..NINSTALL
 
 \* LSNs are dense: the k-th record has LSN k.
-DenseLSNs == up => \A k \in 1..Len(file) : file[k].lsn = k
+DenseLSNs == up /\ ~installing => \A k \in 1..Len(file) : file[k].lsn = k
 
 \* Per topic, offsets along the log are 0, 1, 2, ...
 DenseOffsets ==
-    up => \A t \in Topics :
+    up /\ ~installing => \A t \in Topics :
             LET offs == [k \in 1..Len(file) |->
                            {file[k].slices[j].off : j \in {j \in 1..Len(file[k].slices) : file[k].slices[j].topic = t}}]
             IN  \A k \in 1..Len(file) : \A o \in offs[k] :
@@ -235,13 +278,13 @@ DenseOffsets ==
 
 \* No transaction is in the log twice.
 NoDuplicate ==
-    up => \A i, k \in 1..Len(file) :
+    up /\ ~installing => \A i, k \in 1..Len(file) :
             i # k => <<file[i].idx, file[i].pos>> # <<file[k].idx, file[k].pos>>
 
 \* The strongest form: while running, the log is a prefix of what it must
 \* hold, at least everything applied, and the FSM state matches it.
 MatchesLog ==
-    up => /\ file = SubSeq(Expected, 1, Len(file))
+    up /\ ~installing => /\ file = SubSeq(Expected, 1, Len(file))
           /\ Len(file) = TxnsUpToTab[st.idx] + wpos
           /\ st.lsn = Len(file)
 
@@ -249,7 +292,7 @@ MatchesLog ==
 \* slice per topic of its transaction), and so is every other transaction of
 \* the same entry: a reader never sees part of a transaction (nor of an entry).
 AtomicVisibility ==
-    up => /\ head <= Len(file)
+    up /\ ~installing => /\ head <= Len(file)
           /\ \A k \in 1..head :
                 /\ file[k].crc
                 /\ Len(file[k].slices) = Len(Txns[k].topics)
@@ -263,7 +306,7 @@ AtomicVisibility ==
 \* finds the log behind the snapshot with nothing to reinstall.
 NoAckedLost ==
     /\ ~failed
-    /\ up => \A e \in 1..acked : e <= st.idx =>
+    /\ up /\ ~installing => \A e \in 1..acked : e <= st.idx =>
                 \A k \in TxnsUpToTab[e - 1] + 1..TxnsUpToTab[e] :
                     k <= Len(file) /\ file[k] = Expected[k]
 
