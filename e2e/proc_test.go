@@ -18,18 +18,29 @@ import (
 
 var binaryRace = flag.Bool("binary-race", false, "build the logplayer binary with -race (processes test only; children's logs are checked for data races)")
 
-// build is the logplayer binary, built once per test binary run.
-var build struct {
+// builtBinary is a logplayer binary, built once per test binary run.
+type builtBinary struct {
+	tags string // go build -tags (empty: none)
 	once sync.Once
 	dir  string
 	path string
 	err  error
 }
 
+// build is the binary the tests run; nemesisBuild has the nemesis tag's
+// test hooks compiled in (cmd/logplayer/testclock_nemesis.go), for the
+// nemesis test only.
+var (
+	build        = &builtBinary{}
+	nemesisBuild = &builtBinary{tags: "nemesis"}
+)
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
+	for _, b := range []*builtBinary{build, nemesisBuild} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -42,14 +53,19 @@ const buildTimeout = 5 * time.Minute
 // test can put it in a FROM-scratch image) and without -race: it is the
 // product under test, not the test. With -binary-race it is built with the
 // race detector instead (dynamically linked, for processes only).
-func binary(t testing.TB) string {
+func binary(t testing.TB) string { return build.get(t) }
+
+func (b *builtBinary) get(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		if build.dir, build.err = os.MkdirTemp("", "logplayer-e2e-"); build.err != nil {
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "logplayer-e2e-"); b.err != nil {
 			return
 		}
-		build.path = filepath.Join(build.dir, "logplayer")
-		args, cgo := []string{"build", "-trimpath", "-o", build.path}, "CGO_ENABLED=0"
+		b.path = filepath.Join(b.dir, "logplayer")
+		args, cgo := []string{"build", "-trimpath", "-o", b.path}, "CGO_ENABLED=0"
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
 		if *binaryRace {
 			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
 		}
@@ -58,7 +74,7 @@ func binary(t testing.TB) string {
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
-			build.err = err
+			b.err = err
 			return
 		}
 		done := make(chan error, 1)
@@ -66,18 +82,18 @@ func binary(t testing.TB) string {
 		select {
 		case err := <-done:
 			if err != nil {
-				build.err = fmt.Errorf("go build: %v\n%s", err, out.String())
+				b.err = fmt.Errorf("go build: %v\n%s", err, out.String())
 			}
 		case <-time.After(buildTimeout):
 			_ = cmd.Process.Kill()
 			<-done
-			build.err = fmt.Errorf("go build did not finish within %v", buildTimeout)
+			b.err = fmt.Errorf("go build did not finish within %v", buildTimeout)
 		}
 	})
-	if build.err != nil {
-		t.Fatal(build.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return build.path
+	return b.path
 }
 
 // freeAddr returns a 127.0.0.1 address with a port nobody listened on a
@@ -102,6 +118,10 @@ type proc struct {
 	name string
 	args []string
 	log  string
+	// bin is the binary it runs (nil: build); env is added to the
+	// test's environment.
+	bin *builtBinary
+	env []string
 
 	mu struct {
 		sync.Mutex
@@ -142,7 +162,14 @@ func (p *proc) start() {
 	}
 	p.mu.starts++
 	fmt.Fprintf(f, "=== e2e: start %d of %s at %s: %s\n", p.mu.starts, p.name, time.Now().Format(time.TimeOnly+".000"), strings.Join(p.args, " "))
-	cmd := exec.Command(binary(p.t), p.args...)
+	bin := p.bin
+	if bin == nil {
+		bin = build
+	}
+	cmd := exec.Command(bin.get(p.t), p.args...)
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {

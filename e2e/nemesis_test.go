@@ -1,0 +1,656 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/histcheck"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/shard"
+)
+
+var (
+	duration = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
+	artifact = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
+)
+
+// The CI mode: a fixed set of seeds plus one random one (printed), each
+// with faults for nemesisCIDuration.
+var nemesisCISeeds = []uint64{1, 2}
+
+const nemesisCIDuration = 25 * time.Second
+
+// Fault timing: each fault lasts a random time in [faultMin, faultMax],
+// with a random pause in [gapMin, gapMax] before the next.
+const (
+	faultMin = 500 * time.Millisecond
+	faultMax = 6 * time.Second
+	gapMin   = 200 * time.Millisecond
+	gapMax   = 3 * time.Second
+)
+
+// clockJumpMax bounds a clock jump either way: below the producer table's
+// idle expiry (logstore.DefaultProducerIdleExpiry, 24 h of log time) and
+// the retention age (7 days), which a larger forward jump would reach by
+// design (see the README).
+const clockJumpMax = 6 * time.Hour
+
+// livenessMax bounds the time every target takes to apply the log's head
+// once the faults stopped and the load ended.
+const livenessMax = 90 * time.Second
+
+// linearizableTimeout bounds the porcupine search.
+const linearizableTimeout = 2 * time.Minute
+
+// nemesisReaders is how many goroutines read ranges of the log while the
+// faults run (their reads go into the history).
+const nemesisReaders = 2
+
+// readRangeMax is the longest range a reader asks for.
+const readRangeMax = 8
+
+// TestNemesis runs the system as real processes (3 LogStore nodes, a
+// LogPlayer, 3 shards) behind TCP proxies under the demo workload while a
+// nemesis, driven by one seed, injects random faults: SIGKILL and
+// SIGSTOP/SIGCONT of any process (the LogStore leader in particular), two
+// store nodes killed at once (quorum lost, then back), partitions of the
+// Raft network (the leader isolated, any node split from the other two),
+// a target cut from the LogPlayer only, and the leader's clock jumping
+// forward or back. Then every fault is healed and it checks liveness
+// (every target applies the head within livenessMax), linearizability of
+// the recorded history (histcheck.CheckLinearizable), exactly once
+// (histcheck.CheckAcks, CheckTargets, and the checks of verify), and that
+// log timestamps never decrease.
+//
+// go test ./e2e -run Nemesis: the CI mode (nemesisCISeeds and one random
+// seed, nemesisCIDuration each); -seed N runs only seed N; -duration D
+// sets the fault time per seed (the soak: -seed 0 is random, -duration
+// 30m). Every fault is printed with its time; a failure prints the command
+// that replays the seed's schedule.
+func TestNemesis(t *testing.T) {
+	seeds := slices.Clone(nemesisCISeeds)
+	if *seed != 0 {
+		seeds = []uint64{*seed}
+	} else {
+		seeds = append(seeds, rand.Uint64())
+	}
+	d := *duration
+	if d == 0 {
+		d = nemesisCIDuration
+	}
+	t.Logf("seeds %v, %v of faults each", seeds, d)
+	for _, s := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("replay: go test ./e2e -count=1 -run 'TestNemesis' -seed %d -duration %v -v", s, d)
+				}
+			}()
+			runNemesis(t, s, d)
+		})
+	}
+}
+
+// nemesisCluster is the cluster with a proxy on every link the nemesis
+// can cut and a clock offset file per store node.
+type nemesisCluster struct {
+	*cluster
+	// raftLinks[i][j] carries node i's Raft connections to node j (nil
+	// for i == j): node i is given it as j's Raft address.
+	raftLinks [][]*proxy
+	// targetLinks[i] carries the LogPlayer's connections to shard i.
+	targetLinks []*proxy
+	// clocks[i] is the file node i reads its clock offset from.
+	clocks []string
+}
+
+// startNemesisCluster starts the system as startCluster does, through the
+// proxies, with the nemesis build of the binary.
+func startNemesisCluster(t *testing.T) *nemesisCluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
+	nc := &nemesisCluster{cluster: c}
+	for i := range storeNodes {
+		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
+		c.stores = append(c.stores, n)
+		nc.clocks = append(nc.clocks, filepath.Join(c.dir, n.id+".clock"))
+	}
+	nc.raftLinks = make([][]*proxy, storeNodes)
+	for i, from := range c.stores {
+		nc.raftLinks[i] = make([]*proxy, storeNodes)
+		for j, to := range c.stores {
+			if i != j {
+				nc.raftLinks[i][j] = newProxy(t, from.id+"->"+to.id, to.raft)
+			}
+		}
+	}
+	for i, n := range c.stores {
+		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
+			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+		for j, p := range c.stores {
+			raft := p.raft
+			if i != j {
+				raft = nc.raftLinks[i][j].addr
+			}
+			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, raft, p.api))
+		}
+		if err := os.WriteFile(nc.clocks[i], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n.proc = newProc(t, c.dir, n.id, args...)
+		n.proc.bin, n.proc.env = nemesisBuild, []string{"LOGPLAYER_NEMESIS_CLOCK_FILE=" + nc.clocks[i]}
+		n.proc.start()
+	}
+	c.connect()
+
+	for i := range shardCount {
+		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
+		s.dir = filepath.Join(c.dir, s.id)
+		s.proc = newProc(t, c.dir, s.id, "shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics)
+		s.proc.bin = nemesisBuild
+		s.proc.start()
+		s.client = shardpb.NewShardClient(dial(t, s.addr))
+		c.shards = append(c.shards, s)
+		nc.targetLinks = append(nc.targetLinks, newProxy(t, "player->"+s.id, s.addr))
+	}
+	args := c.playerArgs()
+	for i, s := range c.shards {
+		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, nc.targetLinks[i].addr, s.id))
+	}
+	c.admin, c.playerMetrics = freeAddr(t), freeAddr(t)
+	args = append(args, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
+	c.player = newProc(t, c.dir, "player", args...)
+	c.player.bin = nemesisBuild
+	c.player.start()
+	return nc
+}
+
+// setClock sets store node i's clock offset (0: the real clock).
+func (nc *nemesisCluster) setClock(i int, offset time.Duration) {
+	nc.t.Helper()
+	if err := os.WriteFile(nc.clocks[i], []byte(offset.String()), 0o644); err != nil {
+		nc.t.Fatal(err)
+	}
+}
+
+// isolate cuts (or heals) every Raft link to and from node i.
+func (nc *nemesisCluster) isolate(i int, cut bool) {
+	for j := range storeNodes {
+		if j == i {
+			continue
+		}
+		for _, p := range []*proxy{nc.raftLinks[i][j], nc.raftLinks[j][i]} {
+			if cut {
+				p.cut()
+			} else {
+				p.heal()
+			}
+		}
+	}
+}
+
+// Fault kinds.
+const (
+	faultKillStore    = "kill-store"
+	faultKillLeader   = "kill-leader"
+	faultPauseStore   = "pause-store"
+	faultPauseLeader  = "pause-leader"
+	faultQuorumLoss   = "kill-two-stores"
+	faultKillPlayer   = "kill-player"
+	faultPausePlayer  = "pause-player"
+	faultKillShard    = "kill-shard"
+	faultPauseShard   = "pause-shard"
+	faultIsolateLead  = "isolate-leader"
+	faultSplit        = "split-one-two"
+	faultCutTarget    = "cut-target-from-player"
+	faultClockForward = "leader-clock-forward"
+	faultClockBack    = "leader-clock-back"
+)
+
+// faultKinds are drawn with equal probability.
+var faultKinds = []string{
+	faultKillStore, faultKillLeader, faultPauseStore, faultPauseLeader, faultQuorumLoss,
+	faultKillPlayer, faultPausePlayer, faultKillShard, faultPauseShard,
+	faultIsolateLead, faultSplit, faultCutTarget, faultClockForward, faultClockBack,
+}
+
+// nemesis draws faults from one seed and applies them to nc, one at a
+// time.
+type nemesis struct {
+	nc       *nemesisCluster
+	rng      *rand.Rand
+	began    time.Time
+	refusals *refusalWatch
+	counts   map[string]int
+}
+
+// dur draws a duration in [lo, hi].
+func (n *nemesis) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1))
+}
+
+// leaderIndex is the current leader's index, or a node drawn at random
+// when no leader answers quickly (an election in progress).
+func (n *nemesis) leaderIndex() int {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	fallback := n.rng.IntN(storeNodes) // drawn either way: the schedule stays the seed's
+	st, err := n.nc.client.LeaderStatus(ctx)
+	if err != nil {
+		return fallback
+	}
+	for i, s := range n.nc.stores {
+		if s.id == st.NodeId {
+			return i
+		}
+	}
+	return fallback
+}
+
+// step applies one fault for its duration and heals it.
+func (n *nemesis) step(k int) {
+	nc, t := n.nc, n.nc.t
+	kind := faultKinds[n.rng.IntN(len(faultKinds))]
+	hold := n.dur(faultMin, faultMax)
+	other := n.rng.IntN(storeNodes)   // a store node, for the kinds that pick any
+	second := n.rng.IntN(storeNodes)  // the second node of a quorum loss
+	shardIx := n.rng.IntN(shardCount) // a shard, for the kinds on targets
+	jump := n.dur(time.Minute, clockJumpMax)
+	n.counts[kind]++
+	logf := func(format string, args ...any) {
+		t.Logf("%v: fault %d %s: %s", since(n.began), k, kind, fmt.Sprintf(format, args...))
+	}
+	switch kind {
+	case faultKillStore, faultKillLeader:
+		i := other
+		if kind == faultKillLeader {
+			i = n.leaderIndex()
+		}
+		s := nc.stores[i]
+		logf("SIGKILL %s for %v", s.id, hold)
+		s.proc.kill()
+		keep(hold)
+		s.proc.start()
+	case faultPauseStore, faultPauseLeader:
+		i := other
+		if kind == faultPauseLeader {
+			i = n.leaderIndex()
+		}
+		s := nc.stores[i]
+		logf("SIGSTOP %s for %v", s.id, hold)
+		s.proc.signal(syscall.SIGSTOP)
+		keep(hold)
+		s.proc.signal(syscall.SIGCONT)
+	case faultQuorumLoss:
+		i := n.leaderIndex()
+		j := second
+		if j == i {
+			j = (i + 1) % storeNodes
+		}
+		a, b := nc.stores[i], nc.stores[j]
+		logf("SIGKILL %s (leader) and %s for %v", a.id, b.id, hold)
+		a.proc.kill()
+		b.proc.kill()
+		keep(hold)
+		a.proc.start()
+		b.proc.start()
+	case faultKillPlayer:
+		logf("SIGKILL the LogPlayer for %v", hold)
+		nc.player.kill()
+		keep(hold)
+		nc.player.start()
+	case faultPausePlayer:
+		logf("SIGSTOP the LogPlayer for %v", hold)
+		nc.player.signal(syscall.SIGSTOP)
+		keep(hold)
+		nc.player.signal(syscall.SIGCONT)
+	case faultKillShard:
+		s := nc.shards[shardIx]
+		logf("SIGKILL %s for %v", s.id, hold)
+		n.refusals.kill(s, s.proc.kill)
+		keep(hold)
+		s.proc.start()
+	case faultPauseShard:
+		s := nc.shards[shardIx]
+		logf("SIGSTOP %s for %v", s.id, hold)
+		s.proc.signal(syscall.SIGSTOP)
+		keep(hold)
+		s.proc.signal(syscall.SIGCONT)
+	case faultIsolateLead, faultSplit:
+		i := other
+		if kind == faultIsolateLead {
+			i = n.leaderIndex()
+		}
+		logf("Raft links of %s cut from the other two nodes for %v", nc.stores[i].id, hold)
+		nc.isolate(i, true)
+		keep(hold)
+		nc.isolate(i, false)
+	case faultCutTarget:
+		s := nc.shards[shardIx]
+		logf("LogPlayer -> %s cut for %v (the test still reaches it)", s.id, hold)
+		nc.targetLinks[shardIx].cut()
+		keep(hold)
+		nc.targetLinks[shardIx].heal()
+	case faultClockForward, faultClockBack:
+		i := n.leaderIndex()
+		if kind == faultClockBack {
+			jump = -jump
+		}
+		logf("%s's clock jumps %v for %v, then back", nc.stores[i].id, jump, hold)
+		nc.setClock(i, jump)
+		keep(hold)
+		nc.setClock(i, 0)
+	}
+	if err := nc.alive(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keep lets d pass: how long a fault lasts, or the quiet between two (a
+// duration the seed chose, not a wait for a condition).
+func keep(d time.Duration) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	<-tm.C
+}
+
+// runNemesis is one seed's run: start, faults for d, heal, checks.
+func runNemesis(t *testing.T, s uint64, d time.Duration) {
+	began := time.Now()
+	nemesisBuild.get(t)
+	t.Logf("%v: binary built", since(began))
+	nc := startNemesisCluster(t)
+	c := nc.cluster
+	// A target the LogPlayer gave up on (a pause or a cut) keeps that
+	// stream until the new one supersedes it: refused as superseded.
+	refusals := watchRefusals(t, c.shards, "superseded")
+	hist := histcheck.NewRecorder()
+	ld := startLoad(t, newHistAppender(c.client, hist), c.shards, s)
+	readers := startReaders(c, hist)
+	defer readers.stop()
+	c.waitAcked(ld)
+	t.Logf("%v: cluster up, %d acknowledged; seed %d, faults for %v", since(began), ld.acks.n.Load(), s, d)
+
+	n := &nemesis{nc: nc, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), began: began, refusals: refusals, counts: map[string]int{}}
+	faultsBegan := time.Now()
+	k := 0
+	for time.Since(faultsBegan) < d {
+		k++
+		n.step(k)
+		gap := n.dur(gapMin, gapMax)
+		keep(gap)
+	}
+	t.Logf("%v: faults stopped after %d: %s", since(began), k, n.summary())
+
+	// Every process is running again and every link healed (each fault
+	// heals itself). Writes must go on, then every target reach the head.
+	c.waitAcked(ld)
+	readers.stop()
+	res, err := ld.stop()
+	if err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	head := c.leaderStatus().HeadLsn
+	caught := time.Now()
+	c.waitFor(livenessMax, fmt.Sprintf("every target to apply the head lsn %d (liveness bound %v)", head, livenessMax), func() error {
+		for _, s := range c.shards {
+			if _, err := s.applied(head); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	t.Logf("%v: liveness: every target applied the head lsn %d %v after the load stopped (bound %v); %d retries",
+		since(began), head, time.Since(caught).Round(time.Millisecond), livenessMax, res.Retries)
+
+	var next map[string]map[string]uint64
+	var states map[string]map[string][]byte
+	var applied map[string]uint64
+	verify(t, began, c, ld, refusals, func() {
+		for _, s := range c.shards {
+			s.proc.terminate()
+		}
+		next, states, applied = readShards(t, c.shards)
+	})
+	for _, p := range c.allProcs() {
+		p.checkLog()
+	}
+	checkHistory(t, c, hist, head, next, states, applied)
+	t.Logf("%v: seed %d: %d faults (%s), %d operations recorded", since(began), s, k, n.summary(), len(hist.Ops()))
+}
+
+// summary lists the fault counts by kind.
+func (n *nemesis) summary() string {
+	var out []string
+	for _, k := range faultKinds {
+		if c := n.counts[k]; c > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, c))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// readShards reads each stopped shard's durable state.
+func readShards(t *testing.T, shards []*shardNode) (next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) {
+	next, states, applied = map[string]map[string]uint64{}, map[string]map[string][]byte{}, map[string]uint64{}
+	for _, s := range shards {
+		data, st, err := shard.ReadDir(s.dir)
+		if err != nil {
+			t.Errorf("%s: %v", s.id, err)
+			continue
+		}
+		next[s.id] = map[string]uint64{}
+		for topic, off := range st.Topics {
+			next[s.id][topic] = uint64(off)
+		}
+		states[s.id], applied[s.id] = data, uint64(st.AppliedLSN)
+	}
+	return next, states, applied
+}
+
+// checkHistory reads the log [1, head] back and runs the histcheck
+// checkers: linearizability of the recorded appends and reads (unknown
+// outcomes settled by the log), exactly once at every target (its durable
+// state, next offsets and applied LSN against the log replayed), and log
+// timestamps that never decrease (leader clocks jumped).
+func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint64,
+	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	var log []*logstorepb.Transaction
+	if err := demo.ReadLog(ctx, c.client, 1, head, func(tx *logstorepb.Transaction) error {
+		log = append(log, tx)
+		return nil
+	}); err != nil {
+		t.Fatalf("read log: %v", err)
+	}
+	final := make([]histcheck.Txn, 0, len(log))
+	for i, tx := range log {
+		final = append(final, histcheck.TxnOf(tx, logTxnID))
+		if i > 0 && tx.TimestampUnixNano < log[i-1].TimestampUnixNano {
+			t.Errorf("lsn %d: leader timestamp %d below lsn %d's %d", tx.Lsn, tx.TimestampUnixNano, log[i-1].Lsn, log[i-1].TimestampUnixNano)
+		}
+	}
+	ops := histcheck.Resolve(oneEffectPerID(hist.Ops()), final)
+	vis := filepath.Join(t.TempDir(), "linearizability.html")
+	if *artifact != "" {
+		vis = filepath.Join(*artifact, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+"-linearizability.html")
+	}
+	rep, err := histcheck.CheckLinearizable(ops, histcheck.LinearizableConfig{Timeout: linearizableTimeout, Visualization: vis})
+	if err != nil {
+		t.Errorf("linearizability: %v", err)
+	}
+	t.Logf("linearizability: %s", rep)
+	if rep.Reads == 0 || rep.Appends == 0 {
+		t.Errorf("history of %d appends and %d reads: the workload or the readers recorded nothing", rep.Appends, rep.Reads)
+	}
+
+	var targets []histcheck.Target
+	for _, s := range c.shards {
+		if states[s.id] == nil {
+			continue // readShards reported it
+		}
+		targets = append(targets, histcheck.Target{ID: s.id, Topics: []string{s.id}, AppliedLSN: applied[s.id],
+			NextOffsets: next[s.id], State: states[s.id]})
+	}
+	for id, v := range histcheck.CheckTargets(log, shard.ModelApply, targets) {
+		if !v.OK() {
+			t.Errorf("target %s: %d exactly-once violations:\n%s", id, v.Count, strings.Join(v.List, "\n"))
+		}
+	}
+	t.Logf("checked %d transactions of the log, %d targets", len(log), len(targets))
+}
+
+// logTxnID names a transaction read from the log as the workload did its
+// Append (the key of its orders message).
+func logTxnID(t *logstorepb.Transaction) string { return txnID(t.Slices) }
+
+// oneEffectPerID keeps, of the appends of one transaction id (the retries
+// of one idempotent-producer sequence), at most one whose effect is open:
+// the producer table lets at most one attempt write (CheckAcks checks no id
+// is in the log twice), so an unknown attempt of an id that another attempt
+// wrote (acknowledged, not as a duplicate), or that an earlier unknown
+// attempt may have written, had no effect of its own: it becomes Failed.
+// histcheck.Resolve would otherwise settle every unknown attempt at the
+// transaction's LSN, which the model refuses as a second write.
+func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
+	written := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Duplicate {
+			written[op.ID] = true
+		}
+	}
+	slices.SortStableFunc(ops, func(a, b histcheck.Op) int { return int(a.Call - b.Call) })
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != histcheck.KindAppend || op.Outcome != histcheck.Unknown {
+			continue
+		}
+		if written[op.ID] {
+			op.Outcome = histcheck.Failed
+		}
+		written[op.ID] = true
+	}
+	return ops
+}
+
+// histAppender records every Append of the workload in a history; each
+// call in flight holds one client slot (porcupine's client id: a slot's
+// operations never overlap).
+type histAppender struct {
+	inner demo.Appender
+	rec   *histcheck.Recorder
+	mu    struct {
+		sync.Mutex
+		busy []bool
+	}
+}
+
+func newHistAppender(inner demo.Appender, rec *histcheck.Recorder) *histAppender {
+	return &histAppender{inner: inner, rec: rec}
+}
+
+func (h *histAppender) slot() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, b := range h.mu.busy {
+		if !b {
+			h.mu.busy[i] = true
+			return i
+		}
+	}
+	h.mu.busy = append(h.mu.busy, true)
+	return len(h.mu.busy) - 1
+}
+
+func (h *histAppender) free(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.busy[i] = false
+}
+
+// Append implements demo.Appender.
+func (h *histAppender) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	slot := h.slot()
+	defer h.free(slot)
+	call := h.rec.Now()
+	resp, err := h.inner.Append(ctx, req)
+	h.rec.Append(slot, txnID(req.Slices), req, call, resp, err)
+	return resp, err
+}
+
+// readers read ranges near the head while the faults run: the leader's
+// head, then [head-k, head] from whichever node the client picks. A read
+// that fails tells nothing and is not recorded. Reader r is client
+// readerClient0+r of the history.
+type readers struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// readerClient0 is the first reader's client id (the appenders' slots are
+// below it).
+const readerClient0 = 1000
+
+func startReaders(c *cluster, hist *histcheck.Recorder) *readers {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &readers{cancel: cancel}
+	for i := range nemesisReaders {
+		r.wg.Go(func() {
+			for k := 0; ctx.Err() == nil; k++ {
+				readOnce(ctx, c, hist, readerClient0+i, uint64(k%readRangeMax))
+			}
+		})
+	}
+	return r
+}
+
+// readOnce records one read of up to back+1 transactions ending at the
+// leader's head.
+func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client int, back uint64) {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	call := hist.Now()
+	st, err := c.client.LeaderStatus(ctx)
+	if err != nil || st.HeadLsn == 0 {
+		if ctx.Err() == nil && err != nil {
+			<-ctx.Done() // no leader: wait out the timeout rather than spin
+		}
+		return
+	}
+	from := max(1, st.HeadLsn-min(back, st.HeadLsn-1))
+	var txns []histcheck.Txn
+	err = c.client.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: st.HeadLsn}, func(r *logstorepb.ReadResponse) error {
+		for _, tx := range r.Transactions {
+			txns = append(txns, histcheck.TxnOf(tx, logTxnID))
+		}
+		return nil
+	})
+	if err != nil || len(txns) == 0 {
+		return
+	}
+	hist.Read(client, from, from+uint64(len(txns))-1, false, call, txns)
+}
+
+// stop ends the readers (idempotent).
+func (r *readers) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		r.wg.Wait()
+	})
+}
