@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -60,6 +62,17 @@ const nemesisReaders = 2
 
 // readRangeMax is the longest range a reader asks for.
 const readRangeMax = 8
+
+// A run with faults longer than soakFrom (the soak) paces its history, so
+// that the linearizability check of the whole run stays within memory and
+// minutes: at most one Append every soakAppendEvery (for all producers
+// together) and one read every soakReadEvery per reader. The CI mode is not
+// paced.
+const (
+	soakFrom        = 5 * time.Minute
+	soakAppendEvery = 10 * time.Millisecond
+	soakReadEvery   = 100 * time.Millisecond
+)
 
 // TestNemesis runs the system as real processes (3 LogStore nodes, a
 // LogPlayer, 3 shards) behind TCP proxies under the demo workload while a
@@ -378,8 +391,15 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 	// stream until the new one supersedes it: refused as superseded.
 	refusals := watchRefusals(t, c.shards, "superseded")
 	hist := histcheck.NewRecorder()
-	ld := startLoad(t, newHistAppender(c.client, hist), c.shards, s)
-	readers := startReaders(c, hist)
+	var appendEvery, readEvery time.Duration
+	if d > soakFrom {
+		appendEvery, readEvery = soakAppendEvery, soakReadEvery
+		t.Logf("soak: at most one append every %v, one read every %v per reader", appendEvery, readEvery)
+	}
+	app := newHistAppender(c.client, hist, appendEvery)
+	defer app.stop()
+	ld := startLoad(t, app, c.shards, s)
+	readers := startReaders(c, hist, readEvery)
 	defer readers.stop()
 	c.waitAcked(ld)
 	t.Logf("%v: cluster up, %d acknowledged; seed %d, faults for %v", since(began), ld.acks.n.Load(), s, d)
@@ -493,6 +513,10 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 	rep, err := histcheck.CheckLinearizable(ops, histcheck.LinearizableConfig{Timeout: linearizableTimeout, Visualization: vis})
 	if err != nil {
 		t.Errorf("linearizability: %v", err)
+		for _, line := range explain(ops, final) {
+			t.Log(line)
+		}
+		dumpHistory(t, strings.TrimSuffix(vis, ".html")+".json", ops, final)
 	}
 	t.Logf("linearizability: %s", rep)
 	if rep.Reads == 0 || rep.Appends == 0 {
@@ -519,31 +543,49 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 // Append (the key of its orders message).
 func logTxnID(t *logstorepb.Transaction) string { return txnID(t.Slices) }
 
-// oneEffectPerID keeps, of the appends of one transaction id (the retries
-// of one idempotent-producer sequence), at most one whose effect is open:
-// the producer table lets at most one attempt write (CheckAcks checks no id
-// is in the log twice), so an unknown attempt of an id that another attempt
-// wrote (acknowledged, not as a duplicate), or that an earlier unknown
-// attempt may have written, had no effect of its own: it becomes Failed.
-// histcheck.Resolve would otherwise settle every unknown attempt at the
-// transaction's LSN, which the model refuses as a second write.
+// oneEffectPerID gives the appends of one transaction id (attempts of one
+// idempotent-producer sequence: the workload's retries, and the client's
+// own retries inside one Append call) exactly one op that may have written
+// it, as the producer table promises (CheckAcks checks no id is in the log
+// twice): the acknowledged attempt that was not answered as a duplicate;
+// without one, the earliest called among the unknown and the
+// duplicate-answered ones (the write happened after that call and before
+// any duplicate answer). Every other unknown attempt had no effect of its
+// own and becomes Failed. An op that is the writer and was answered as a
+// duplicate (the client retried inside the call: its first try wrote) is
+// no longer marked Duplicate. Without this, histcheck.Resolve would settle
+// every unknown attempt at the transaction's LSN and the model would
+// refuse the second write, and it would refuse a duplicate answer with no
+// other op to have written first.
 func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
-	written := map[string]bool{}
-	for _, op := range ops {
+	slices.SortStableFunc(ops, func(a, b histcheck.Op) int { return cmp.Compare(a.Call, b.Call) })
+	writer := map[string]int{} // id -> index of the op that wrote it
+	for i, op := range ops {
 		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Duplicate {
-			written[op.ID] = true
+			writer[op.ID] = i
 		}
 	}
-	slices.SortStableFunc(ops, func(a, b histcheck.Op) int { return int(a.Call - b.Call) })
-	for i := range ops {
-		op := &ops[i]
-		if op.Kind != histcheck.KindAppend || op.Outcome != histcheck.Unknown {
+	for i, op := range ops {
+		if op.Kind != histcheck.KindAppend || !(op.Outcome == histcheck.Unknown || op.Duplicate) {
 			continue
 		}
-		if written[op.ID] {
+		if _, ok := writer[op.ID]; !ok {
+			writer[op.ID] = i // the earliest called: ops are in call order
+		}
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != histcheck.KindAppend {
+			continue
+		}
+		w, ok := writer[op.ID]
+		switch {
+		case !ok:
+		case w == i && op.Duplicate:
+			op.Duplicate = false
+		case w != i && op.Outcome == histcheck.Unknown:
 			op.Outcome = histcheck.Failed
 		}
-		written[op.ID] = true
 	}
 	return ops
 }
@@ -554,14 +596,28 @@ func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
 type histAppender struct {
 	inner demo.Appender
 	rec   *histcheck.Recorder
+	pace  *time.Ticker // nil: not paced
 	mu    struct {
 		sync.Mutex
 		busy []bool
 	}
 }
 
-func newHistAppender(inner demo.Appender, rec *histcheck.Recorder) *histAppender {
-	return &histAppender{inner: inner, rec: rec}
+// newHistAppender records inner's appends in rec; every > 0 paces them
+// (one per tick, for all callers together).
+func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration) *histAppender {
+	h := &histAppender{inner: inner, rec: rec}
+	if every > 0 {
+		h.pace = time.NewTicker(every)
+	}
+	return h
+}
+
+// stop releases the pacing ticker.
+func (h *histAppender) stop() {
+	if h.pace != nil {
+		h.pace.Stop()
+	}
 }
 
 func (h *histAppender) slot() int {
@@ -585,6 +641,13 @@ func (h *histAppender) free(i int) {
 
 // Append implements demo.Appender.
 func (h *histAppender) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	if h.pace != nil {
+		select {
+		case <-h.pace.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	slot := h.slot()
 	defer h.free(slot)
 	call := h.rec.Now()
@@ -607,13 +670,27 @@ type readers struct {
 // below it).
 const readerClient0 = 1000
 
-func startReaders(c *cluster, hist *histcheck.Recorder) *readers {
+// startReaders starts the readers; every > 0 paces each to one read per
+// tick.
+func startReaders(c *cluster, hist *histcheck.Recorder, every time.Duration) *readers {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &readers{cancel: cancel}
 	for i := range nemesisReaders {
 		r.wg.Go(func() {
+			var tick <-chan time.Time
+			if every > 0 {
+				tk := time.NewTicker(every)
+				defer tk.Stop()
+				tick = tk.C
+			}
 			for k := 0; ctx.Err() == nil; k++ {
 				readOnce(ctx, c, hist, readerClient0+i, uint64(k%readRangeMax))
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-ctx.Done():
+					}
+				}
 			}
 		})
 	}
@@ -653,4 +730,89 @@ func (r *readers) stop() {
 		r.cancel()
 		r.wg.Wait()
 	})
+}
+
+// explainMax bounds the lines explain returns.
+const explainMax = 20
+
+// explain looks for the plain reasons a history fails the linearizability
+// check, to print next to porcupine's visualization: a read that returned
+// something else than the final log holds, an acknowledged append whose
+// LSN or offsets differ from the log's, an append acknowledged at a lower
+// LSN invoked only after one at a higher LSN returned, and a read that
+// returned an LSN before its append was invoked.
+func explain(ops []histcheck.Op, log []histcheck.Txn) []string {
+	var out []string
+	add := func(format string, args ...any) {
+		if len(out) < explainMax {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	appendAt := map[uint64]histcheck.Op{}
+	for _, op := range ops {
+		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Resolved && !op.Duplicate {
+			if op.LSN > uint64(len(log)) || log[op.LSN-1].ID != op.ID {
+				add("append %s acknowledged at lsn %d: not there in the log", op.ID, op.LSN)
+				continue
+			}
+			if !sameSlices(op.Slices, log[op.LSN-1].Slices) {
+				add("append %s at lsn %d: acknowledged slices %v, the log's %v", op.ID, op.LSN, op.Slices, log[op.LSN-1].Slices)
+			}
+			appendAt[op.LSN] = op
+		}
+	}
+	// Acknowledged at dense LSNs, the appends must take effect in LSN
+	// order: the one at lsn x no earlier than every call at or below x
+	// (callsUpTo[x]), and before it returned; a read that returned lsn x
+	// must have returned after callsUpTo[x].
+	callsUpTo := make([]int64, len(log)+1)
+	for l := uint64(1); l <= uint64(len(log)); l++ {
+		callsUpTo[l] = callsUpTo[l-1]
+		if a, ok := appendAt[l]; ok {
+			callsUpTo[l] = max(callsUpTo[l], a.Call)
+			if callsUpTo[l] > a.Return {
+				add("append %s at lsn %d returned at %d, before an append at a lower lsn was invoked at %d", a.ID, l, a.Return, callsUpTo[l])
+			}
+		}
+	}
+	for _, op := range ops {
+		if op.Kind != histcheck.KindRead {
+			continue
+		}
+		for _, tx := range op.Txns {
+			if tx.LSN > uint64(len(log)) || log[tx.LSN-1].ID != tx.ID || !sameSlices(tx.Slices, log[tx.LSN-1].Slices) {
+				add("read by client %d at [%d, %d] returned %+v at lsn %d, the log holds something else", op.Client, op.Call, op.Return, tx, tx.LSN)
+			}
+			if tx.LSN <= uint64(len(log)) && callsUpTo[tx.LSN] > op.Return {
+				add("read by client %d returned lsn %d at %d, before an append at or below it was invoked at %d", op.Client, tx.LSN, op.Return, callsUpTo[tx.LSN])
+			}
+		}
+	}
+	return out
+}
+
+// sameSlices compares two transactions' slices in topic order.
+func sameSlices(a, b []histcheck.Slice) bool {
+	byTopic := func(x, y histcheck.Slice) int { return strings.Compare(x.Topic, y.Topic) }
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, byTopic)
+	slices.SortFunc(b, byTopic)
+	return slices.Equal(a, b)
+}
+
+// dumpHistory writes the checked history and the final log as JSON next
+// to the visualization, to check again offline.
+func dumpHistory(t *testing.T, path string, ops []histcheck.Op, log []histcheck.Txn) {
+	b, err := json.Marshal(struct {
+		Ops []histcheck.Op
+		Log []histcheck.Txn
+	}{ops, log})
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("history dump: %v", err)
+		return
+	}
+	t.Logf("history: %s", path)
 }
