@@ -89,18 +89,19 @@ const (
 //
 // go test ./e2e -run Nemesis: the CI mode (nemesisCISeeds and one random
 // seed, nemesisCIDuration each); -seed N runs only seed N; -duration D
-// sets the fault time per seed (the soak: -seed 0 is random, -duration
-// 30m). Every fault is printed with its time; a failure prints the command
+// sets the fault time (the soak: -duration 30m, one random seed unless
+// -seed is given). Every fault is printed with its time; a failure prints the command
 // that replays the seed's schedule.
 func TestNemesis(t *testing.T) {
-	seeds := slices.Clone(nemesisCISeeds)
-	if *seed != 0 {
-		seeds = []uint64{*seed}
-	} else {
-		seeds = append(seeds, rand.Uint64())
-	}
 	d := *duration
-	if d == 0 {
+	var seeds []uint64
+	switch {
+	case *seed != 0:
+		seeds = []uint64{*seed}
+	case d != 0: // a soak: one random seed
+		seeds = []uint64{rand.Uint64()}
+	default: // the CI mode
+		seeds = append(slices.Clone(nemesisCISeeds), rand.Uint64())
 		d = nemesisCIDuration
 	}
 	t.Logf("seeds %v, %v of faults each", seeds, d)
