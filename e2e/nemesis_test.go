@@ -19,12 +19,12 @@ import (
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/internal/histcheck"
 	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/shard"
 )
 
 var (
 	duration = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
+	headReads = flag.Bool("head-reads", false, "TestNemesis: also record reads to the head (the leader's Status head_lsn taken as the log's head when it answered; Status is not documented as linearizable)")
 	artifact = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
 )
 
@@ -171,13 +171,7 @@ func startNemesisCluster(t *testing.T) *nemesisCluster {
 	c.connect()
 
 	for i := range shardCount {
-		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
-		s.dir = filepath.Join(c.dir, s.id)
-		s.proc = newProc(t, c.dir, s.id, "shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics)
-		s.proc.bin = nemesisBuild
-		s.proc.start()
-		s.client = shardpb.NewShardClient(dial(t, s.addr))
-		c.shards = append(c.shards, s)
+		s := c.addShard(i, nemesisBuild)
 		nc.targetLinks = append(nc.targetLinks, newProxy(t, "player->"+s.id, s.addr))
 	}
 	args := c.playerArgs()
@@ -274,6 +268,16 @@ func (n *nemesis) leaderIndex() int {
 	return fallback
 }
 
+// storeFor is the store node a fault of kind hits: the leader for the
+// kinds aimed at it, else other (drawn from the seed).
+func (n *nemesis) storeFor(kind string, other int) int {
+	switch kind {
+	case faultKillLeader, faultPauseLeader, faultIsolateLead:
+		return n.leaderIndex()
+	}
+	return other
+}
+
 // step applies one fault for its duration and heals it.
 func (n *nemesis) step(k int) {
 	nc, t := n.nc, n.nc.t
@@ -289,21 +293,13 @@ func (n *nemesis) step(k int) {
 	}
 	switch kind {
 	case faultKillStore, faultKillLeader:
-		i := other
-		if kind == faultKillLeader {
-			i = n.leaderIndex()
-		}
-		s := nc.stores[i]
+		s := nc.stores[n.storeFor(kind, other)]
 		logf("SIGKILL %s for %v", s.id, hold)
 		s.proc.kill()
 		keep(hold)
 		s.proc.start()
 	case faultPauseStore, faultPauseLeader:
-		i := other
-		if kind == faultPauseLeader {
-			i = n.leaderIndex()
-		}
-		s := nc.stores[i]
+		s := nc.stores[n.storeFor(kind, other)]
 		logf("SIGSTOP %s for %v", s.id, hold)
 		s.proc.signal(syscall.SIGSTOP)
 		keep(hold)
@@ -344,10 +340,7 @@ func (n *nemesis) step(k int) {
 		keep(hold)
 		s.proc.signal(syscall.SIGCONT)
 	case faultIsolateLead, faultSplit:
-		i := other
-		if kind == faultIsolateLead {
-			i = n.leaderIndex()
-		}
+		i := n.storeFor(kind, other)
 		logf("Raft links of %s cut from the other two nodes for %v", nc.stores[i].id, hold)
 		nc.isolate(i, true)
 		keep(hold)
@@ -705,6 +698,7 @@ func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client 
 	defer cancel()
 	call := hist.Now()
 	st, err := c.client.LeaderStatus(ctx)
+	statusDone := hist.Now()
 	if err != nil || st.HeadLsn == 0 {
 		if ctx.Err() == nil && err != nil {
 			<-ctx.Done() // no leader: wait out the timeout rather than spin
@@ -720,6 +714,13 @@ func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client 
 		return nil
 	})
 	if err != nil || len(txns) == 0 {
+		return
+	}
+	if *headReads && txns[len(txns)-1].LSN == st.HeadLsn && back%2 == 0 {
+		// The head as the leader said it: the read is placed within the
+		// Status call (the transactions it names are immutable).
+		hist.Add(histcheck.Op{Client: client, Kind: histcheck.KindRead, Call: call, Return: statusDone,
+			From: from, To: st.HeadLsn, ToHead: true, Txns: txns})
 		return
 	}
 	hist.Read(client, from, from+uint64(len(txns))-1, false, call, txns)
