@@ -23,9 +23,9 @@ import (
 )
 
 var (
-	duration = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
+	duration  = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
 	headReads = flag.Bool("head-reads", false, "TestNemesis: also record reads to the head (the leader's Status head_lsn taken as the log's head when it answered; Status is not documented as linearizable)")
-	artifact = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
+	artifact  = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
 )
 
 // The CI mode: a fixed set of seeds plus one random one (printed), each
