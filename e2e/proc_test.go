@@ -5,10 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -96,17 +98,48 @@ func (b *builtBinary) get(t testing.TB) string {
 	return b.path
 }
 
-// freeAddr returns a 127.0.0.1 address with a port nobody listened on a
-// moment ago (listen on :0, close). A process restarted later gets the same
-// address again: Raft peers and the LogPlayer's target list keep it.
+// freeAddr returns a 127.0.0.1 address with a port nobody listens on,
+// below the kernel's ephemeral range (ephemeralLow), so that a process
+// restarted later gets the same address again (Raft peers and the
+// LogPlayer's target list keep it): a port in the ephemeral range may be
+// taken meanwhile as the source port of any outgoing connection (the
+// nemesis's proxies open thousands), which made a restarted store node
+// exit on "address already in use" in a soak.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range freeAddrTries {
+		port := freePortMin + rand.IntN(lo-freePortMin)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: draw another
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port in [%d, %d) after %d tries", freePortMin, lo, freeAddrTries)
+	return ""
+}
+
+// freeAddr draws ports from [freePortMin, ephemeralLow()).
+const (
+	freePortMin   = 10000
+	freeAddrTries = 100
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux:
+// /proc/sys/net/ipv4/ip_local_port_range), 32768 when it cannot be read.
+func ephemeralLow() int {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > freePortMin+1000 {
+				lo = n
+			}
+		}
+	}
+	return lo
 }
 
 // proc is one child process of a role (a store node, the player, a shard),

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -91,5 +92,23 @@ func TestProxyCutHolds(t *testing.T) {
 	}
 	if _, err := io.ReadFull(late, got); err != nil || string(got) != "late" {
 		t.Fatalf("connection opened during the cut: %q, %v; want its bytes", got, err)
+	}
+}
+
+// TestFreeAddrOutsideEphemeralRange checks that the addresses the
+// processes keep across restarts are below the ephemeral port range, where
+// no outgoing connection takes them while a process is down (the soak's
+// store node that could not bind its metrics port again).
+func TestFreeAddrOutsideEphemeralRange(t *testing.T) {
+	lo := ephemeralLow()
+	for range 20 {
+		addr := freeAddr(t)
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < freePortMin || n >= lo {
+			t.Fatalf("freeAddr %s: port outside [%d, %d)", addr, freePortMin, lo)
+		}
 	}
 }
