@@ -109,17 +109,30 @@ func startCluster(t testing.TB) *cluster {
 	c.connect()
 
 	for i := range shardCount {
-		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
-		s.dir = filepath.Join(c.dir, s.id)
-		s.proc = newProc(t, c.dir, s.id, append([]string{"shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics},
-			c.tls.args(s.id)...)...)
-		s.proc.start()
-		s.client = shardpb.NewShardClient(dial(t, s.addr, c.tls.dialOptions(t)...))
-		c.shards = append(c.shards, s)
+		c.addShard(i, build)
 	}
 	c.player = c.newPlayer("player")
 	c.player.start()
 	return c
+}
+
+// addShard starts shard i (subscribed to its topic) with bin and adds it
+// to c.shards.
+func (c *cluster) addShard(i int, bin *builtBinary) *shardNode {
+	c.t.Helper()
+	s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(c.t), metrics: freeAddr(c.t)}
+	s.dir = filepath.Join(c.dir, s.id)
+	args := []string{"shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics}
+	var opts []grpc.DialOption
+	if c.tls != nil {
+		args, opts = append(args, c.tls.args(s.id)...), c.tls.dialOptions(c.t)
+	}
+	s.proc = newProc(c.t, c.dir, s.id, args...)
+	s.proc.bin = bin
+	s.proc.start()
+	s.client = shardpb.NewShardClient(dial(c.t, s.addr, opts...))
+	c.shards = append(c.shards, s)
+	return s
 }
 
 // connect makes c's LogStore client, with opts added to its dial options,

@@ -49,9 +49,28 @@
 //     healed; the LogPlayer is cut off until it gave up on every target,
 //     then healed; a shard container is killed and started again. Containers,
 //     volumes, network and image are removed at the end.
+//   - TestNemesis (go test ./e2e -run Nemesis, about 2 minutes: seeds 1, 2
+//     and one random seed, 25 s of faults each; -seed N -duration D replays
+//     or soaks, see the README's "Fault testing"): the same system with a
+//     TCP proxy (proxy_test.go) on every Raft link and every
+//     LogPlayer-to-shard link and the store nodes' clocks shifted through
+//     a file (the binary built with -tags nemesis); a nemesis drawn from
+//     the seed applies one fault at a time for a random 0.5-6 s: SIGKILL or
+//     SIGSTOP/SIGCONT of a store node or the leader, the leader and another
+//     node killed together (quorum lost), SIGKILL or SIGSTOP of the
+//     LogPlayer or a shard, the leader or any node cut from the other two,
+//     a shard cut from the LogPlayer only, the leader's clock jumping up to
+//     6 h forward or back. Every Append and range Read is recorded
+//     (histcheck.Recorder). After the faults: liveness (every shard applies
+//     the head within livenessMax), histcheck.CheckLinearizable (HTML
+//     visualization and JSON history to -artifact-dir on a violation),
+//     CheckAcks, CheckTargets (each shard's durable state = the log
+//     replayed), log timestamps non-decreasing, and what verify checks.
 //
 // Goroutines (test code): one waiter per child process (reaps it, closes
 // its done channel); the workload's producers (demo.Run) and one
-// demo.WatchApplied per shard; one refusal sampler per test. All end before
-// the test does.
+// demo.WatchApplied per shard; one refusal sampler per test; in
+// TestNemesis, two readers, and per proxy one accept loop plus, per
+// connection, a dialer and two copiers (all closed at cleanup). All end
+// before the test does.
 package e2e

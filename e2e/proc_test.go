@@ -5,10 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,18 +20,29 @@ import (
 
 var binaryRace = flag.Bool("binary-race", false, "build the logplayer binary with -race (processes test only; children's logs are checked for data races)")
 
-// build is the logplayer binary, built once per test binary run.
-var build struct {
+// builtBinary is a logplayer binary, built once per test binary run.
+type builtBinary struct {
+	tags string // go build -tags (empty: none)
 	once sync.Once
 	dir  string
 	path string
 	err  error
 }
 
+// build is the binary the tests run; nemesisBuild has the nemesis tag's
+// test hooks compiled in (cmd/logplayer/testclock_nemesis.go), for the
+// nemesis test only.
+var (
+	build        = &builtBinary{}
+	nemesisBuild = &builtBinary{tags: "nemesis"}
+)
+
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
+	for _, b := range []*builtBinary{build, nemesisBuild} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 	os.Exit(code)
 }
@@ -42,14 +55,19 @@ const buildTimeout = 5 * time.Minute
 // test can put it in a FROM-scratch image) and without -race: it is the
 // product under test, not the test. With -binary-race it is built with the
 // race detector instead (dynamically linked, for processes only).
-func binary(t testing.TB) string {
+func binary(t testing.TB) string { return build.get(t) }
+
+func (b *builtBinary) get(t testing.TB) string {
 	t.Helper()
-	build.once.Do(func() {
-		if build.dir, build.err = os.MkdirTemp("", "logplayer-e2e-"); build.err != nil {
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "logplayer-e2e-"); b.err != nil {
 			return
 		}
-		build.path = filepath.Join(build.dir, "logplayer")
-		args, cgo := []string{"build", "-trimpath", "-o", build.path}, "CGO_ENABLED=0"
+		b.path = filepath.Join(b.dir, "logplayer")
+		args, cgo := []string{"build", "-trimpath", "-o", b.path}, "CGO_ENABLED=0"
+		if b.tags != "" {
+			args = append(args, "-tags", b.tags)
+		}
 		if *binaryRace {
 			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
 		}
@@ -58,7 +76,7 @@ func binary(t testing.TB) string {
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
-			build.err = err
+			b.err = err
 			return
 		}
 		done := make(chan error, 1)
@@ -66,31 +84,62 @@ func binary(t testing.TB) string {
 		select {
 		case err := <-done:
 			if err != nil {
-				build.err = fmt.Errorf("go build: %v\n%s", err, out.String())
+				b.err = fmt.Errorf("go build: %v\n%s", err, out.String())
 			}
 		case <-time.After(buildTimeout):
 			_ = cmd.Process.Kill()
 			<-done
-			build.err = fmt.Errorf("go build did not finish within %v", buildTimeout)
+			b.err = fmt.Errorf("go build did not finish within %v", buildTimeout)
 		}
 	})
-	if build.err != nil {
-		t.Fatal(build.err)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return build.path
+	return b.path
 }
 
-// freeAddr returns a 127.0.0.1 address with a port nobody listened on a
-// moment ago (listen on :0, close). A process restarted later gets the same
-// address again: Raft peers and the LogPlayer's target list keep it.
+// freeAddr returns a 127.0.0.1 address with a port nobody listens on,
+// below the kernel's ephemeral range (ephemeralLow), so that a process
+// restarted later gets the same address again (Raft peers and the
+// LogPlayer's target list keep it): a port in the ephemeral range may be
+// taken meanwhile as the source port of any outgoing connection (the
+// nemesis's proxies open thousands), which made a restarted store node
+// exit on "address already in use" in a soak.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := ephemeralLow()
+	for range freeAddrTries {
+		port := freePortMin + rand.IntN(lo-freePortMin)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: draw another
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no free port in [%d, %d) after %d tries", freePortMin, lo, freeAddrTries)
+	return ""
+}
+
+// freeAddr draws ports from [freePortMin, ephemeralLow()).
+const (
+	freePortMin   = 10000
+	freeAddrTries = 100
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux:
+// /proc/sys/net/ipv4/ip_local_port_range), 32768 when it cannot be read.
+func ephemeralLow() int {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > freePortMin+1000 {
+				lo = n
+			}
+		}
+	}
+	return lo
 }
 
 // proc is one child process of a role (a store node, the player, a shard),
@@ -102,6 +151,10 @@ type proc struct {
 	name string
 	args []string
 	log  string
+	// bin is the binary it runs (nil: build); env is added to the
+	// test's environment.
+	bin *builtBinary
+	env []string
 
 	mu struct {
 		sync.Mutex
@@ -142,7 +195,14 @@ func (p *proc) start() {
 	}
 	p.mu.starts++
 	fmt.Fprintf(f, "=== e2e: start %d of %s at %s: %s\n", p.mu.starts, p.name, time.Now().Format(time.TimeOnly+".000"), strings.Join(p.args, " "))
-	cmd := exec.Command(binary(p.t), p.args...)
+	bin := p.bin
+	if bin == nil {
+		bin = build
+	}
+	cmd := exec.Command(bin.get(p.t), p.args...)
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {

@@ -110,6 +110,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		ElectionTimeout:   c.electionTimeout,
 		RetentionCapBytes: max(c.retentionBytes.bytes, logstore.DefaultRetentionCapBytes),
 		RetentionCapAge:   max(c.retentionAge, logstore.DefaultRetentionCapAge),
+		Now:               storeClock(),
 	}
 	if cfg.LeaderLeaseTimeout = logstore.DefaultLeaderLeaseTimeout; cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout

@@ -1,0 +1,820 @@
+package e2e
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/histcheck"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/shard"
+)
+
+var (
+	duration  = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
+	headReads = flag.Bool("head-reads", false, "TestNemesis: also record reads to the head (the leader's Status head_lsn taken as the log's head when it answered; Status is not documented as linearizable)")
+	artifact  = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
+)
+
+// The CI mode: a fixed set of seeds plus one random one (printed), each
+// with faults for nemesisCIDuration.
+var nemesisCISeeds = []uint64{1, 2}
+
+const nemesisCIDuration = 25 * time.Second
+
+// Fault timing: each fault lasts a random time in [faultMin, faultMax],
+// with a random pause in [gapMin, gapMax] before the next.
+const (
+	faultMin = 500 * time.Millisecond
+	faultMax = 6 * time.Second
+	gapMin   = 200 * time.Millisecond
+	gapMax   = 3 * time.Second
+)
+
+// clockJumpMax bounds a clock jump either way: below the producer table's
+// idle expiry (logstore.DefaultProducerIdleExpiry, 24 h of log time) and
+// the retention age (7 days), which a larger forward jump would reach by
+// design (see the README).
+const clockJumpMax = 6 * time.Hour
+
+// livenessMax bounds the time every target takes to apply the log's head
+// once the faults stopped and the load ended.
+const livenessMax = 90 * time.Second
+
+// linearizableTimeout bounds the porcupine search.
+const linearizableTimeout = 2 * time.Minute
+
+// nemesisReaders is how many goroutines read ranges of the log while the
+// faults run (their reads go into the history).
+const nemesisReaders = 2
+
+// readRangeMax is the longest range a reader asks for.
+const readRangeMax = 8
+
+// A run with faults longer than soakFrom (the soak) paces its history, so
+// that the linearizability check of the whole run stays within memory and
+// minutes: at most one Append every soakAppendEvery (for all producers
+// together) and one read every soakReadEvery per reader. The CI mode is not
+// paced.
+const (
+	soakFrom        = 5 * time.Minute
+	soakAppendEvery = 10 * time.Millisecond
+	soakReadEvery   = 100 * time.Millisecond
+)
+
+// TestNemesis runs the system as real processes (3 LogStore nodes, a
+// LogPlayer, 3 shards) behind TCP proxies under the demo workload while a
+// nemesis, driven by one seed, injects random faults: SIGKILL and
+// SIGSTOP/SIGCONT of any process (the LogStore leader in particular), two
+// store nodes killed at once (quorum lost, then back), partitions of the
+// Raft network (the leader isolated, any node split from the other two),
+// a target cut from the LogPlayer only, and the leader's clock jumping
+// forward or back. Then every fault is healed and it checks liveness
+// (every target applies the head within livenessMax), linearizability of
+// the recorded history (histcheck.CheckLinearizable), exactly once
+// (histcheck.CheckAcks, CheckTargets, and the checks of verify), and that
+// log timestamps never decrease.
+//
+// go test ./e2e -run Nemesis: the CI mode (nemesisCISeeds and one random
+// seed, nemesisCIDuration each); -seed N runs only seed N; -duration D
+// sets the fault time (the soak: -duration 30m, one random seed unless
+// -seed is given). Every fault is printed with its time; a failure prints the command
+// that replays the seed's schedule.
+func TestNemesis(t *testing.T) {
+	d := *duration
+	var seeds []uint64
+	switch {
+	case *seed != 0:
+		seeds = []uint64{*seed}
+	case d != 0: // a soak: one random seed
+		seeds = []uint64{rand.Uint64()}
+	default: // the CI mode
+		seeds = append(slices.Clone(nemesisCISeeds), rand.Uint64())
+		d = nemesisCIDuration
+	}
+	t.Logf("seeds %v, %v of faults each", seeds, d)
+	for _, s := range seeds {
+		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("replay: go test ./e2e -count=1 -run 'TestNemesis' -seed %d -duration %v -v", s, d)
+				}
+			}()
+			runNemesis(t, s, d)
+		})
+	}
+}
+
+// nemesisCluster is the cluster with a proxy on every link the nemesis
+// can cut and a clock offset file per store node.
+type nemesisCluster struct {
+	*cluster
+	// raftLinks[i][j] carries node i's Raft connections to node j (nil
+	// for i == j): node i is given it as j's Raft address.
+	raftLinks [][]*proxy
+	// targetLinks[i] carries the LogPlayer's connections to shard i.
+	targetLinks []*proxy
+	// clocks[i] is the file node i reads its clock offset from.
+	clocks []string
+}
+
+// startNemesisCluster starts the system as startCluster does, through the
+// proxies, with the nemesis build of the binary.
+func startNemesisCluster(t *testing.T) *nemesisCluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
+	nc := &nemesisCluster{cluster: c}
+	for i := range storeNodes {
+		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
+		c.stores = append(c.stores, n)
+		nc.clocks = append(nc.clocks, filepath.Join(c.dir, n.id+".clock"))
+	}
+	nc.raftLinks = make([][]*proxy, storeNodes)
+	for i, from := range c.stores {
+		nc.raftLinks[i] = make([]*proxy, storeNodes)
+		for j, to := range c.stores {
+			if i != j {
+				nc.raftLinks[i][j] = newProxy(t, from.id+"->"+to.id, to.raft)
+			}
+		}
+	}
+	for i, n := range c.stores {
+		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
+			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+		for j, p := range c.stores {
+			raft := p.raft
+			if i != j {
+				raft = nc.raftLinks[i][j].addr
+			}
+			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, raft, p.api))
+		}
+		if err := os.WriteFile(nc.clocks[i], nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		n.proc = newProc(t, c.dir, n.id, args...)
+		n.proc.bin, n.proc.env = nemesisBuild, []string{"LOGPLAYER_NEMESIS_CLOCK_FILE=" + nc.clocks[i]}
+		n.proc.start()
+	}
+	c.connect()
+
+	for i := range shardCount {
+		s := c.addShard(i, nemesisBuild)
+		nc.targetLinks = append(nc.targetLinks, newProxy(t, "player->"+s.id, s.addr))
+	}
+	args := c.playerArgs()
+	for i, s := range c.shards {
+		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, nc.targetLinks[i].addr, s.id))
+	}
+	c.admin, c.playerMetrics = freeAddr(t), freeAddr(t)
+	args = append(args, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
+	c.player = newProc(t, c.dir, "player", args...)
+	c.player.bin = nemesisBuild
+	c.player.start()
+	return nc
+}
+
+// setClock sets store node i's clock offset (0: the real clock).
+func (nc *nemesisCluster) setClock(i int, offset time.Duration) {
+	nc.t.Helper()
+	if err := os.WriteFile(nc.clocks[i], []byte(offset.String()), 0o644); err != nil {
+		nc.t.Fatal(err)
+	}
+}
+
+// isolate cuts (or heals) every Raft link to and from node i.
+func (nc *nemesisCluster) isolate(i int, cut bool) {
+	for j := range storeNodes {
+		if j == i {
+			continue
+		}
+		for _, p := range []*proxy{nc.raftLinks[i][j], nc.raftLinks[j][i]} {
+			if cut {
+				p.cut()
+			} else {
+				p.heal()
+			}
+		}
+	}
+}
+
+// Fault kinds.
+const (
+	faultKillStore    = "kill-store"
+	faultKillLeader   = "kill-leader"
+	faultPauseStore   = "pause-store"
+	faultPauseLeader  = "pause-leader"
+	faultQuorumLoss   = "kill-two-stores"
+	faultKillPlayer   = "kill-player"
+	faultPausePlayer  = "pause-player"
+	faultKillShard    = "kill-shard"
+	faultPauseShard   = "pause-shard"
+	faultIsolateLead  = "isolate-leader"
+	faultSplit        = "split-one-two"
+	faultCutTarget    = "cut-target-from-player"
+	faultClockForward = "leader-clock-forward"
+	faultClockBack    = "leader-clock-back"
+)
+
+// faultKinds are drawn with equal probability.
+var faultKinds = []string{
+	faultKillStore, faultKillLeader, faultPauseStore, faultPauseLeader, faultQuorumLoss,
+	faultKillPlayer, faultPausePlayer, faultKillShard, faultPauseShard,
+	faultIsolateLead, faultSplit, faultCutTarget, faultClockForward, faultClockBack,
+}
+
+// nemesis draws faults from one seed and applies them to nc, one at a
+// time.
+type nemesis struct {
+	nc       *nemesisCluster
+	rng      *rand.Rand
+	began    time.Time
+	refusals *refusalWatch
+	counts   map[string]int
+}
+
+// dur draws a duration in [lo, hi].
+func (n *nemesis) dur(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1))
+}
+
+// leaderIndex is the current leader's index, or a node drawn at random
+// when no leader answers quickly (an election in progress).
+func (n *nemesis) leaderIndex() int {
+	ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+	defer cancel()
+	fallback := n.rng.IntN(storeNodes) // drawn either way: the schedule stays the seed's
+	st, err := n.nc.client.LeaderStatus(ctx)
+	if err != nil {
+		return fallback
+	}
+	for i, s := range n.nc.stores {
+		if s.id == st.NodeId {
+			return i
+		}
+	}
+	return fallback
+}
+
+// storeFor is the store node a fault of kind hits: the leader for the
+// kinds aimed at it, else other (drawn from the seed).
+func (n *nemesis) storeFor(kind string, other int) int {
+	switch kind {
+	case faultKillLeader, faultPauseLeader, faultIsolateLead:
+		return n.leaderIndex()
+	}
+	return other
+}
+
+// step applies one fault for its duration and heals it.
+func (n *nemesis) step(k int) {
+	nc, t := n.nc, n.nc.t
+	kind := faultKinds[n.rng.IntN(len(faultKinds))]
+	hold := n.dur(faultMin, faultMax)
+	other := n.rng.IntN(storeNodes)   // a store node, for the kinds that pick any
+	second := n.rng.IntN(storeNodes)  // the second node of a quorum loss
+	shardIx := n.rng.IntN(shardCount) // a shard, for the kinds on targets
+	jump := n.dur(time.Minute, clockJumpMax)
+	n.counts[kind]++
+	logf := func(format string, args ...any) {
+		t.Logf("%v: fault %d %s: %s", since(n.began), k, kind, fmt.Sprintf(format, args...))
+	}
+	switch kind {
+	case faultKillStore, faultKillLeader:
+		s := nc.stores[n.storeFor(kind, other)]
+		logf("SIGKILL %s for %v", s.id, hold)
+		s.proc.kill()
+		keep(hold)
+		s.proc.start()
+	case faultPauseStore, faultPauseLeader:
+		s := nc.stores[n.storeFor(kind, other)]
+		logf("SIGSTOP %s for %v", s.id, hold)
+		s.proc.signal(syscall.SIGSTOP)
+		keep(hold)
+		s.proc.signal(syscall.SIGCONT)
+	case faultQuorumLoss:
+		i := n.leaderIndex()
+		j := second
+		if j == i {
+			j = (i + 1) % storeNodes
+		}
+		a, b := nc.stores[i], nc.stores[j]
+		logf("SIGKILL %s (leader) and %s for %v", a.id, b.id, hold)
+		a.proc.kill()
+		b.proc.kill()
+		keep(hold)
+		a.proc.start()
+		b.proc.start()
+	case faultKillPlayer:
+		logf("SIGKILL the LogPlayer for %v", hold)
+		nc.player.kill()
+		keep(hold)
+		nc.player.start()
+	case faultPausePlayer:
+		logf("SIGSTOP the LogPlayer for %v", hold)
+		nc.player.signal(syscall.SIGSTOP)
+		keep(hold)
+		nc.player.signal(syscall.SIGCONT)
+	case faultKillShard:
+		s := nc.shards[shardIx]
+		logf("SIGKILL %s for %v", s.id, hold)
+		n.refusals.kill(s, s.proc.kill)
+		keep(hold)
+		s.proc.start()
+	case faultPauseShard:
+		s := nc.shards[shardIx]
+		logf("SIGSTOP %s for %v", s.id, hold)
+		s.proc.signal(syscall.SIGSTOP)
+		keep(hold)
+		s.proc.signal(syscall.SIGCONT)
+	case faultIsolateLead, faultSplit:
+		i := n.storeFor(kind, other)
+		logf("Raft links of %s cut from the other two nodes for %v", nc.stores[i].id, hold)
+		nc.isolate(i, true)
+		keep(hold)
+		nc.isolate(i, false)
+	case faultCutTarget:
+		s := nc.shards[shardIx]
+		logf("LogPlayer -> %s cut for %v (the test still reaches it)", s.id, hold)
+		nc.targetLinks[shardIx].cut()
+		keep(hold)
+		nc.targetLinks[shardIx].heal()
+	case faultClockForward, faultClockBack:
+		i := n.leaderIndex()
+		if kind == faultClockBack {
+			jump = -jump
+		}
+		logf("%s's clock jumps %v for %v, then back", nc.stores[i].id, jump, hold)
+		nc.setClock(i, jump)
+		keep(hold)
+		nc.setClock(i, 0)
+	}
+	if err := nc.alive(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// keep lets d pass: how long a fault lasts, or the quiet between two (a
+// duration the seed chose, not a wait for a condition).
+func keep(d time.Duration) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	<-tm.C
+}
+
+// runNemesis is one seed's run: start, faults for d, heal, checks.
+func runNemesis(t *testing.T, s uint64, d time.Duration) {
+	began := time.Now()
+	nemesisBuild.get(t)
+	t.Logf("%v: binary built", since(began))
+	nc := startNemesisCluster(t)
+	c := nc.cluster
+	// A target the LogPlayer gave up on (a pause or a cut) keeps that
+	// stream until the new one supersedes it: refused as superseded.
+	refusals := watchRefusals(t, c.shards, "superseded")
+	hist := histcheck.NewRecorder()
+	var appendEvery, readEvery time.Duration
+	if d > soakFrom {
+		appendEvery, readEvery = soakAppendEvery, soakReadEvery
+		t.Logf("soak: at most one append every %v, one read every %v per reader", appendEvery, readEvery)
+	}
+	app := newHistAppender(c.client, hist, appendEvery)
+	defer app.stop()
+	ld := startLoad(t, app, c.shards, s)
+	readers := startReaders(c, hist, readEvery)
+	defer readers.stop()
+	c.waitAcked(ld)
+	t.Logf("%v: cluster up, %d acknowledged; seed %d, faults for %v", since(began), ld.acks.n.Load(), s, d)
+
+	n := &nemesis{nc: nc, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), began: began, refusals: refusals, counts: map[string]int{}}
+	faultsBegan := time.Now()
+	k := 0
+	for time.Since(faultsBegan) < d {
+		k++
+		n.step(k)
+		gap := n.dur(gapMin, gapMax)
+		keep(gap)
+	}
+	t.Logf("%v: faults stopped after %d: %s", since(began), k, n.summary())
+
+	// Every process is running again and every link healed (each fault
+	// heals itself). Writes must go on, then every target reach the head.
+	c.waitAcked(ld)
+	readers.stop()
+	res, err := ld.stop()
+	if err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	head := c.leaderStatus().HeadLsn
+	caught := time.Now()
+	c.waitFor(livenessMax, fmt.Sprintf("every target to apply the head lsn %d (liveness bound %v)", head, livenessMax), func() error {
+		for _, s := range c.shards {
+			if _, err := s.applied(head); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	t.Logf("%v: liveness: every target applied the head lsn %d %v after the load stopped (bound %v); %d retries",
+		since(began), head, time.Since(caught).Round(time.Millisecond), livenessMax, res.Retries)
+
+	var next map[string]map[string]uint64
+	var states map[string]map[string][]byte
+	var applied map[string]uint64
+	verify(t, began, c, ld, refusals, func() {
+		for _, s := range c.shards {
+			s.proc.terminate()
+		}
+		next, states, applied = readShards(t, c.shards)
+	})
+	for _, p := range c.allProcs() {
+		p.checkLog()
+	}
+	checkHistory(t, c, hist, head, next, states, applied)
+	t.Logf("%v: seed %d: %d faults (%s), %d operations recorded", since(began), s, k, n.summary(), len(hist.Ops()))
+}
+
+// summary lists the fault counts by kind.
+func (n *nemesis) summary() string {
+	var out []string
+	for _, k := range faultKinds {
+		if c := n.counts[k]; c > 0 {
+			out = append(out, fmt.Sprintf("%s=%d", k, c))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// readShards reads each stopped shard's durable state.
+func readShards(t *testing.T, shards []*shardNode) (next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) {
+	next, states, applied = map[string]map[string]uint64{}, map[string]map[string][]byte{}, map[string]uint64{}
+	for _, s := range shards {
+		data, st, err := shard.ReadDir(s.dir)
+		if err != nil {
+			t.Errorf("%s: %v", s.id, err)
+			continue
+		}
+		next[s.id] = map[string]uint64{}
+		for topic, off := range st.Topics {
+			next[s.id][topic] = uint64(off)
+		}
+		states[s.id], applied[s.id] = data, uint64(st.AppliedLSN)
+	}
+	return next, states, applied
+}
+
+// checkHistory reads the log [1, head] back and runs the histcheck
+// checkers: linearizability of the recorded appends and reads (unknown
+// outcomes settled by the log), exactly once at every target (its durable
+// state, next offsets and applied LSN against the log replayed), and log
+// timestamps that never decrease (leader clocks jumped).
+func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint64,
+	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+	defer cancel()
+	var log []*logstorepb.Transaction
+	if err := demo.ReadLog(ctx, c.client, 1, head, func(tx *logstorepb.Transaction) error {
+		log = append(log, tx)
+		return nil
+	}); err != nil {
+		t.Fatalf("read log: %v", err)
+	}
+	final := make([]histcheck.Txn, 0, len(log))
+	for i, tx := range log {
+		final = append(final, histcheck.TxnOf(tx, logTxnID))
+		if i > 0 && tx.TimestampUnixNano < log[i-1].TimestampUnixNano {
+			t.Errorf("lsn %d: leader timestamp %d below lsn %d's %d", tx.Lsn, tx.TimestampUnixNano, log[i-1].Lsn, log[i-1].TimestampUnixNano)
+		}
+	}
+	ops := histcheck.Resolve(oneEffectPerID(hist.Ops()), final)
+	vis := filepath.Join(t.TempDir(), "linearizability.html")
+	if *artifact != "" {
+		vis = filepath.Join(*artifact, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+"-linearizability.html")
+	}
+	rep, err := histcheck.CheckLinearizable(ops, histcheck.LinearizableConfig{Timeout: linearizableTimeout, Visualization: vis})
+	if err != nil {
+		t.Errorf("linearizability: %v", err)
+		for _, line := range explain(ops, final) {
+			t.Log(line)
+		}
+		dumpHistory(t, strings.TrimSuffix(vis, ".html")+".json", ops, final)
+	}
+	t.Logf("linearizability: %s", rep)
+	if rep.Reads == 0 || rep.Appends == 0 {
+		t.Errorf("history of %d appends and %d reads: the workload or the readers recorded nothing", rep.Appends, rep.Reads)
+	}
+
+	var targets []histcheck.Target
+	for _, s := range c.shards {
+		if states[s.id] == nil {
+			continue // readShards reported it
+		}
+		targets = append(targets, histcheck.Target{ID: s.id, Topics: []string{s.id}, AppliedLSN: applied[s.id],
+			NextOffsets: next[s.id], State: states[s.id]})
+	}
+	for id, v := range histcheck.CheckTargets(log, shard.ModelApply, targets) {
+		if !v.OK() {
+			t.Errorf("target %s: %d exactly-once violations:\n%s", id, v.Count, strings.Join(v.List, "\n"))
+		}
+	}
+	t.Logf("checked %d transactions of the log, %d targets", len(log), len(targets))
+}
+
+// logTxnID names a transaction read from the log as the workload did its
+// Append (the key of its orders message).
+func logTxnID(t *logstorepb.Transaction) string { return txnID(t.Slices) }
+
+// oneEffectPerID gives the appends of one transaction id (attempts of one
+// idempotent-producer sequence: the workload's retries, and the client's
+// own retries inside one Append call) exactly one op that may have written
+// it, as the producer table promises (CheckAcks checks no id is in the log
+// twice): the acknowledged attempt that was not answered as a duplicate;
+// without one, the earliest called among the unknown and the
+// duplicate-answered ones (the write happened after that call and before
+// any duplicate answer). Every other unknown attempt had no effect of its
+// own and becomes Failed. An op that is the writer and was answered as a
+// duplicate (the client retried inside the call: its first try wrote) is
+// no longer marked Duplicate. Without this, histcheck.Resolve would settle
+// every unknown attempt at the transaction's LSN and the model would
+// refuse the second write, and it would refuse a duplicate answer with no
+// other op to have written first.
+func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
+	slices.SortStableFunc(ops, func(a, b histcheck.Op) int { return cmp.Compare(a.Call, b.Call) })
+	writer := map[string]int{} // id -> index of the op that wrote it
+	for i, op := range ops {
+		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Duplicate {
+			writer[op.ID] = i
+		}
+	}
+	for i, op := range ops {
+		if op.Kind != histcheck.KindAppend || !(op.Outcome == histcheck.Unknown || op.Duplicate) {
+			continue
+		}
+		if _, ok := writer[op.ID]; !ok {
+			writer[op.ID] = i // the earliest called: ops are in call order
+		}
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind != histcheck.KindAppend {
+			continue
+		}
+		w, ok := writer[op.ID]
+		switch {
+		case !ok:
+		case w == i && op.Duplicate:
+			op.Duplicate = false
+		case w != i && op.Outcome == histcheck.Unknown:
+			op.Outcome = histcheck.Failed
+		}
+	}
+	return ops
+}
+
+// histAppender records every Append of the workload in a history; each
+// call in flight holds one client slot (porcupine's client id: a slot's
+// operations never overlap).
+type histAppender struct {
+	inner demo.Appender
+	rec   *histcheck.Recorder
+	pace  *time.Ticker // nil: not paced
+	mu    struct {
+		sync.Mutex
+		busy []bool
+	}
+}
+
+// newHistAppender records inner's appends in rec; every > 0 paces them
+// (one per tick, for all callers together).
+func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration) *histAppender {
+	h := &histAppender{inner: inner, rec: rec}
+	if every > 0 {
+		h.pace = time.NewTicker(every)
+	}
+	return h
+}
+
+// stop releases the pacing ticker.
+func (h *histAppender) stop() {
+	if h.pace != nil {
+		h.pace.Stop()
+	}
+}
+
+func (h *histAppender) slot() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, b := range h.mu.busy {
+		if !b {
+			h.mu.busy[i] = true
+			return i
+		}
+	}
+	h.mu.busy = append(h.mu.busy, true)
+	return len(h.mu.busy) - 1
+}
+
+func (h *histAppender) free(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.mu.busy[i] = false
+}
+
+// Append implements demo.Appender.
+func (h *histAppender) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	if h.pace != nil {
+		select {
+		case <-h.pace.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	slot := h.slot()
+	defer h.free(slot)
+	call := h.rec.Now()
+	resp, err := h.inner.Append(ctx, req)
+	h.rec.Append(slot, txnID(req.Slices), req, call, resp, err)
+	return resp, err
+}
+
+// readers read ranges near the head while the faults run: the leader's
+// head, then [head-k, head] from whichever node the client picks. A read
+// that fails tells nothing and is not recorded. Reader r is client
+// readerClient0+r of the history.
+type readers struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// readerClient0 is the first reader's client id (the appenders' slots are
+// below it).
+const readerClient0 = 1000
+
+// startReaders starts the readers; every > 0 paces each to one read per
+// tick.
+func startReaders(c *cluster, hist *histcheck.Recorder, every time.Duration) *readers {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &readers{cancel: cancel}
+	for i := range nemesisReaders {
+		r.wg.Go(func() {
+			var tick <-chan time.Time
+			if every > 0 {
+				tk := time.NewTicker(every)
+				defer tk.Stop()
+				tick = tk.C
+			}
+			for k := 0; ctx.Err() == nil; k++ {
+				readOnce(ctx, c, hist, readerClient0+i, uint64(k%readRangeMax))
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-ctx.Done():
+					}
+				}
+			}
+		})
+	}
+	return r
+}
+
+// readOnce records one read of up to back+1 transactions ending at the
+// leader's head.
+func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client int, back uint64) {
+	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+	defer cancel()
+	call := hist.Now()
+	st, err := c.client.LeaderStatus(ctx)
+	statusDone := hist.Now()
+	if err != nil || st.HeadLsn == 0 {
+		if ctx.Err() == nil && err != nil {
+			<-ctx.Done() // no leader: wait out the timeout rather than spin
+		}
+		return
+	}
+	from := max(1, st.HeadLsn-min(back, st.HeadLsn-1))
+	var txns []histcheck.Txn
+	err = c.client.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: st.HeadLsn}, func(r *logstorepb.ReadResponse) error {
+		for _, tx := range r.Transactions {
+			txns = append(txns, histcheck.TxnOf(tx, logTxnID))
+		}
+		return nil
+	})
+	if err != nil || len(txns) == 0 {
+		return
+	}
+	if *headReads && txns[len(txns)-1].LSN == st.HeadLsn && back%2 == 0 {
+		// The head as the leader said it: the read is placed within the
+		// Status call (the transactions it names are immutable).
+		hist.Add(histcheck.Op{Client: client, Kind: histcheck.KindRead, Call: call, Return: statusDone,
+			From: from, To: st.HeadLsn, ToHead: true, Txns: txns})
+		return
+	}
+	hist.Read(client, from, from+uint64(len(txns))-1, false, call, txns)
+}
+
+// stop ends the readers (idempotent).
+func (r *readers) stop() {
+	r.once.Do(func() {
+		r.cancel()
+		r.wg.Wait()
+	})
+}
+
+// explainMax bounds the lines explain returns.
+const explainMax = 20
+
+// explain looks for the plain reasons a history fails the linearizability
+// check, to print next to porcupine's visualization: a read that returned
+// something else than the final log holds, an acknowledged append whose
+// LSN or offsets differ from the log's, an append acknowledged at a lower
+// LSN invoked only after one at a higher LSN returned, and a read that
+// returned an LSN before its append was invoked.
+func explain(ops []histcheck.Op, log []histcheck.Txn) []string {
+	var out []string
+	add := func(format string, args ...any) {
+		if len(out) < explainMax {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	appendAt := map[uint64]histcheck.Op{}
+	for _, op := range ops {
+		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Resolved && !op.Duplicate {
+			if op.LSN > uint64(len(log)) || log[op.LSN-1].ID != op.ID {
+				add("append %s acknowledged at lsn %d: not there in the log", op.ID, op.LSN)
+				continue
+			}
+			if !sameSlices(op.Slices, log[op.LSN-1].Slices) {
+				add("append %s at lsn %d: acknowledged slices %v, the log's %v", op.ID, op.LSN, op.Slices, log[op.LSN-1].Slices)
+			}
+			appendAt[op.LSN] = op
+		}
+	}
+	// Acknowledged at dense LSNs, the appends must take effect in LSN
+	// order: the one at lsn x no earlier than every call at or below x
+	// (callsUpTo[x]), and before it returned; a read that returned lsn x
+	// must have returned after callsUpTo[x].
+	callsUpTo := make([]int64, len(log)+1)
+	for l := uint64(1); l <= uint64(len(log)); l++ {
+		callsUpTo[l] = callsUpTo[l-1]
+		if a, ok := appendAt[l]; ok {
+			callsUpTo[l] = max(callsUpTo[l], a.Call)
+			if callsUpTo[l] > a.Return {
+				add("append %s at lsn %d returned at %d, before an append at a lower lsn was invoked at %d", a.ID, l, a.Return, callsUpTo[l])
+			}
+		}
+	}
+	for _, op := range ops {
+		if op.Kind != histcheck.KindRead {
+			continue
+		}
+		for _, tx := range op.Txns {
+			if tx.LSN > uint64(len(log)) || log[tx.LSN-1].ID != tx.ID || !sameSlices(tx.Slices, log[tx.LSN-1].Slices) {
+				add("read by client %d at [%d, %d] returned %+v at lsn %d, the log holds something else", op.Client, op.Call, op.Return, tx, tx.LSN)
+			}
+			if tx.LSN <= uint64(len(log)) && callsUpTo[tx.LSN] > op.Return {
+				add("read by client %d returned lsn %d at %d, before an append at or below it was invoked at %d", op.Client, tx.LSN, op.Return, callsUpTo[tx.LSN])
+			}
+		}
+	}
+	return out
+}
+
+// sameSlices compares two transactions' slices in topic order.
+func sameSlices(a, b []histcheck.Slice) bool {
+	byTopic := func(x, y histcheck.Slice) int { return strings.Compare(x.Topic, y.Topic) }
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.SortFunc(a, byTopic)
+	slices.SortFunc(b, byTopic)
+	return slices.Equal(a, b)
+}
+
+// dumpHistory writes the checked history and the final log as JSON next
+// to the visualization, to check again offline.
+func dumpHistory(t *testing.T, path string, ops []histcheck.Op, log []histcheck.Txn) {
+	b, err := json.Marshal(struct {
+		Ops []histcheck.Op
+		Log []histcheck.Txn
+	}{ops, log})
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("history dump: %v", err)
+		return
+	}
+	t.Logf("history: %s", path)
+}
