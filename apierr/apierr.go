@@ -69,7 +69,7 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		logstorepb.ErrorCode_REQUEST_TOO_LARGE, logstorepb.ErrorCode_INVALID_ARGUMENT:
 		return codes.InvalidArgument
 	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED,
-		logstorepb.ErrorCode_MEMBERSHIP:
+		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_BELOW_RETENTION:
 		return codes.OutOfRange
