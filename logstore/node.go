@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -57,7 +58,9 @@ type Node struct {
 	readsOnce sync.Once
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // background goroutines (leader watch, retention)
+	wg        sync.WaitGroup // background goroutines (leader watch, retention, version poll)
+	// polledVersion is versionLoop's last complete minimum (version.go).
+	polledVersion atomic.Uint32
 }
 
 // NewNode opens (or creates) the node's storage in cfg.Dir, recovers the
@@ -170,7 +173,8 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n.agg = newAggregator(n.raft, &n.cfg, n.metrics)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.versionLoop() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
 	go func() { defer n.wg.Done(); n.retentionLoop() }()
 	ok = true

@@ -188,6 +188,9 @@ type ProcSpec struct {
 	TrailingLogs      uint64
 	// RaftLogStore is the node's Raft log backend ("": the default).
 	RaftLogStore logstore.RaftLogStore
+	// AdvertisedVersion is the node's Config.AdvertisedVersion (0: the
+	// binary's): a rolling-upgrade test restarts a node with a higher one.
+	AdvertisedVersion uint32
 }
 
 // RaftLogStores lists every supported Raft log backend, for crash tests
@@ -219,7 +222,7 @@ func runNode(spec string) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(logf, nil))
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
-	cfg.RaftLogStore = s.RaftLogStore
+	cfg.RaftLogStore, cfg.AdvertisedVersion = s.RaftLogStore, s.AdvertisedVersion
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}
