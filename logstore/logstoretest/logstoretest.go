@@ -258,6 +258,12 @@ func FreeAddr(t testing.TB) string {
 // NewProcCluster starts n node processes bootstrapped together on the
 // given Raft log backend and kills them at cleanup.
 func NewProcCluster(t testing.TB, n int, backend logstore.RaftLogStore) []*Proc {
+	return NewProcClusterWith(t, n, backend, nil)
+}
+
+// NewProcClusterWith is NewProcCluster with tweak (may be nil) applied to
+// each node's spec before it starts.
+func NewProcClusterWith(t testing.TB, n int, backend logstore.RaftLogStore, tweak func(*ProcSpec)) []*Proc {
 	base := t.TempDir()
 	var peers []logstore.Peer
 	for i := range n {
@@ -266,6 +272,9 @@ func NewProcCluster(t testing.TB, n int, backend logstore.RaftLogStore) []*Proc 
 	procs := make([]*Proc, n)
 	for i, p := range peers {
 		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers, RaftLogStore: backend}}
+		if tweak != nil {
+			tweak(&procs[i].Spec)
+		}
 		procs[i].Start(t)
 	}
 	t.Cleanup(func() {
@@ -288,6 +297,16 @@ func (p *Proc) Start(t testing.TB) {
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Stop asks the process to shut down (SIGTERM, as an operator's restart
+// does) and reaps it.
+func (p *Proc) Stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Wait()
+		p.cmd = nil
 	}
 }
 
