@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/fsm"
@@ -33,19 +34,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	}
 	cl := newClient(t, addrs...)
 	ctx := ctxT(t, 120*time.Second)
-	leader := func() int {
-		st, err := cl.LeaderStatus(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, p := range procs {
-			if p.Spec.ID == st.NodeId {
-				return i
-			}
-		}
-		t.Fatalf("unknown leader %q", st.NodeId)
-		return -1
-	}
+	leader := func() int { return procLeader(t, cl, procs) }
 	if _, err := cl.Append(ctx, &logstorepb.AppendRequest{OffsetCommits: []*logstorepb.OffsetCommit{{Group: "g", Topic: "t", Offset: 1}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -156,4 +145,20 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		seen[id] = true
 	}
 	t.Logf("%d acknowledged appends across the upgrade, none failed, none twice", len(acked))
+}
+
+// procLeader returns the index in procs of the node leading now.
+func procLeader(t testing.TB, cl *client.Client, procs []*logstoretest.Proc) int {
+	t.Helper()
+	st, err := cl.LeaderStatus(ctxT(t, 60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range procs {
+		if p.Spec.ID == st.NodeId {
+			return i
+		}
+	}
+	t.Fatalf("unknown leader %q", st.NodeId)
+	return -1
 }
