@@ -61,6 +61,8 @@ type Node struct {
 	wg        sync.WaitGroup // background goroutines (leader watch, retention, version poll)
 	// polledVersion is versionLoop's last complete minimum (version.go).
 	polledVersion atomic.Uint32
+	// versionKick (buffered 1) makes versionLoop poll now (on election).
+	versionKick chan struct{}
 }
 
 // NewNode opens (or creates) the node's storage in cfg.Dir, recovers the
@@ -70,7 +72,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), reads: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), reads: make(chan struct{}), versionKick: make(chan struct{}, 1)}
 	ok := false
 	defer func() {
 		if ok {
@@ -234,6 +236,10 @@ func (n *Node) watchLeadership() {
 			if isLeader {
 				n.metrics.isLeader.Set(1)
 				n.registerMembers()
+				select {
+				case n.versionKick <- struct{}{}:
+				default:
+				}
 			} else {
 				n.metrics.isLeader.Set(0)
 			}

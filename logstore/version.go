@@ -13,7 +13,8 @@ import (
 )
 
 // versionPollInterval is how often the leader asks every server of the
-// Raft configuration which cluster version it supports.
+// Raft configuration which cluster version it supports (and once at once
+// when it is elected, after registering the members).
 const versionPollInterval = time.Second
 
 // advertisedVersion is the cluster version this node says it supports:
@@ -47,6 +48,7 @@ func (n *Node) versionLoop() {
 		case <-n.closing:
 			return
 		case <-t.C:
+		case <-n.versionKick: // just elected: members registered, ask now
 		}
 		if n.raft.State() != raft.Leader {
 			continue
