@@ -60,7 +60,7 @@ var (
 // codeOf is the fixed gRPC code of each ErrorCode.
 func codeOf(c logstorepb.ErrorCode) codes.Code {
 	switch c {
-	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_TIMEOUT:
+	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_UNKNOWN_OUTCOME:
 		return codes.Unavailable
 	case logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_TABLE_FULL:
 		return codes.ResourceExhausted
@@ -69,7 +69,7 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		logstorepb.ErrorCode_REQUEST_TOO_LARGE, logstorepb.ErrorCode_INVALID_ARGUMENT:
 		return codes.InvalidArgument
 	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED,
-		logstorepb.ErrorCode_MEMBERSHIP:
+		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_BELOW_RETENTION:
 		return codes.OutOfRange
@@ -158,11 +158,11 @@ func Status(err error) error {
 	case errors.Is(err, ErrShuttingDown):
 		return New(logstorepb.ErrorCode_SHUTTING_DOWN, err.Error(), nil)
 	case errors.Is(err, ErrUnknownOutcome):
-		return New(logstorepb.ErrorCode_TIMEOUT, err.Error(), nil)
+		return New(logstorepb.ErrorCode_UNKNOWN_OUTCOME, err.Error(), nil)
 	case errors.Is(err, context.DeadlineExceeded):
-		return withCode(codes.DeadlineExceeded, logstorepb.ErrorCode_TIMEOUT, err.Error())
+		return withCode(codes.DeadlineExceeded, logstorepb.ErrorCode_UNKNOWN_OUTCOME, err.Error())
 	case errors.Is(err, context.Canceled):
-		return withCode(codes.Canceled, logstorepb.ErrorCode_TIMEOUT, err.Error())
+		return withCode(codes.Canceled, logstorepb.ErrorCode_UNKNOWN_OUTCOME, err.Error())
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -35,8 +36,8 @@ func TestStatusMapsSentinels(t *testing.T) {
 		{fmt.Errorf("append: %w", ErrNotLeader), codes.Unavailable, logstorepb.ErrorCode_NOT_LEADER},
 		{ErrQueueFull, codes.ResourceExhausted, logstorepb.ErrorCode_QUEUE_FULL},
 		{ErrShuttingDown, codes.Unavailable, logstorepb.ErrorCode_SHUTTING_DOWN},
-		{ErrUnknownOutcome, codes.Unavailable, logstorepb.ErrorCode_TIMEOUT},
-		{context.DeadlineExceeded, codes.DeadlineExceeded, logstorepb.ErrorCode_TIMEOUT},
+		{ErrUnknownOutcome, codes.Unavailable, logstorepb.ErrorCode_UNKNOWN_OUTCOME},
+		{context.DeadlineExceeded, codes.DeadlineExceeded, logstorepb.ErrorCode_UNKNOWN_OUTCOME},
 		{errors.New("disk on fire"), codes.Internal, logstorepb.ErrorCode_INTERNAL},
 		{Newf(logstorepb.ErrorCode_CONDITION_FAILED, "x"), codes.FailedPrecondition, logstorepb.ErrorCode_CONDITION_FAILED},
 	} {
@@ -69,5 +70,23 @@ func TestEncodeDecode(t *testing.T) {
 	}
 	if err := Decode(&logstorepb.AppendError{}); status.Code(err) != codes.Internal {
 		t.Errorf("code OK decoded as %v, want INTERNAL", err)
+	}
+}
+
+// UNKNOWN_OUTCOME is the new name of TIMEOUT: the same number on the wire
+// (old clients decode it as TIMEOUT), printed by its new name, and the old
+// name still parses.
+func TestUnknownOutcomeKeepsTimeoutReadable(t *testing.T) {
+	if logstorepb.ErrorCode_TIMEOUT != logstorepb.ErrorCode_UNKNOWN_OUTCOME || logstorepb.ErrorCode_UNKNOWN_OUTCOME != 13 {
+		t.Fatalf("numbers: TIMEOUT %d, UNKNOWN_OUTCOME %d", logstorepb.ErrorCode_TIMEOUT, logstorepb.ErrorCode_UNKNOWN_OUTCOME)
+	}
+	if s := logstorepb.ErrorCode_UNKNOWN_OUTCOME.String(); s != "UNKNOWN_OUTCOME" {
+		t.Fatalf("name %q", s)
+	}
+	for _, name := range []string{"TIMEOUT", "UNKNOWN_OUTCOME"} {
+		var d logstorepb.ErrorDetail
+		if err := protojson.Unmarshal([]byte(`{"code":"`+name+`"}`), &d); err != nil || d.Code != logstorepb.ErrorCode_UNKNOWN_OUTCOME {
+			t.Fatalf("json %s: %v %v", name, d.Code, err)
+		}
 	}
 }

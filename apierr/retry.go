@@ -62,7 +62,7 @@ func Classify(err error) Outcome {
 	switch CodeOf(err) {
 	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_SHUTTING_DOWN:
 		return NotApplied
-	case logstorepb.ErrorCode_TIMEOUT:
+	case logstorepb.ErrorCode_UNKNOWN_OUTCOME:
 		return MaybeApplied
 	case logstorepb.ErrorCode_TABLE_FULL:
 		return Final

@@ -417,12 +417,13 @@ func (a *aggregator) await(f raft.ApplyFuture) error {
 	}
 }
 
-// raftErr maps a failed Apply future: ErrNotLeader and ErrEnqueueTimeout
-// mean the entry never entered the log (safe to retry); anything else may
-// have committed.
+// raftErr maps a failed Apply future: ErrNotLeader, ErrEnqueueTimeout and
+// ErrLeadershipTransferInProgress (the leader loop refuses the Apply before
+// dispatching it) mean the entry never entered the log (safe to retry);
+// anything else may have committed.
 func raftErr(err error) error {
 	switch {
-	case errors.Is(err, raft.ErrNotLeader):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return apierr.ErrNotLeader
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return apierr.ErrQueueFull

@@ -18,6 +18,7 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -231,8 +232,10 @@ func TestOffsetsCommitAndFetch(t *testing.T) {
 	if errors.Join(err1, err2) != nil || e2 <= e1 || e1 == 0 {
 		t.Fatalf("epochs %d %d (%v %v)", e1, e2, err1, err2)
 	}
-	// DeleteGroup removes the group's offsets on every node; a bad name
-	// is refused and changes nothing.
+	// DeleteGroup removes the group's offsets on every node (once every
+	// voter advertised the version it needs); a bad name is refused and
+	// changes nothing.
+	waitClusterVersion(t, c, fsm.CurrentVersion)
 	if _, err := cl.DeleteGroup(ctx, ""); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("delete of an invalid group name: %v", err)
 	}

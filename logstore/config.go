@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -177,6 +178,14 @@ type Config struct {
 	// backend it was created with; NewNode refuses the other one
 	// (ErrRaftLogStoreMismatch).
 	RaftLogStore RaftLogStore
+	// AdvertisedVersion is the cluster version this node tells the leader
+	// it supports (0: the binary's fsm.CurrentVersion; higher is capped to
+	// it). Set lower to run as an older release would for the version gate
+	// (rolling-upgrade tests).
+	AdvertisedVersion uint32
+	// PeerDialOptions are used by the leader to ask the other nodes' APIs
+	// which version they support (default: plaintext).
+	PeerDialOptions []grpc.DialOption
 }
 
 // ErrConfig wraps every configuration error.

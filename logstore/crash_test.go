@@ -36,19 +36,7 @@ func testCrashLeaderProcess(t *testing.T, backend logstore.RaftLogStore) {
 		addrs = append(addrs, p.Spec.APIAddr)
 	}
 	cl := newClient(t, addrs...)
-	leaderIndex := func() int {
-		st, err := cl.LeaderStatus(ctxT(t, 60*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, p := range procs {
-			if p.Spec.ID == st.NodeId {
-				return i
-			}
-		}
-		t.Fatalf("unknown leader %q", st.NodeId)
-		return -1
-	}
+	leaderIndex := func() int { return procLeader(t, cl, procs) }
 
 	var (
 		mu      sync.Mutex

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -57,7 +58,11 @@ type Node struct {
 	readsOnce sync.Once
 	closeOnce sync.Once
 	closeErr  error
-	wg        sync.WaitGroup // background goroutines (leader watch, retention)
+	wg        sync.WaitGroup // background goroutines (leader watch, retention, version poll)
+	// polledVersion is versionLoop's last complete minimum (version.go).
+	polledVersion atomic.Uint32
+	// versionKick (buffered 1) makes versionLoop poll now (on election).
+	versionKick chan struct{}
 }
 
 // NewNode opens (or creates) the node's storage in cfg.Dir, recovers the
@@ -67,7 +72,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), reads: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), reads: make(chan struct{}), versionKick: make(chan struct{}, 1)}
 	ok := false
 	defer func() {
 		if ok {
@@ -170,7 +175,8 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n.agg = newAggregator(n.raft, &n.cfg, n.metrics)
 
-	n.wg.Add(2)
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.versionLoop() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
 	go func() { defer n.wg.Done(); n.retentionLoop() }()
 	ok = true
@@ -230,6 +236,10 @@ func (n *Node) watchLeadership() {
 			if isLeader {
 				n.metrics.isLeader.Set(1)
 				n.registerMembers()
+				select {
+				case n.versionKick <- struct{}{}:
+				default:
+				}
 			} else {
 				n.metrics.isLeader.Set(0)
 			}

@@ -46,6 +46,9 @@ func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) 
 	if s.n.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
+	if err := s.n.gate(cmd); err != nil {
+		return nil, err
+	}
 	resp, err := s.n.agg.submit(ctx, cmd, size)
 	return resp, s.submitErr(err)
 }
@@ -133,20 +136,22 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 	n := s.n
 	_, id := n.raft.LeaderWithID()
 	resp := &logstorepb.StatusResponse{
-		NodeId:       n.cfg.ID,
-		Role:         roleName(n.raft.State()),
-		LeaderId:     string(id),
-		RaftTerm:     n.raft.CurrentTerm(),
-		CommitIndex:  n.raft.CommitIndex(),
-		AppliedIndex: n.raft.AppliedIndex(),
-		HeadLsn:      uint64(n.fsm.head.Load()),
-		FirstLsn:     uint64(n.seg.FirstLSN()),
-		SegmentBytes: uint64(n.seg.SizeBytes()),
+		NodeId:           n.cfg.ID,
+		Role:             roleName(n.raft.State()),
+		LeaderId:         string(id),
+		RaftTerm:         n.raft.CurrentTerm(),
+		CommitIndex:      n.raft.CommitIndex(),
+		AppliedIndex:     n.raft.AppliedIndex(),
+		HeadLsn:          uint64(n.fsm.head.Load()),
+		FirstLsn:         uint64(n.seg.FirstLSN()),
+		SegmentBytes:     uint64(n.seg.SizeBytes()),
+		SupportedVersion: n.advertisedVersion(),
 	}
 	var members map[string]*logstorepb.MemberCommand
 	var topics []*logstorepb.TopicState
 	n.fsm.withState(func(st *fsm.State) {
 		resp.Epoch = uint64(st.Epoch())
+		resp.ClusterVersion = st.ClusterVersion()
 		topics, resp.Consumers, members = st.Topics(), st.Consumers(), st.Members()
 	})
 	for _, t := range topics {

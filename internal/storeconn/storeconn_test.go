@@ -263,23 +263,50 @@ func TestLogReaderResumes(t *testing.T) {
 	}
 }
 
-// TestStreamStopsBelowRetention: below retention is never retried, and
-// ctx's end returns ctx's error.
+// TestStreamStopsBelowRetention: below retention ends the stream once
+// every node answered it (each node once), and ctx's end returns ctx's
+// error.
 func TestStreamStopsBelowRetention(t *testing.T) {
 	nodes, _ := fakeCluster(2)
 	c := newConn(t, nodes, nil)
 	below := apierr.New(logstorepb.ErrorCode_BELOW_RETENTION, "gone", func(d *logstorepb.ErrorDetail) { d.OldestLsn = 9 })
-	opens := 0
-	s := NewStream(c, StreamPolicy{Retry: apierr.Final}, func(context.Context, int, logstorepb.LogStoreClient) (func() (int, error), error) {
-		opens++
+	asked := map[int]int{}
+	s := NewStream(c, StreamPolicy{Retry: apierr.Final}, func(_ context.Context, node int, _ logstorepb.LogStoreClient) (func() (int, error), error) {
+		asked[node]++
 		return nil, below
 	})
-	if _, err := s.Next(context.Background()); !errors.Is(err, below) || opens != 1 {
-		t.Fatalf("err %v after %d opens, want the below-retention error after 1", err, opens)
+	if _, err := s.Next(context.Background()); !errors.Is(err, below) || len(asked) != 2 || asked[0] != 1 || asked[1] != 1 {
+		t.Fatalf("err %v after asking %v, want the below-retention error after each node once", err, asked)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.Next(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err %v, want context.Canceled", err)
+	}
+}
+
+// TestStreamBelowRetentionOnOneNodeReadsAnother: retention is per node, so
+// a position one node (here the leader, asked first) deleted is read from
+// a node that still holds it.
+func TestStreamBelowRetentionOnOneNodeReadsAnother(t *testing.T) {
+	nodes, _ := fakeCluster(3)
+	c := newConn(t, nodes, nil)
+	c.SetLeader(1)
+	below := apierr.New(logstorepb.ErrorCode_BELOW_RETENTION, "gone", func(d *logstorepb.ErrorDetail) { d.OldestLsn = 9 })
+	var asked []int
+	s := NewStream(c, StreamPolicy{Retry: apierr.Final, Leader: true}, func(_ context.Context, node int, _ logstorepb.LogStoreClient) (func() (int, error), error) {
+		asked = append(asked, node)
+		if node != 2 {
+			return nil, below
+		}
+		return func() (int, error) { return 42, nil }, nil
+	})
+	defer s.Close()
+	got, err := s.Next(context.Background())
+	if err != nil || got != 42 || s.Node() != 2 {
+		t.Fatalf("got %d, %v from node %d after asking %v; want 42 from node 2", got, err, s.Node(), asked)
+	}
+	if len(asked) > 3 || asked[0] != 1 {
+		t.Fatalf("asked %v, want the leader first and each node at most once", asked)
 	}
 }

@@ -16,8 +16,10 @@ type StreamPolicy struct {
 	// Name names the stream in log records.
 	Name string
 	// Retry is the worst outcome after which the stream is reopened on
-	// another node (see apierr.Outcome). Below retention is never
-	// retried: the position is gone on every node.
+	// another node (see apierr.Outcome). Below retention is retention of
+	// one node (each deletes on its own schedule): the stream asks every
+	// other node for the same position, at once, and returns the error
+	// only when all of them answered it.
 	Retry apierr.Outcome
 	// Leader reads from the node believed to lead.
 	Leader bool
@@ -54,6 +56,9 @@ type Stream[R any] struct {
 	cancel context.CancelFunc
 	sent   bool       // the open stream delivered a response
 	where  func() any // the position, for log records; may be nil
+	// below holds the nodes that answered below retention since the last
+	// response (the position has not moved since).
+	below map[int]bool
 }
 
 // NewStream returns a Stream that opens its server streams with open; it
@@ -91,6 +96,7 @@ func (s *Stream[R]) Next(ctx context.Context) (R, error) {
 		stop()
 		if err == nil {
 			s.sent = true
+			clear(s.below)
 			s.b.Reset()
 			return resp, nil
 		}
@@ -116,6 +122,16 @@ func (s *Stream[R]) connect(ctx context.Context) error {
 		s.c.ProbeLeader(ctx)
 	}
 	s.node = s.c.Pick(s.p.Leader)
+	if n := s.c.Len(); s.below[s.node] {
+		// The leader (or the cursor) already said below retention: ask a
+		// node that has not.
+		for j := 1; j < n; j++ {
+			if i := (s.node + j) % n; !s.below[i] {
+				s.node = i
+				break
+			}
+		}
+	}
 	ls, err := s.c.cfg.Node(ctx, s.node)
 	if err != nil {
 		return err
@@ -139,7 +155,18 @@ func (s *Stream[R]) retry(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if _, below := apierr.BelowRetention(err); below || outcome(err) > s.p.Retry {
+	if _, below := apierr.BelowRetention(err); below {
+		if s.below == nil {
+			s.below = map[int]bool{}
+		}
+		s.below[s.node] = true
+		if len(s.below) >= s.c.Len() {
+			return err
+		}
+		s.c.Failed(s.node)
+		return nil
+	}
+	if outcome(err) > s.p.Retry {
 		return err
 	}
 	s.c.Failed(s.node)

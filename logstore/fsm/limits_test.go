@@ -168,6 +168,7 @@ func TestDeleteGroupFreesRows(t *testing.T) {
 	}
 	res := sm.Apply(1, &logstorepb.Entry{Limits: lim, Commands: []*logstorepb.Command{
 		commit("g1", "x", "y"), commit("g2", "x"), commit("g3", "x"),
+		SetClusterVersionCommand(CurrentVersion), // DeleteGroup needs it
 	}})
 	wantTableFull(t, "a fourth row", res[2], 3)
 	res = sm.Apply(2, &logstorepb.Entry{Limits: lim, Commands: []*logstorepb.Command{

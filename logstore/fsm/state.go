@@ -40,6 +40,8 @@ type State struct {
 	groups        map[groupKey]types.Offset
 	consumers     map[string]types.LSN
 	members       map[string]*logstorepb.MemberCommand
+	// clusterVersion is the committed cluster version (0: BaseVersion).
+	clusterVersion uint32
 }
 
 // NewState returns the empty state (no entry applied).
@@ -115,6 +117,7 @@ func (s *State) ToProto() *logstorepb.FSMState {
 		Epoch:                     uint64(s.epoch),
 		Topics:                    s.Topics(),
 		Consumers:                 s.Consumers(),
+		ClusterVersion:            s.clusterVersion,
 	}
 	for _, p := range sortedKeys(s.producers) {
 		out.Producers = append(out.Producers, proto.Clone(s.producers[p]).(*logstorepb.ProducerState))
@@ -157,6 +160,10 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 	s.lastLSN, s.lastIndex = types.LSN(p.LastLsn), p.LastRaftIndex
 	s.lastTimestamp, s.lastSweep = p.LastTimestampUnixNano, p.LastProducerSweepUnixNano
 	s.epoch = types.Epoch(p.Epoch)
+	if p.ClusterVersion > CurrentVersion {
+		return nil, fmt.Errorf("%w: state at cluster version %d, this binary supports up to %d: upgrade it", ErrCorruptState, p.ClusterVersion, CurrentVersion)
+	}
+	s.clusterVersion = p.ClusterVersion
 	for _, t := range p.Topics {
 		s.topics[t.Topic] = types.Offset(t.NextOffset)
 	}

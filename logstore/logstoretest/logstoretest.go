@@ -188,6 +188,9 @@ type ProcSpec struct {
 	TrailingLogs      uint64
 	// RaftLogStore is the node's Raft log backend ("": the default).
 	RaftLogStore logstore.RaftLogStore
+	// AdvertisedVersion is the node's Config.AdvertisedVersion (0: the
+	// binary's): a rolling-upgrade test restarts a node with a higher one.
+	AdvertisedVersion uint32
 }
 
 // RaftLogStores lists every supported Raft log backend, for crash tests
@@ -219,7 +222,7 @@ func runNode(spec string) int {
 	cfg.Logger = slog.New(slog.NewTextHandler(logf, nil))
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
-	cfg.RaftLogStore = s.RaftLogStore
+	cfg.RaftLogStore, cfg.AdvertisedVersion = s.RaftLogStore, s.AdvertisedVersion
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}
@@ -255,6 +258,12 @@ func FreeAddr(t testing.TB) string {
 // NewProcCluster starts n node processes bootstrapped together on the
 // given Raft log backend and kills them at cleanup.
 func NewProcCluster(t testing.TB, n int, backend logstore.RaftLogStore) []*Proc {
+	return NewProcClusterWith(t, n, backend, nil)
+}
+
+// NewProcClusterWith is NewProcCluster with tweak (may be nil) applied to
+// each node's spec before it starts.
+func NewProcClusterWith(t testing.TB, n int, backend logstore.RaftLogStore, tweak func(*ProcSpec)) []*Proc {
 	base := t.TempDir()
 	var peers []logstore.Peer
 	for i := range n {
@@ -263,6 +272,9 @@ func NewProcCluster(t testing.TB, n int, backend logstore.RaftLogStore) []*Proc 
 	procs := make([]*Proc, n)
 	for i, p := range peers {
 		procs[i] = &Proc{Spec: ProcSpec{ID: p.ID, Dir: filepath.Join(base, p.ID), RaftAddr: p.RaftAddr, APIAddr: p.APIAddr, Peers: peers, RaftLogStore: backend}}
+		if tweak != nil {
+			tweak(&procs[i].Spec)
+		}
 		procs[i].Start(t)
 	}
 	t.Cleanup(func() {
@@ -285,6 +297,16 @@ func (p *Proc) Start(t testing.TB) {
 	p.cmd.Stderr = os.Stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Stop asks the process to shut down (SIGTERM, as an operator's restart
+// does) and reaps it.
+func (p *Proc) Stop() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Wait()
+		p.cmd = nil
 	}
 }
 

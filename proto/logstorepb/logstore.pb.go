@@ -46,10 +46,14 @@ const (
 	ErrorCode_BELOW_RETENTION        ErrorCode = 10 // OUT_OF_RANGE; oldest_lsn / oldest_offset
 	ErrorCode_INVALID_ARGUMENT       ErrorCode = 11 // INVALID_ARGUMENT; anything else malformed
 	ErrorCode_SHUTTING_DOWN          ErrorCode = 12 // UNAVAILABLE
-	ErrorCode_TIMEOUT                ErrorCode = 13 // DEADLINE_EXCEEDED / UNAVAILABLE
-	ErrorCode_MEMBERSHIP             ErrorCode = 14 // FAILED_PRECONDITION
-	ErrorCode_INTERNAL               ErrorCode = 15 // INTERNAL
-	ErrorCode_UNKNOWN_TOPIC          ErrorCode = 16 // NOT_FOUND
+	// DEADLINE_EXCEEDED / UNAVAILABLE. The request may or may not have been
+	// committed: retry only with an idempotent producer or after resolving.
+	ErrorCode_UNKNOWN_OUTCOME ErrorCode = 13
+	// Deprecated: Marked as deprecated in logstore.proto.
+	ErrorCode_TIMEOUT       ErrorCode = 13 // old name of UNKNOWN_OUTCOME
+	ErrorCode_MEMBERSHIP    ErrorCode = 14 // FAILED_PRECONDITION
+	ErrorCode_INTERNAL      ErrorCode = 15 // INTERNAL
+	ErrorCode_UNKNOWN_TOPIC ErrorCode = 16 // NOT_FOUND
 	// Target Deliver stream refusals (target SDK, package target).
 	ErrorCode_STALE_EPOCH          ErrorCode = 17 // FAILED_PRECONDITION; epoch (highest seen). Fenced: do not retry with this epoch.
 	ErrorCode_SUPERSEDED           ErrorCode = 18 // ABORTED; epoch. A newer stream of the same epoch took over this target.
@@ -66,6 +70,10 @@ const (
 	// (topic or group set when a pattern refused it). Nothing changed.
 	ErrorCode_UNAUTHENTICATED   ErrorCode = 24 // UNAUTHENTICATED
 	ErrorCode_PERMISSION_DENIED ErrorCode = 25 // PERMISSION_DENIED; topic or group
+	// The command needs a cluster version not every voter supports yet
+	// (rolling upgrade in progress). FAILED_PRECONDITION; limit (the version
+	// it needs), epoch unused. Retry after the upgrade.
+	ErrorCode_FEATURE_NOT_ENABLED ErrorCode = 40
 )
 
 // Enum value maps for ErrorCode.
@@ -84,7 +92,8 @@ var (
 		10: "BELOW_RETENTION",
 		11: "INVALID_ARGUMENT",
 		12: "SHUTTING_DOWN",
-		13: "TIMEOUT",
+		13: "UNKNOWN_OUTCOME",
+		// Duplicate value: 13: "TIMEOUT",
 		14: "MEMBERSHIP",
 		15: "INTERNAL",
 		16: "UNKNOWN_TOPIC",
@@ -97,6 +106,7 @@ var (
 		23: "TABLE_FULL",
 		24: "UNAUTHENTICATED",
 		25: "PERMISSION_DENIED",
+		40: "FEATURE_NOT_ENABLED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -112,6 +122,7 @@ var (
 		"BELOW_RETENTION":        10,
 		"INVALID_ARGUMENT":       11,
 		"SHUTTING_DOWN":          12,
+		"UNKNOWN_OUTCOME":        13,
 		"TIMEOUT":                13,
 		"MEMBERSHIP":             14,
 		"INTERNAL":               15,
@@ -125,6 +136,7 @@ var (
 		"TABLE_FULL":             23,
 		"UNAUTHENTICATED":        24,
 		"PERMISSION_DENIED":      25,
+		"FEATURE_NOT_ENABLED":    40,
 	}
 )
 
@@ -1891,14 +1903,19 @@ type StatusResponse struct {
 	// Highest visible LSN.
 	HeadLsn uint64 `protobuf:"varint,8,opt,name=head_lsn,json=headLsn,proto3" json:"head_lsn,omitempty"`
 	// Oldest retained LSN (head_lsn + 1 when empty).
-	FirstLsn      uint64         `protobuf:"varint,9,opt,name=first_lsn,json=firstLsn,proto3" json:"first_lsn,omitempty"`
-	Topics        []*TopicStatus `protobuf:"bytes,10,rep,name=topics,proto3" json:"topics,omitempty"`
-	Servers       []*Server      `protobuf:"bytes,11,rep,name=servers,proto3" json:"servers,omitempty"`
-	Epoch         uint64         `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Consumers     []*Consumer    `protobuf:"bytes,13,rep,name=consumers,proto3" json:"consumers,omitempty"`
-	SegmentBytes  uint64         `protobuf:"varint,14,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FirstLsn     uint64         `protobuf:"varint,9,opt,name=first_lsn,json=firstLsn,proto3" json:"first_lsn,omitempty"`
+	Topics       []*TopicStatus `protobuf:"bytes,10,rep,name=topics,proto3" json:"topics,omitempty"`
+	Servers      []*Server      `protobuf:"bytes,11,rep,name=servers,proto3" json:"servers,omitempty"`
+	Epoch        uint64         `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Consumers    []*Consumer    `protobuf:"bytes,13,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	SegmentBytes uint64         `protobuf:"varint,14,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
+	// The highest cluster version this node's binary supports (what it
+	// advertises to the leader's version gate), and the committed cluster
+	// version it has applied (logstore/fsm/version.go).
+	SupportedVersion uint32 `protobuf:"varint,30,opt,name=supported_version,json=supportedVersion,proto3" json:"supported_version,omitempty"`
+	ClusterVersion   uint32 `protobuf:"varint,31,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2025,6 +2042,20 @@ func (x *StatusResponse) GetConsumers() []*Consumer {
 func (x *StatusResponse) GetSegmentBytes() uint64 {
 	if x != nil {
 		return x.SegmentBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetSupportedVersion() uint32 {
+	if x != nil {
+		return x.SupportedVersion
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
 	}
 	return 0
 }
@@ -2544,7 +2575,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\"C\n" +
 	"\bConsumer\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12\x1b\n" +
-	"\tacked_lsn\x18\x02 \x01(\x04R\backedLsn\"\x8d\x04\n" +
+	"\tacked_lsn\x18\x02 \x01(\x04R\backedLsn\"\xe3\x04\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -2560,7 +2591,9 @@ const file_logstore_proto_rawDesc = "" +
 	"\aservers\x18\v \x03(\v2\x1d.logplayer.logstore.v1.ServerR\aservers\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12=\n" +
 	"\tconsumers\x18\r \x03(\v2\x1f.logplayer.logstore.v1.ConsumerR\tconsumers\x12#\n" +
-	"\rsegment_bytes\x18\x0e \x01(\x04R\fsegmentBytes\"e\n" +
+	"\rsegment_bytes\x18\x0e \x01(\x04R\fsegmentBytes\x12+\n" +
+	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
+	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
@@ -2589,7 +2622,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group*\x8a\x04\n" +
+	"\x05group\x18\r \x01(\tR\x05group*\xc0\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2606,8 +2639,9 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fBELOW_RETENTION\x10\n" +
 	"\x12\x14\n" +
 	"\x10INVALID_ARGUMENT\x10\v\x12\x11\n" +
-	"\rSHUTTING_DOWN\x10\f\x12\v\n" +
-	"\aTIMEOUT\x10\r\x12\x0e\n" +
+	"\rSHUTTING_DOWN\x10\f\x12\x13\n" +
+	"\x0fUNKNOWN_OUTCOME\x10\r\x12\x0f\n" +
+	"\aTIMEOUT\x10\r\x1a\x02\b\x01\x12\x0e\n" +
 	"\n" +
 	"MEMBERSHIP\x10\x0e\x12\f\n" +
 	"\bINTERNAL\x10\x0f\x12\x11\n" +
@@ -2623,7 +2657,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"TABLE_FULL\x10\x17\x12\x13\n" +
 	"\x0fUNAUTHENTICATED\x10\x18\x12\x15\n" +
-	"\x11PERMISSION_DENIED\x10\x192\xf1\x06\n" +
+	"\x11PERMISSION_DENIED\x10\x19\x12\x17\n" +
+	"\x13FEATURE_NOT_ENABLED\x10(\x1a\x02\x10\x012\xf1\x06\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +

@@ -181,6 +181,7 @@ type Command struct {
 	//	*Command_ReportConsumer
 	//	*Command_Member
 	//	*Command_DeleteGroup
+	//	*Command_SetClusterVersion
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -268,6 +269,15 @@ func (x *Command) GetDeleteGroup() *DeleteGroupRequest {
 	return nil
 }
 
+func (x *Command) GetSetClusterVersion() *SetClusterVersion {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_SetClusterVersion); ok {
+			return x.SetClusterVersion
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -294,6 +304,13 @@ type Command_DeleteGroup struct {
 	DeleteGroup *DeleteGroupRequest `protobuf:"bytes,5,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
 }
 
+type Command_SetClusterVersion struct {
+	// Raises the committed cluster version (logstore/fsm/version.go); the
+	// leader writes it when every voter supports a higher one. Field 15 so
+	// commands added concurrently take the low numbers.
+	SetClusterVersion *SetClusterVersion `protobuf:"bytes,15,opt,name=set_cluster_version,json=setClusterVersion,proto3,oneof"`
+}
+
 func (*Command_Append) isCommand_Kind() {}
 
 func (*Command_NextEpoch) isCommand_Kind() {}
@@ -303,6 +320,52 @@ func (*Command_ReportConsumer) isCommand_Kind() {}
 func (*Command_Member) isCommand_Kind() {}
 
 func (*Command_DeleteGroup) isCommand_Kind() {}
+
+func (*Command_SetClusterVersion) isCommand_Kind() {}
+
+type SetClusterVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterVersion) Reset() {
+	*x = SetClusterVersion{}
+	mi := &file_raftcmd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterVersion) ProtoMessage() {}
+
+func (x *SetClusterVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterVersion.ProtoReflect.Descriptor instead.
+func (*SetClusterVersion) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetClusterVersion) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
 
 type MemberCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -316,7 +379,7 @@ type MemberCommand struct {
 
 func (x *MemberCommand) Reset() {
 	*x = MemberCommand{}
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +391,7 @@ func (x *MemberCommand) String() string {
 func (*MemberCommand) ProtoMessage() {}
 
 func (x *MemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +404,7 @@ func (x *MemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCommand.ProtoReflect.Descriptor instead.
 func (*MemberCommand) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+	return file_raftcmd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MemberCommand) GetId() string {
@@ -390,7 +453,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +465,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +478,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{4}
+	return file_raftcmd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ProducerState) GetProducerId() string {
@@ -470,7 +533,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +545,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +558,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{5}
+	return file_raftcmd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TopicState) GetTopic() string {
@@ -526,13 +589,15 @@ type FSMState struct {
 	Consumers                 []*Consumer            `protobuf:"bytes,8,rep,name=consumers,proto3" json:"consumers,omitempty"`
 	Members                   []*MemberCommand       `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
 	LastProducerSweepUnixNano int64                  `protobuf:"varint,10,opt,name=last_producer_sweep_unix_nano,json=lastProducerSweepUnixNano,proto3" json:"last_producer_sweep_unix_nano,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// The committed cluster version; 0 (absent) is fsm.BaseVersion.
+	ClusterVersion uint32 `protobuf:"varint,15,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FSMState) Reset() {
 	*x = FSMState{}
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +609,7 @@ func (x *FSMState) String() string {
 func (*FSMState) ProtoMessage() {}
 
 func (x *FSMState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +622,7 @@ func (x *FSMState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMState.ProtoReflect.Descriptor instead.
 func (*FSMState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{6}
+	return file_raftcmd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *FSMState) GetLastLsn() uint64 {
@@ -630,6 +695,13 @@ func (x *FSMState) GetLastProducerSweepUnixNano() int64 {
 	return 0
 }
 
+func (x *FSMState) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
 var File_raftcmd_proto protoreflect.FileDescriptor
 
 const file_raftcmd_proto_rawDesc = "" +
@@ -643,15 +715,18 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
 	"\rmax_consumers\x18\x03 \x01(\x04R\fmaxConsumers\x12*\n" +
-	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\x84\x03\n" +
+	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xe0\x03\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
 	"next_epoch\x18\x02 \x01(\v2'.logplayer.logstore.v1.NextEpochRequestH\x00R\tnextEpoch\x12W\n" +
 	"\x0freport_consumer\x18\x03 \x01(\v2,.logplayer.logstore.v1.ReportConsumerRequestH\x00R\x0ereportConsumer\x12>\n" +
 	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
-	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroupB\x06\n" +
-	"\x04kind\"{\n" +
+	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12Z\n" +
+	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
+	"\x04kind\"-\n" +
+	"\x11SetClusterVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"{\n" +
 	"\rMemberCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
@@ -670,7 +745,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xa6\x04\n" +
+	"nextOffset\"\xcf\x04\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -682,7 +757,8 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\tconsumers\x18\b \x03(\v2\x1f.logplayer.logstore.v1.ConsumerR\tconsumers\x12>\n" +
 	"\amembers\x18\t \x03(\v2$.logplayer.logstore.v1.MemberCommandR\amembers\x12@\n" +
 	"\x1dlast_producer_sweep_unix_nano\x18\n" +
-	" \x01(\x03R\x19lastProducerSweepUnixNanoB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	" \x01(\x03R\x19lastProducerSweepUnixNano\x12'\n" +
+	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersionB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_raftcmd_proto_rawDescOnce sync.Once
@@ -696,44 +772,46 @@ func file_raftcmd_proto_rawDescGZIP() []byte {
 	return file_raftcmd_proto_rawDescData
 }
 
-var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_raftcmd_proto_goTypes = []any{
 	(*Entry)(nil),                 // 0: logplayer.logstore.v1.Entry
 	(*ApplyLimits)(nil),           // 1: logplayer.logstore.v1.ApplyLimits
 	(*Command)(nil),               // 2: logplayer.logstore.v1.Command
-	(*MemberCommand)(nil),         // 3: logplayer.logstore.v1.MemberCommand
-	(*ProducerState)(nil),         // 4: logplayer.logstore.v1.ProducerState
-	(*TopicState)(nil),            // 5: logplayer.logstore.v1.TopicState
-	(*FSMState)(nil),              // 6: logplayer.logstore.v1.FSMState
-	(*AppendRequest)(nil),         // 7: logplayer.logstore.v1.AppendRequest
-	(*NextEpochRequest)(nil),      // 8: logplayer.logstore.v1.NextEpochRequest
-	(*ReportConsumerRequest)(nil), // 9: logplayer.logstore.v1.ReportConsumerRequest
-	(*DeleteGroupRequest)(nil),    // 10: logplayer.logstore.v1.DeleteGroupRequest
-	(*AppendResponse)(nil),        // 11: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 12: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 13: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 14: logplayer.logstore.v1.Consumer
+	(*SetClusterVersion)(nil),     // 3: logplayer.logstore.v1.SetClusterVersion
+	(*MemberCommand)(nil),         // 4: logplayer.logstore.v1.MemberCommand
+	(*ProducerState)(nil),         // 5: logplayer.logstore.v1.ProducerState
+	(*TopicState)(nil),            // 6: logplayer.logstore.v1.TopicState
+	(*FSMState)(nil),              // 7: logplayer.logstore.v1.FSMState
+	(*AppendRequest)(nil),         // 8: logplayer.logstore.v1.AppendRequest
+	(*NextEpochRequest)(nil),      // 9: logplayer.logstore.v1.NextEpochRequest
+	(*ReportConsumerRequest)(nil), // 10: logplayer.logstore.v1.ReportConsumerRequest
+	(*DeleteGroupRequest)(nil),    // 11: logplayer.logstore.v1.DeleteGroupRequest
+	(*AppendResponse)(nil),        // 12: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 13: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 14: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 15: logplayer.logstore.v1.Consumer
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
 	1,  // 1: logplayer.logstore.v1.Entry.limits:type_name -> logplayer.logstore.v1.ApplyLimits
-	7,  // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
-	8,  // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
-	9,  // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
-	3,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	10, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
-	11, // 7: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	12, // 8: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	5,  // 9: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	4,  // 10: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	13, // 11: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	14, // 12: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	3,  // 13: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	8,  // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
+	9,  // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
+	10, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
+	4,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
+	11, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
+	3,  // 7: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	12, // 8: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	13, // 9: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	6,  // 10: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	5,  // 11: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	14, // 12: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	15, // 13: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	4,  // 14: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -748,6 +826,7 @@ func file_raftcmd_proto_init() {
 		(*Command_ReportConsumer)(nil),
 		(*Command_Member)(nil),
 		(*Command_DeleteGroup)(nil),
+		(*Command_SetClusterVersion)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -755,7 +834,7 @@ func file_raftcmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftcmd_proto_rawDesc), len(file_raftcmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
