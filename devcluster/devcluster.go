@@ -352,6 +352,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			if scfg.RaftStream, err = serve.RaftTLS(lis.storeRaft[i], c.TLSFiles(NodeID(i)), raftPeers(), log); err != nil {
 				return nil, err
 			}
+			// The leader polls the other nodes' supported versions
+			// (logstore/version.go) as this node.
+			if scfg.PeerDialOptions, err = c.DialOptions(NodeID(i)); err != nil {
+				return nil, err
+			}
 		}
 		st, err := serve.StartStore(scfg, lis.storeAPI[i], "", log, append(opts, playerPings())...)
 		if err != nil {

@@ -134,6 +134,15 @@ func (c *storeCmd) run(ctx context.Context, s *sys) error {
 	if sl != nil { // a nil *StreamLayer in the interface would not be nil
 		cfg.RaftStream = sl
 	}
+	if c.tls.cert != "" {
+		// The leader polls the other nodes' supported versions over
+		// their API (logstore/version.go): as this node, over TLS.
+		if cfg.PeerDialOptions, err = security.GRPCDialOptions(security.ClientSettings{TLS: security.ClientOptions{
+			Files: security.Files{CAFile: c.tls.ca, CertFile: c.tls.cert, KeyFile: c.tls.key},
+		}}); err != nil {
+			return usagef("%v", err)
+		}
+	}
 	st, err := serve.StartStore(cfg, nil, "", s.log, append(opts, allowPlayerPings())...)
 	if errors.Is(err, logstore.ErrConfig) {
 		return usagef("%v", err)

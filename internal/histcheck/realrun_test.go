@@ -130,7 +130,10 @@ func TestRealRun(t *testing.T) {
 					continue
 				}
 				statusDone := rec.Now()
-				from := max(1, st.HeadLsn-uint64(i%realReadRangeMax))
+				from := uint64(1) // the last i%realReadRangeMax transactions, never below LSN 1
+				if back := uint64(i % realReadRangeMax); st.HeadLsn > back {
+					from = st.HeadLsn - back
+				}
 				txns, err := readRange(ctx, cl, from, st.HeadLsn)
 				if err != nil {
 					continue
