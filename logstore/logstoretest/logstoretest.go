@@ -188,6 +188,8 @@ type ProcSpec struct {
 	TrailingLogs      uint64
 	// RaftLogStore is the node's Raft log backend ("": the default).
 	RaftLogStore logstore.RaftLogStore
+	// Recover starts the node with Config.Recover (store --recover).
+	Recover bool
 }
 
 // RaftLogStores lists every supported Raft log backend, for crash tests
@@ -220,6 +222,7 @@ func runNode(spec string) int {
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
 	cfg.RaftLogStore = s.RaftLogStore
+	cfg.Recover = s.Recover
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}
