@@ -285,9 +285,13 @@ func (n *Node) backupSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
 }
 
 // Backup implements the Cluster service's Backup: a snapshot-consistent
-// archive of this node, taken without stopping writes (segment.Checkpoint
+// archive of the leader (followers answer NOT_LEADER, so the backup holds
+// every write acknowledged before it started), taken without stopping writes (segment.Checkpoint
 // hard-links sealed segments and copies the active one's prefix).
 func (s *server) Backup(_ *logstorepb.BackupRequest, stream logstorepb.Cluster_BackupServer) error {
+	if err := s.leaderOnly(); err != nil {
+		return err
+	}
 	meta, rc, err := s.n.backupSnapshot()
 	if err != nil {
 		return apierr.Status(fmt.Errorf("backup: %w", err))

@@ -57,6 +57,12 @@ func TestBackupUnderLoadRestoreNewCluster(t *testing.T) {
 	if _, err := cl.Append(ctx, req); err != nil {
 		t.Fatal(err)
 	}
+	preq := txnReq("produced", "p")
+	preq.ProducerId, preq.Sequence = "prod-1", 1
+	presp, err := cl.Append(ctx, preq)
+	if err != nil {
+		t.Fatal(err)
+	}
 	first := appendLoad(t, cl, 4, 20, "pre")
 	var wg sync.WaitGroup
 	var during []ack
@@ -92,6 +98,11 @@ func TestBackupUnderLoadRestoreNewCluster(t *testing.T) {
 		if err != nil || len(got) != 1 || got[0].Offset != w {
 			t.Fatalf("restored offsets of %s = %v (%v), want %d", g, got, err, w)
 		}
+	}
+	// The producer table came along: a retry of the sequence is a duplicate
+	// answered with the first result, the next sequence is accepted.
+	if dup, err := dcl.Append(ctx, preq); err != nil || !dup.Duplicate || dup.Lsn != presp.Lsn {
+		t.Fatalf("producer retry on the restored cluster = %v (%v), want duplicate of lsn %d", dup, err, presp.Lsn)
 	}
 	var acked []ack
 	for _, a := range append(first, during...) {

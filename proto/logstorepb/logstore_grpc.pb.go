@@ -506,8 +506,9 @@ type ClusterClient interface {
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
 	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerResponse, error)
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
-	// Backup streams a snapshot-consistent archive of this node (served by any
-	// node): the first message carries info, the following ones data.
+	// Backup streams a snapshot-consistent archive of the leader (holding every
+	// write acknowledged before it): the first message carries info, the
+	// following ones data.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
@@ -577,8 +578,9 @@ type ClusterServer interface {
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
 	RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error)
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
-	// Backup streams a snapshot-consistent archive of this node (served by any
-	// node): the first message carries info, the following ones data.
+	// Backup streams a snapshot-consistent archive of the leader (holding every
+	// write acknowledged before it): the first message carries info, the
+	// following ones data.
 	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedClusterServer()
 }
