@@ -37,7 +37,8 @@ import (
 //
 // Restore writes the archive as the newest snapshot of a fresh data
 // directory (kind archive, the source's Raft index, Raft term 1 and the new
-// cluster's voters as its configuration). The node's start (recover) installs
+// cluster's voters as its configuration; the state's members table emptied,
+// so that nothing names the source cluster's addresses). The node's start (recover) installs
 // its segments and loads its state; Raft starts from that snapshot with an
 // empty log, so it neither bootstraps nor replays: the new cluster's first
 // election is at term 1, which is not below the snapshot's term, so the Raft
@@ -223,12 +224,17 @@ func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		return info, err
 	}
-	if err := copyArchive(path, filepath.Join(stage, archiveFile), info); err != nil {
+	archive := filepath.Join(stage, archiveFile)
+	if err := copyArchive(path, archive, info); err != nil {
+		return info, err
+	}
+	fi, err := os.Stat(archive)
+	if err != nil {
 		return info, err
 	}
 	meta, err := json.Marshal(snapMeta{Kind: kindArchive, SnapshotMeta: raft.SnapshotMeta{
 		Version: raft.SnapshotVersionMax, ID: id, Index: info.RaftIndex, Term: 1,
-		Configuration: conf, ConfigurationIndex: info.RaftIndex, Size: info.ArchiveBytes,
+		Configuration: conf, ConfigurationIndex: info.RaftIndex, Size: fi.Size(),
 	}})
 	if err != nil {
 		return info, err
@@ -245,6 +251,29 @@ func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
 	return info, syncDir(snaps)
 }
 
+// rewriteArchive copies an archive with the members table emptied: the
+// source cluster's API addresses must not be named in the new cluster's
+// NOT_LEADER answers (a client would follow them to the old cluster); each
+// new leader registers the new members (Node.registerMembers).
+func rewriteArchive(w io.Writer, r io.Reader) error {
+	br := bufio.NewReaderSize(r, backupChunkBytes)
+	st, mb, err := fsm.ReadArchiveHeader(br)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadBackup, err)
+	}
+	p := st.ToProto()
+	p.Members = nil
+	state, err := fsm.MarshalState(p)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(fsm.ArchiveHeader(state, mb)); err != nil {
+		return err
+	}
+	_, err = io.Copy(w, br)
+	return err
+}
+
 func copyArchive(from, to string, info BackupInfo) error {
 	in, err := os.Open(from)
 	if err != nil {
@@ -255,7 +284,7 @@ func copyArchive(from, to string, info BackupInfo) error {
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, io.NewSectionReader(in, int64(backupHeaderSize), info.ArchiveBytes))
+	err = rewriteArchive(out, io.NewSectionReader(in, int64(backupHeaderSize), info.ArchiveBytes))
 	if err == nil {
 		err = out.Sync()
 	}
