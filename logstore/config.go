@@ -135,6 +135,9 @@ type Config struct {
 	// existing Raft state ignores it; an empty list means "join later via
 	// Cluster.AddVoter on the leader".
 	Bootstrap []Peer
+	// Recover (store --recover) turns a survivor of a lost quorum into a
+	// single-voter cluster before Raft starts (see recoverCluster).
+	Recover bool
 
 	Logger   *slog.Logger
 	Registry *prometheus.Registry

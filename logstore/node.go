@@ -155,6 +155,11 @@ func NewNode(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: raft log cache: %w", err)
 	}
+	if cfg.Recover {
+		if err := n.recoverCluster(rc, logs); err != nil {
+			return nil, err
+		}
+	}
 	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.raftStore, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}

@@ -29,6 +29,10 @@ id, Raft address and API address, this node included); a node whose
 --data-dir already holds Raft state ignores --peer. A node started without
 --peer waits to be added with 'logplayer cluster add'.
 
+--recover, when 2 of 3 voters (a quorum) are gone for good, turns this
+survivor into a single-voter cluster (hashicorp/raft RecoverCluster) before
+it starts; see the README runbook for what can be lost. Use it once.
+
 Stops gracefully on SIGINT or SIGTERM.`,
 		examples: []string{
 			"# a 3-node cluster on one machine (run each in its own terminal)",
@@ -50,6 +54,7 @@ type storeCmd struct {
 	raftAddr, apiAddr addrValue
 	metricsAddr       optAddrValue
 	peers             peerList
+	recoverQuorum     bool
 
 	intakeQueue, maxBatchTxns         int
 	maxBatchBytes                     sizeValue
@@ -70,6 +75,8 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.raftAddr, "raft-addr", "Raft TCP `address` to bind and advertise")
 	fs.Var(&c.apiAddr, "api-addr", "gRPC API `address` to serve")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
+	fs.BoolVar(&c.recoverQuorum, "recover", false,
+		"once, on the one survivor of a quorum lost for good: make this node the only voter (acknowledged writes it lacked are lost); grow it again with cluster add")
 	fs.Var(&c.peers, "peer", "initial voter `ID=RAFT_ADDR/API_ADDR` (repeat for each; ignored once the node has Raft state)")
 	fs.IntVar(&c.intakeQueue, "intake-queue", logstore.DefaultIntakeQueue, "appends waiting for the aggregator; beyond it Append answers RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
@@ -108,6 +115,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		SnapshotInterval:  c.snapshotInterval,
 		HeartbeatTimeout:  c.heartbeatTimeout,
 		ElectionTimeout:   c.electionTimeout,
+		Recover:           c.recoverQuorum,
 		RetentionCapBytes: max(c.retentionBytes.bytes, logstore.DefaultRetentionCapBytes),
 		RetentionCapAge:   max(c.retentionAge, logstore.DefaultRetentionCapAge),
 		Now:               storeClock(),

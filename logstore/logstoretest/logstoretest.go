@@ -191,6 +191,8 @@ type ProcSpec struct {
 	// AdvertisedVersion is the node's Config.AdvertisedVersion (0: the
 	// binary's): a rolling-upgrade test restarts a node with a higher one.
 	AdvertisedVersion uint32
+	// Recover starts the node with Config.Recover (store --recover).
+	Recover bool
 }
 
 // RaftLogStores lists every supported Raft log backend, for crash tests
@@ -223,6 +225,7 @@ func runNode(spec string) int {
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
 	cfg.RaftLogStore, cfg.AdvertisedVersion = s.RaftLogStore, s.AdvertisedVersion
+	cfg.Recover = s.Recover
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}

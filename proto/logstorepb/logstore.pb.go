@@ -2462,6 +2462,171 @@ func (x *ErrorDetail) GetGroup() string {
 	return ""
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_logstore_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{39}
+}
+
+// BackupInfo describes the archive a Backup stream carries.
+type BackupInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RaftIndex     uint64                 `protobuf:"varint,1,opt,name=raft_index,json=raftIndex,proto3" json:"raft_index,omitempty"` // the snapshot's Raft index
+	RaftTerm      uint64                 `protobuf:"varint,2,opt,name=raft_term,json=raftTerm,proto3" json:"raft_term,omitempty"`
+	FirstLsn      uint64                 `protobuf:"varint,3,opt,name=first_lsn,json=firstLsn,proto3" json:"first_lsn,omitempty"`
+	LastLsn       uint64                 `protobuf:"varint,4,opt,name=last_lsn,json=lastLsn,proto3" json:"last_lsn,omitempty"` // the LSN the backup is consistent at
+	ArchiveBytes  uint64                 `protobuf:"varint,5,opt,name=archive_bytes,json=archiveBytes,proto3" json:"archive_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupInfo) Reset() {
+	*x = BackupInfo{}
+	mi := &file_logstore_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupInfo) ProtoMessage() {}
+
+func (x *BackupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
+func (*BackupInfo) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *BackupInfo) GetRaftIndex() uint64 {
+	if x != nil {
+		return x.RaftIndex
+	}
+	return 0
+}
+
+func (x *BackupInfo) GetRaftTerm() uint64 {
+	if x != nil {
+		return x.RaftTerm
+	}
+	return 0
+}
+
+func (x *BackupInfo) GetFirstLsn() uint64 {
+	if x != nil {
+		return x.FirstLsn
+	}
+	return 0
+}
+
+func (x *BackupInfo) GetLastLsn() uint64 {
+	if x != nil {
+		return x.LastLsn
+	}
+	return 0
+}
+
+func (x *BackupInfo) GetArchiveBytes() uint64 {
+	if x != nil {
+		return x.ArchiveBytes
+	}
+	return 0
+}
+
+type BackupChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Info          *BackupInfo            `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"` // first message only
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_logstore_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *BackupChunk) GetInfo() *BackupInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_logstore_proto protoreflect.FileDescriptor
 
 const file_logstore_proto_rawDesc = "" +
@@ -2622,7 +2787,19 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group*\xc0\x04\n" +
+	"\x05group\x18\r \x01(\tR\x05group\"\x0f\n" +
+	"\rBackupRequest\"\xa5\x01\n" +
+	"\n" +
+	"BackupInfo\x12\x1d\n" +
+	"\n" +
+	"raft_index\x18\x01 \x01(\x04R\traftIndex\x12\x1b\n" +
+	"\traft_term\x18\x02 \x01(\x04R\braftTerm\x12\x1b\n" +
+	"\tfirst_lsn\x18\x03 \x01(\x04R\bfirstLsn\x12\x19\n" +
+	"\blast_lsn\x18\x04 \x01(\x04R\alastLsn\x12#\n" +
+	"\rarchive_bytes\x18\x05 \x01(\x04R\farchiveBytes\"X\n" +
+	"\vBackupChunk\x125\n" +
+	"\x04info\x18\x01 \x01(\v2!.logplayer.logstore.v1.BackupInfoR\x04info\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*\xc0\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -2668,11 +2845,12 @@ const file_logstore_proto_rawDesc = "" +
 	"\vDeleteGroup\x12).logplayer.logstore.v1.DeleteGroupRequest\x1a*.logplayer.logstore.v1.DeleteGroupResponse\x12^\n" +
 	"\tNextEpoch\x12'.logplayer.logstore.v1.NextEpochRequest\x1a(.logplayer.logstore.v1.NextEpochResponse\x12m\n" +
 	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12U\n" +
-	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse2\xca\x02\n" +
+	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse2\xa0\x03\n" +
 	"\aCluster\x12[\n" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +
-	"\x12TransferLeadership\x120.logplayer.logstore.v1.TransferLeadershipRequest\x1a1.logplayer.logstore.v1.TransferLeadershipResponseB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	"\x12TransferLeadership\x120.logplayer.logstore.v1.TransferLeadershipRequest\x1a1.logplayer.logstore.v1.TransferLeadershipResponse\x12T\n" +
+	"\x06Backup\x12$.logplayer.logstore.v1.BackupRequest\x1a\".logplayer.logstore.v1.BackupChunk0\x01B1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_logstore_proto_rawDescOnce sync.Once
@@ -2687,7 +2865,7 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                     // 0: logplayer.logstore.v1.ErrorCode
 	(*Header)(nil),                     // 1: logplayer.logstore.v1.Header
@@ -2729,6 +2907,9 @@ var file_logstore_proto_goTypes = []any{
 	(*TransferLeadershipRequest)(nil),  // 37: logplayer.logstore.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil), // 38: logplayer.logstore.v1.TransferLeadershipResponse
 	(*ErrorDetail)(nil),                // 39: logplayer.logstore.v1.ErrorDetail
+	(*BackupRequest)(nil),              // 40: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                 // 41: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                // 42: logplayer.logstore.v1.BackupChunk
 }
 var file_logstore_proto_depIdxs = []int32{
 	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -2753,35 +2934,38 @@ var file_logstore_proto_depIdxs = []int32{
 	30, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
 	31, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
 	0,  // 21: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
-	6,  // 22: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
-	9,  // 23: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
-	15, // 24: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
-	17, // 25: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
-	20, // 26: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	22, // 27: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
-	24, // 28: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	26, // 29: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	28, // 30: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	33, // 31: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	35, // 32: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	37, // 33: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	8,  // 34: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 35: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	16, // 36: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	19, // 37: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	21, // 38: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	23, // 39: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	25, // 40: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	27, // 41: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	32, // 42: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	34, // 43: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	36, // 44: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	38, // 45: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	34, // [34:46] is the sub-list for method output_type
-	22, // [22:34] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	41, // 22: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	6,  // 23: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
+	9,  // 24: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
+	15, // 25: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
+	17, // 26: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
+	20, // 27: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
+	22, // 28: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
+	24, // 29: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	26, // 30: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	28, // 31: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	33, // 32: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	35, // 33: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	37, // 34: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	40, // 35: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	8,  // 36: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	12, // 37: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	16, // 38: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	19, // 39: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	21, // 40: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	23, // 41: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	25, // 42: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	27, // 43: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	32, // 44: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	34, // 45: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	36, // 46: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	38, // 47: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	42, // 48: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	36, // [36:49] is the sub-list for method output_type
+	23, // [23:36] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_logstore_proto_init() }
@@ -2795,7 +2979,7 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -494,6 +494,7 @@ const (
 	Cluster_AddVoter_FullMethodName           = "/logplayer.logstore.v1.Cluster/AddVoter"
 	Cluster_RemoveServer_FullMethodName       = "/logplayer.logstore.v1.Cluster/RemoveServer"
 	Cluster_TransferLeadership_FullMethodName = "/logplayer.logstore.v1.Cluster/TransferLeadership"
+	Cluster_Backup_FullMethodName             = "/logplayer.logstore.v1.Cluster/Backup"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -505,6 +506,10 @@ type ClusterClient interface {
 	AddVoter(ctx context.Context, in *AddVoterRequest, opts ...grpc.CallOption) (*AddVoterResponse, error)
 	RemoveServer(ctx context.Context, in *RemoveServerRequest, opts ...grpc.CallOption) (*RemoveServerResponse, error)
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// Backup streams a snapshot-consistent archive of the leader (holding every
+	// write acknowledged before it): the first message carries info, the
+	// following ones data.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
 }
 
 type clusterClient struct {
@@ -545,6 +550,25 @@ func (c *clusterClient) TransferLeadership(ctx context.Context, in *TransferLead
 	return out, nil
 }
 
+func (c *clusterClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -554,6 +578,10 @@ type ClusterServer interface {
 	AddVoter(context.Context, *AddVoterRequest) (*AddVoterResponse, error)
 	RemoveServer(context.Context, *RemoveServerRequest) (*RemoveServerResponse, error)
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// Backup streams a snapshot-consistent archive of the leader (holding every
+	// write acknowledged before it): the first message carries info, the
+	// following ones data.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -572,6 +600,9 @@ func (UnimplementedClusterServer) RemoveServer(context.Context, *RemoveServerReq
 }
 func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedClusterServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -648,6 +679,17 @@ func _Cluster_TransferLeadership_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -668,6 +710,12 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Cluster_TransferLeadership_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _Cluster_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "logstore.proto",
 }

@@ -1,0 +1,358 @@
+package logstore
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/fsm"
+	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
+)
+
+// Backups (logplayer backup save/restore).
+//
+// A backup file is a header, a snapshot archive (the stream Raft sends a new
+// voter: fsm.ArchiveHeader with the FSMState bytes fsm.MarshalState wrote and
+// the segment manifest, then every retained segment file) and a trailer:
+//
+//	magic "LPBACKUP" | version u32 | raft index u64 | raft term u64 |
+//	first LSN u64 | last LSN u64 | archive length u64 | archive |
+//	CRC-32C (Castagnoli) u32 of everything before it
+//
+// all big-endian. The archive's manifest carries each segment file's CRC-32C
+// too; VerifyBackup checks both, and the LSN range against the state's.
+//
+// Restore writes the archive as the newest snapshot of a fresh data
+// directory (kind archive, the source's Raft index, Raft term 1 and the new
+// cluster's voters as its configuration; the state's members table emptied,
+// so that nothing names the source cluster's addresses). The node's start (recover) installs
+// its segments and loads its state; Raft starts from that snapshot with an
+// empty log, so it neither bootstraps nor replays: the new cluster's first
+// election is at term 1, which is not below the snapshot's term, so the Raft
+// log stays term-monotonic.
+const (
+	backupMagic      = "LPBACKUP"
+	backupVersion    = 1
+	backupHeaderSize = len(backupMagic) + 4 + 5*8
+	backupTrailer    = 4
+	backupChunkBytes = 256 << 10
+)
+
+// ErrBadBackup marks a backup file that is truncated, corrupt or of an
+// unknown format: nothing was written.
+var ErrBadBackup = errors.New("logstore: bad backup file")
+
+// ErrDataDirNotEmpty is a restore into a directory that already holds data.
+var ErrDataDirNotEmpty = errors.New("logstore: data directory is not empty")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// BackupInfo is a backup file's header.
+type BackupInfo struct {
+	Version      uint32
+	RaftIndex    uint64
+	RaftTerm     uint64
+	FirstLSN     types.LSN
+	LastLSN      types.LSN
+	ArchiveBytes int64
+}
+
+func (b BackupInfo) header() []byte {
+	h := make([]byte, 0, backupHeaderSize)
+	h = append(h, backupMagic...)
+	h = binary.BigEndian.AppendUint32(h, b.Version)
+	for _, v := range []uint64{b.RaftIndex, b.RaftTerm, uint64(b.FirstLSN), uint64(b.LastLSN), uint64(b.ArchiveBytes)} {
+		h = binary.BigEndian.AppendUint64(h, v)
+	}
+	return h
+}
+
+func parseBackupHeader(h []byte) (BackupInfo, error) {
+	var b BackupInfo
+	if len(h) < backupHeaderSize || string(h[:len(backupMagic)]) != backupMagic {
+		return b, fmt.Errorf("%w: not a LogPlayer backup (bad magic)", ErrBadBackup)
+	}
+	h = h[len(backupMagic):]
+	b.Version = binary.BigEndian.Uint32(h)
+	if b.Version != backupVersion {
+		return b, fmt.Errorf("%w: format version %d, this build reads %d", ErrBadBackup, b.Version, backupVersion)
+	}
+	u := func(i int) uint64 { return binary.BigEndian.Uint64(h[4+8*i:]) }
+	b.RaftIndex, b.RaftTerm, b.FirstLSN, b.LastLSN = u(0), u(1), types.LSN(u(2)), types.LSN(u(3))
+	if u(4) > 1<<62 {
+		return b, fmt.Errorf("%w: archive length %d", ErrBadBackup, u(4))
+	}
+	b.ArchiveBytes = int64(u(4))
+	return b, nil
+}
+
+// BackupWriter writes a backup file: the header, then the archive (Write),
+// then the trailer (Close, which checks the archive's length).
+type BackupWriter struct {
+	w       io.Writer
+	info    BackupInfo
+	crc     hash.Hash32
+	written int64
+}
+
+// NewBackupWriter writes info's header to w.
+func NewBackupWriter(w io.Writer, info BackupInfo) (*BackupWriter, error) {
+	info.Version = backupVersion
+	bw := &BackupWriter{w: w, info: info, crc: crc32.New(castagnoli)}
+	h := info.header()
+	bw.crc.Write(h)
+	if _, err := w.Write(h); err != nil {
+		return nil, err
+	}
+	return bw, nil
+}
+
+// Write appends archive bytes.
+func (b *BackupWriter) Write(p []byte) (int, error) {
+	if b.written+int64(len(p)) > b.info.ArchiveBytes {
+		return 0, fmt.Errorf("%w: archive longer than the %d bytes announced", ErrBadBackup, b.info.ArchiveBytes)
+	}
+	n, err := b.w.Write(p)
+	b.crc.Write(p[:n])
+	b.written += int64(n)
+	return n, err
+}
+
+// Close writes the trailer; the archive must be complete.
+func (b *BackupWriter) Close() error {
+	if b.written != b.info.ArchiveBytes {
+		return fmt.Errorf("%w: archive is %d bytes, %d announced", ErrBadBackup, b.written, b.info.ArchiveBytes)
+	}
+	_, err := b.w.Write(binary.BigEndian.AppendUint32(nil, b.crc.Sum32()))
+	return err
+}
+
+// VerifyBackup reads the whole backup file at path and checks its header,
+// length, CRC-32C, the archive's state and manifest (LSN range and Raft index
+// against the header) and every segment file's CRC, writing nothing.
+func VerifyBackup(path string) (BackupInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	h := make([]byte, backupHeaderSize)
+	if _, err := io.ReadFull(f, h); err != nil {
+		return BackupInfo{}, fmt.Errorf("%w: truncated header (%d bytes)", ErrBadBackup, fi.Size())
+	}
+	info, err := parseBackupHeader(h)
+	if err != nil {
+		return info, err
+	}
+	if want := int64(backupHeaderSize) + info.ArchiveBytes + backupTrailer; fi.Size() != want {
+		return info, fmt.Errorf("%w: %d bytes, the header announces %d (truncated or padded)", ErrBadBackup, fi.Size(), want)
+	}
+	crc := crc32.New(castagnoli)
+	crc.Write(h)
+	archive := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, info.ArchiveBytes), crc), backupChunkBytes)
+	st, man, err := readArchiveHeader(archive)
+	if err != nil {
+		return info, fmt.Errorf("%w: %w", ErrBadBackup, err)
+	}
+	if st.LastLSN() != info.LastLSN || man.LastLSN != info.LastLSN || man.FirstLSN != info.FirstLSN || st.LastIndex() > info.RaftIndex {
+		return info, fmt.Errorf("%w: header says lsn %d..%d at raft index %d, archive holds %d..%d (state lsn %d, index %d)",
+			ErrBadBackup, info.FirstLSN, info.LastLSN, info.RaftIndex, man.FirstLSN, man.LastLSN, st.LastLSN(), st.LastIndex())
+	}
+	for _, file := range man.Files {
+		fc := crc32.New(castagnoli)
+		n, err := io.Copy(fc, io.LimitReader(archive, file.Bytes))
+		if err != nil || n != file.Bytes || fc.Sum32() != file.CRC {
+			return info, fmt.Errorf("%w: segment file %s: %d of %d bytes, crc 0x%08x, manifest says 0x%08x (%v)", ErrBadBackup, file.Name, n, file.Bytes, fc.Sum32(), file.CRC, err)
+		}
+	}
+	if n, _ := io.Copy(io.Discard, archive); n != 0 {
+		return info, fmt.Errorf("%w: %d bytes after the last segment file", ErrBadBackup, n)
+	}
+	var tr [backupTrailer]byte
+	if _, err := io.ReadFull(f, tr[:]); err != nil {
+		return info, fmt.Errorf("%w: trailer: %w", ErrBadBackup, err)
+	}
+	if got := binary.BigEndian.Uint32(tr[:]); got != crc.Sum32() {
+		return info, fmt.Errorf("%w: checksum 0x%08x, file says 0x%08x", ErrBadBackup, crc.Sum32(), got)
+	}
+	return info, nil
+}
+
+// RestoreBackup verifies the backup file at path and seeds dataDir (which
+// must be missing or empty) with it: the archive becomes the newest
+// snapshot, with the given voters as its Raft configuration. Every node of a
+// new cluster restored from the same file with the same voters starts with
+// that log and state; a node restored with only itself as voter is a
+// single-voter cluster that others join (cluster add).
+func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
+	info, err := VerifyBackup(path)
+	if err != nil {
+		return info, err
+	}
+	if len(voters) == 0 {
+		return info, fmt.Errorf("%w: restore needs the new cluster's voters", ErrConfig)
+	}
+	if ents, err := os.ReadDir(dataDir); err == nil && len(ents) > 0 {
+		return info, fmt.Errorf("%w: %s", ErrDataDirNotEmpty, dataDir)
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return info, err
+	}
+	var conf raft.Configuration
+	for _, p := range voters {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	snaps := filepath.Join(dataDir, "snapshots")
+	id := fmt.Sprintf("1-%d-restored", info.RaftIndex)
+	stage := filepath.Join(snaps, id+tmpSuffix)
+	if err := os.MkdirAll(stage, 0o755); err != nil {
+		return info, err
+	}
+	archive := filepath.Join(stage, archiveFile)
+	if err := copyArchive(path, archive, info); err != nil {
+		return info, err
+	}
+	fi, err := os.Stat(archive)
+	if err != nil {
+		return info, err
+	}
+	meta, err := json.Marshal(snapMeta{Kind: kindArchive, SnapshotMeta: raft.SnapshotMeta{
+		Version: raft.SnapshotVersionMax, ID: id, Index: info.RaftIndex, Term: 1,
+		Configuration: conf, ConfigurationIndex: info.RaftIndex, Size: fi.Size(),
+	}})
+	if err != nil {
+		return info, err
+	}
+	if err := writeFileSync(filepath.Join(stage, metaFile), meta); err != nil {
+		return info, err
+	}
+	if err := syncDir(stage); err != nil {
+		return info, err
+	}
+	if err := os.Rename(stage, filepath.Join(snaps, id)); err != nil {
+		return info, err
+	}
+	return info, syncDir(snaps)
+}
+
+// rewriteArchive copies an archive with the members table emptied: the
+// source cluster's API addresses must not be named in the new cluster's
+// NOT_LEADER answers (a client would follow them to the old cluster); each
+// new leader registers the new members (Node.registerMembers).
+func rewriteArchive(w io.Writer, r io.Reader) error {
+	br := bufio.NewReaderSize(r, backupChunkBytes)
+	st, mb, err := fsm.ReadArchiveHeader(br)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrBadBackup, err)
+	}
+	p := st.ToProto()
+	p.Members = nil
+	state, err := fsm.MarshalState(p)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(fsm.ArchiveHeader(state, mb)); err != nil {
+		return err
+	}
+	_, err = io.Copy(w, br)
+	return err
+}
+
+func copyArchive(from, to string, info BackupInfo) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	err = rewriteArchive(out, io.NewSectionReader(in, int64(backupHeaderSize), info.ArchiveBytes))
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// backupSnapshot takes a user snapshot (or, when nothing was applied since
+// the newest one, uses it) and opens its archive stream.
+func (n *Node) backupSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
+	fut := n.raft.Snapshot()
+	if err := fut.Error(); err == nil {
+		return fut.Open()
+	} else if !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil, nil, err
+	}
+	metas, err := n.snaps.List()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(metas) == 0 {
+		return nil, nil, apierr.New(logstorepb.ErrorCode_INVALID_ARGUMENT, "backup: nothing was written yet", nil)
+	}
+	return n.snaps.Open(metas[0].ID)
+}
+
+// Backup implements the Cluster service's Backup: a snapshot-consistent
+// archive of the leader (followers answer NOT_LEADER, so the backup holds
+// every write acknowledged before it started), taken without stopping writes (segment.Checkpoint
+// hard-links sealed segments and copies the active one's prefix).
+func (s *server) Backup(_ *logstorepb.BackupRequest, stream logstorepb.Cluster_BackupServer) error {
+	if err := s.leaderOnly(); err != nil {
+		return err
+	}
+	meta, rc, err := s.n.backupSnapshot()
+	if err != nil {
+		return apierr.Status(fmt.Errorf("backup: %w", err))
+	}
+	defer rc.Close()
+	var hdr bytes.Buffer
+	st, mb, err := fsm.ReadArchiveHeader(io.TeeReader(rc, &hdr))
+	if err != nil {
+		return apierr.Status(fmt.Errorf("backup: %w", err))
+	}
+	var man segment.Manifest
+	if err := json.Unmarshal(mb, &man); err != nil {
+		return apierr.Status(fmt.Errorf("backup: manifest: %w", err))
+	}
+	info := &logstorepb.BackupInfo{RaftIndex: meta.Index, RaftTerm: meta.Term,
+		FirstLsn: uint64(man.FirstLSN), LastLsn: uint64(st.LastLSN()), ArchiveBytes: uint64(meta.Size)}
+	if err := stream.Send(&logstorepb.BackupChunk{Info: info}); err != nil {
+		return err
+	}
+	buf := make([]byte, backupChunkBytes)
+	for r := io.MultiReader(&hdr, rc); ; {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if serr := stream.Send(&logstorepb.BackupChunk{Data: buf[:n]}); serr != nil {
+				return serr
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil
+		}
+		if err != nil {
+			return apierr.Status(fmt.Errorf("backup: %w", err))
+		}
+	}
+}
