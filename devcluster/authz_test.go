@@ -169,6 +169,14 @@ var matrix = []rpc{
 		_, err := logstorepb.NewClusterClient(sc.store[id]).TransferLeadership(ctx, &logstorepb.TransferLeadershipRequest{Id: "n-none"})
 		return err
 	}},
+	{"Cluster.Backup", []string{admin, cli}, false, func(ctx context.Context, sc *secureCluster, id string) error {
+		st, err := logstorepb.NewClusterClient(sc.store[id]).Backup(ctx, &logstorepb.BackupRequest{})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}},
 	{"PlayerAdmin.AddTarget", []string{admin, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
 		_, err := playerpb.NewPlayerAdminClient(sc.admin[id]).AddTarget(ctx, &playerpb.AddTargetRequest{})
 		return err

@@ -58,6 +58,7 @@ var fuzzMethods = []fuzzMethod{
 	{logstorepb.Cluster_AddVoter_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.AddVoterRequest{Id: "n9", RaftAddress: "127.0.0.1:1", ApiAddress: "127.0.0.1:2"}},
 	{logstorepb.Cluster_RemoveServer_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.RemoveServerRequest{Id: "n1"}},
 	{logstorepb.Cluster_TransferLeadership_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.TransferLeadershipRequest{Id: "n1"}},
+	{logstorepb.Cluster_Backup_FullMethodName, "store", true, devcluster.NobodyIdentity, &logstorepb.BackupRequest{}},
 	{playerpb.PlayerAdmin_ListTargets_FullMethodName, "admin", false, cli, &playerpb.ListTargetsRequest{}},
 	{playerpb.PlayerAdmin_AddTarget_FullMethodName, "admin", false, devcluster.NobodyIdentity, &playerpb.AddTargetRequest{}},
 	{playerpb.PlayerAdmin_RemoveTarget_FullMethodName, "admin", false, devcluster.NobodyIdentity, &playerpb.RemoveTargetRequest{Id: "shard-0"}},

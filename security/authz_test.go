@@ -298,6 +298,7 @@ var allowed = map[string][]string{
 	logstorepb.Cluster_AddVoter_FullMethodName:           {"admin", "admin-by-token"},
 	logstorepb.Cluster_RemoveServer_FullMethodName:       {"admin", "admin-by-token"},
 	logstorepb.Cluster_TransferLeadership_FullMethodName: {"admin", "admin-by-token"},
+	logstorepb.Cluster_Backup_FullMethodName:             {"admin", "admin-by-token"},
 	playerpb.PlayerAdmin_AddTarget_FullMethodName:        {"admin", "admin-by-token"},
 	playerpb.PlayerAdmin_RemoveTarget_FullMethodName:     {"admin", "admin-by-token"},
 	playerpb.PlayerAdmin_ListTargets_FullMethodName:      {"admin", "admin-by-token", "player"},

@@ -54,6 +54,8 @@ var methods = map[string]rule{
 	logstorepb.Cluster_AddVoter_FullMethodName:           {roles: []Role{RoleAdmin}},
 	logstorepb.Cluster_RemoveServer_FullMethodName:       {roles: []Role{RoleAdmin}},
 	logstorepb.Cluster_TransferLeadership_FullMethodName: {roles: []Role{RoleAdmin}},
+	// A backup holds every topic and the whole state: admin only.
+	logstorepb.Cluster_Backup_FullMethodName: {roles: []Role{RoleAdmin}},
 
 	playerpb.PlayerAdmin_AddTarget_FullMethodName:    {roles: []Role{RoleAdmin}},
 	playerpb.PlayerAdmin_RemoveTarget_FullMethodName: {roles: []Role{RoleAdmin}},
