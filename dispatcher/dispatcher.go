@@ -154,6 +154,7 @@ func (d *Dispatcher) AddTarget(id string, topics []string) error {
 	d.mu.targets[id] = t
 	i, _ := slices.BinarySearchFunc(d.mu.order, id, func(t *target, id string) int { return strings.Compare(t.id, id) })
 	d.mu.order = slices.Insert(d.mu.order, i, t)
+	d.traceTargets()
 	return nil
 }
 
@@ -224,6 +225,7 @@ func (d *Dispatcher) Dispatch(txn *logstorepb.Transaction, dispatchedUnixNano in
 	}
 	d.mu.currentLSN = lsn
 	d.mu.lastTimestamp = txn.TimestampUnixNano
+	d.traceDispatch(txn, wake, slow)
 	d.mu.Unlock()
 
 	for _, id := range slow {
@@ -259,6 +261,7 @@ func (d *Dispatcher) Return(id string, applied types.LSN) (Recovery, error) {
 	}
 	t.recovery = r
 	t.stats.Returns++
+	d.traceReturn(id, &r)
 	d.mu.Unlock()
 
 	if applied < prevAck {
@@ -278,9 +281,12 @@ func (d *Dispatcher) Return(id string, applied types.LSN) (Recovery, error) {
 //
 // The LSNs of one term must strictly increase and lie in the recovery range;
 // anything else panics.
-func (d *Dispatcher) PushCatchup(id string, term types.Term, txn *logstorepb.Transaction, dispatchedUnixNano int64) targetqueue.PushResult {
+func (d *Dispatcher) PushCatchup(id string, term types.Term, txn *logstorepb.Transaction, dispatchedUnixNano int64) (res targetqueue.PushResult) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if traceOn {
+		defer d.tracePushCatchup(id, term, types.LSN(txn.Lsn), &res)
+	}
 	t, ok := d.mu.targets[id]
 	if !ok {
 		return targetqueue.DroppedStale
@@ -308,7 +314,7 @@ func (d *Dispatcher) PushCatchup(id string, term types.Term, txn *logstorepb.Tra
 	if !ok {
 		return targetqueue.Pushed
 	}
-	res := t.q.Push(m, false, term)
+	res = t.q.Push(m, false, term)
 	if res == targetqueue.Pushed {
 		t.lastPush = dispatchedUnixNano
 	}
@@ -319,9 +325,12 @@ func (d *Dispatcher) PushCatchup(id string, term types.Term, txn *logstorepb.Tra
 // PushCatchup. It reports whether the queue left RF (to FC, or to N if the
 // catchup queue was already drained: then the sender should be woken).
 // False for a stale term, a target not in RF, or an unknown target.
-func (d *Dispatcher) FetchingCompleted(id string, term types.Term) bool {
+func (d *Dispatcher) FetchingCompleted(id string, term types.Term) (left bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if traceOn {
+		defer d.traceFetchingCompleted(id, term, &left)
+	}
 	t, ok := d.mu.targets[id]
 	if !ok {
 		return false
@@ -344,6 +353,7 @@ func (d *Dispatcher) Suspend(id string) {
 	if t, ok := d.mu.targets[id]; ok {
 		t.q.Suspend()
 		t.stats.Suspends++
+		d.traceSuspend(id)
 	}
 }
 
@@ -351,9 +361,12 @@ func (d *Dispatcher) Suspend(id string) {
 // (see targetqueue.NextBatch). It returns nil, false (taking nothing) when
 // term is not the target's current term or the target is unknown, so that a
 // sender of an older stream can never take messages meant for the new one.
-func (d *Dispatcher) NextBatchForTerm(id string, term types.Term, maxCount int, maxBytes int64) ([]targetqueue.Msg, bool) {
+func (d *Dispatcher) NextBatchForTerm(id string, term types.Term, maxCount int, maxBytes int64) (batch []targetqueue.Msg, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if traceOn {
+		defer d.traceNextBatch(id, term, maxCount, &batch, &ok)
+	}
 	t, ok := d.mu.targets[id]
 	if !ok {
 		return nil, false
@@ -372,9 +385,12 @@ func (d *Dispatcher) NextBatchForTerm(id string, term types.Term, maxCount int, 
 // released. Errors (nothing changes): ErrUnknownTarget; ErrStaleTerm when term is not current (an
 // older stream's late ack); ErrBogusAck when lsn is above both the last LSN
 // sent in this term and lastAck (the target claims what it was never sent).
-func (d *Dispatcher) AckTerm(id string, term types.Term, lsn types.LSN) error {
+func (d *Dispatcher) AckTerm(id string, term types.Term, lsn types.LSN) (err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if traceOn {
+		defer d.traceAck(id, term, lsn, &err)
+	}
 	t, ok := d.mu.targets[id]
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrUnknownTarget, id)
@@ -401,9 +417,12 @@ func (t *target) ack(lsn types.LSN) {
 // its recovery range and the restart point). With Config.ProgressIdle, only
 // to a target nothing was pushed to for that long before nowUnixNano.
 // Reports whether it pushed (the caller then wakes the target's sender).
-func (d *Dispatcher) Progress(id string, nowUnixNano int64) bool {
+func (d *Dispatcher) Progress(id string, nowUnixNano int64) (pushed bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if traceOn {
+		defer d.traceProgress(id, &pushed)
+	}
 	t, ok := d.mu.targets[id]
 	if !ok || !d.progressDueLocked(t, nowUnixNano) {
 		return false
