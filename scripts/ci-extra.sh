@@ -20,6 +20,9 @@ CGO_ENABLED=0 go build -trimpath -o "$bin" ./cmd/logplayer
 echo "--- disk-fault tests (-tags failpoints)"
 go test -tags failpoints -count=1 -run 'FailureIsSticky|ENOSPC|SlowSealSync|SnapshotDiskFaults|CommitFailureIsNotAcked|RaftLogStoreFault' ./logstore/ ./logstore/segment/ ./shard/
 
+echo "--- TLA+ trace recording (-tags tlatrace; TLC checks the trace by the tla/README.md command)"
+go test -tags tlatrace -count=1 -run TestTrace ./dispatcher/
+
 echo "--- logplayer dev --demo 20s"
 # Random ports: CI may share the machine with another run.
 "$bin" dev --demo 20s --port-base 0 | tee "$work/demo.out"
