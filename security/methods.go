@@ -57,6 +57,15 @@ var methods = map[string]rule{
 	// A backup holds every topic and the whole state: admin only.
 	logstorepb.Cluster_Backup_FullMethodName: {roles: []Role{RoleAdmin}},
 
+	// The target registry is configuration: admin writes it; any identity
+	// may read it. Membership (leases, assignments) is the players' own.
+	logstorepb.PlayerGroup_RegisterTarget_FullMethodName:        {roles: []Role{RoleAdmin}},
+	logstorepb.PlayerGroup_UnregisterTarget_FullMethodName:      {roles: []Role{RoleAdmin}},
+	logstorepb.PlayerGroup_ListRegisteredTargets_FullMethodName: {},
+	logstorepb.PlayerGroup_Heartbeat_FullMethodName:             {roles: []Role{RolePlayer}},
+	logstorepb.PlayerGroup_LeaveGroup_FullMethodName:            {roles: []Role{RolePlayer}},
+	logstorepb.PlayerGroup_DescribeGroup_FullMethodName:         {},
+
 	playerpb.PlayerAdmin_AddTarget_FullMethodName:    {roles: []Role{RoleAdmin}},
 	playerpb.PlayerAdmin_RemoveTarget_FullMethodName: {roles: []Role{RoleAdmin}},
 	playerpb.PlayerAdmin_ListTargets_FullMethodName:  {roles: []Role{RoleAdmin, RolePlayer}},

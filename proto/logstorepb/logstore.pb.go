@@ -2462,6 +2462,889 @@ func (x *ErrorDetail) GetGroup() string {
 	return ""
 }
 
+// RegisteredTarget is one target of the registry.
+type RegisteredTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// host:port of the target's Deliver service.
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// Topics delivered to it (at least one).
+	Topics []string `protobuf:"bytes,3,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Delivery options, sorted by key (deterministic encoding): reserved for
+	// per-target settings (e.g. "max_inflight_batches"); unknown keys are
+	// refused at registration.
+	Options       []*Header `protobuf:"bytes,4,rep,name=options,proto3" json:"options,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisteredTarget) Reset() {
+	*x = RegisteredTarget{}
+	mi := &file_logstore_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisteredTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisteredTarget) ProtoMessage() {}
+
+func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisteredTarget.ProtoReflect.Descriptor instead.
+func (*RegisteredTarget) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RegisteredTarget) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RegisteredTarget) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RegisteredTarget) GetTopics() []string {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *RegisteredTarget) GetOptions() []*Header {
+	if x != nil {
+		return x.Options
+	}
+	return nil
+}
+
+type RegisterTargetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *RegisteredTarget      `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterTargetRequest) Reset() {
+	*x = RegisterTargetRequest{}
+	mi := &file_logstore_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterTargetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterTargetRequest) ProtoMessage() {}
+
+func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterTargetRequest.ProtoReflect.Descriptor instead.
+func (*RegisterTargetRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RegisterTargetRequest) GetTarget() *RegisteredTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+type RegisterTargetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterTargetResponse) Reset() {
+	*x = RegisterTargetResponse{}
+	mi := &file_logstore_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterTargetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterTargetResponse) ProtoMessage() {}
+
+func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterTargetResponse.ProtoReflect.Descriptor instead.
+func (*RegisterTargetResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{41}
+}
+
+type UnregisterTargetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterTargetRequest) Reset() {
+	*x = UnregisterTargetRequest{}
+	mi := &file_logstore_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterTargetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterTargetRequest) ProtoMessage() {}
+
+func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterTargetRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterTargetRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *UnregisterTargetRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type UnregisterTargetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterTargetResponse) Reset() {
+	*x = UnregisterTargetResponse{}
+	mi := &file_logstore_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterTargetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterTargetResponse) ProtoMessage() {}
+
+func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterTargetResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterTargetResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{43}
+}
+
+type ListRegisteredTargetsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this group's owners and tokens; empty: every group.
+	Group         string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRegisteredTargetsRequest) Reset() {
+	*x = ListRegisteredTargetsRequest{}
+	mi := &file_logstore_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRegisteredTargetsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRegisteredTargetsRequest) ProtoMessage() {}
+
+func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRegisteredTargetsRequest.ProtoReflect.Descriptor instead.
+func (*ListRegisteredTargetsRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListRegisteredTargetsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// Assignment is one target's owner in a group.
+type Assignment struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *RegisteredTarget      `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Group  string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// Empty: no live member owns it (the group has no members).
+	MemberId string `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// Fencing token: increases on every change of owner; the player sends it
+	// as the Hello epoch.
+	Token uint64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	// Log time the current owner got it.
+	AssignedUnixNano int64 `protobuf:"varint,5,opt,name=assigned_unix_nano,json=assignedUnixNano,proto3" json:"assigned_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Assignment) Reset() {
+	*x = Assignment{}
+	mi := &file_logstore_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Assignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Assignment) ProtoMessage() {}
+
+func (x *Assignment) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
+func (*Assignment) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *Assignment) GetTarget() *RegisteredTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Assignment) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Assignment) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *Assignment) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Assignment) GetAssignedUnixNano() int64 {
+	if x != nil {
+		return x.AssignedUnixNano
+	}
+	return 0
+}
+
+type ListRegisteredTargetsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Targets       []*RegisteredTarget    `protobuf:"bytes,1,rep,name=targets,proto3" json:"targets,omitempty"`
+	Assignments   []*Assignment          `protobuf:"bytes,2,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRegisteredTargetsResponse) Reset() {
+	*x = ListRegisteredTargetsResponse{}
+	mi := &file_logstore_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRegisteredTargetsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRegisteredTargetsResponse) ProtoMessage() {}
+
+func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRegisteredTargetsResponse.ProtoReflect.Descriptor instead.
+func (*ListRegisteredTargetsResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *ListRegisteredTargetsResponse) GetTargets() []*RegisteredTarget {
+	if x != nil {
+		return x.Targets
+	}
+	return nil
+}
+
+func (x *ListRegisteredTargetsResponse) GetAssignments() []*Assignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+type GroupHeartbeatRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// Stable name of the member (the player id); a restarted player may reuse it.
+	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	// The member's admin address, shown by DescribeGroup (may be empty).
+	AdminAddress string `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	// Unique per process start: a restarted member with the same id is a new
+	// incarnation and gets new tokens for what it owned.
+	Incarnation   string `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupHeartbeatRequest) Reset() {
+	*x = GroupHeartbeatRequest{}
+	mi := &file_logstore_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupHeartbeatRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupHeartbeatRequest) ProtoMessage() {}
+
+func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
+func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *GroupHeartbeatRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupHeartbeatRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupHeartbeatRequest) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
+}
+
+func (x *GroupHeartbeatRequest) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+type GroupHeartbeatResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The renewal's log time and the lease's end in log time.
+	LogTimeUnixNano      int64 `protobuf:"varint,1,opt,name=log_time_unix_nano,json=logTimeUnixNano,proto3" json:"log_time_unix_nano,omitempty"`
+	LeaseExpiresUnixNano int64 `protobuf:"varint,2,opt,name=lease_expires_unix_nano,json=leaseExpiresUnixNano,proto3" json:"lease_expires_unix_nano,omitempty"`
+	// The lease length the cluster applies (the player must stop delivering
+	// before its local deadline: send time + lease - margin).
+	LeaseNanos int64 `protobuf:"varint,3,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	// This member's targets (with their tokens).
+	Assignments []*Assignment `protobuf:"bytes,4,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	// Increases on every change of the group's assignment.
+	Generation    uint64 `protobuf:"varint,5,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupHeartbeatResponse) Reset() {
+	*x = GroupHeartbeatResponse{}
+	mi := &file_logstore_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupHeartbeatResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupHeartbeatResponse) ProtoMessage() {}
+
+func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
+func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GroupHeartbeatResponse) GetLogTimeUnixNano() int64 {
+	if x != nil {
+		return x.LogTimeUnixNano
+	}
+	return 0
+}
+
+func (x *GroupHeartbeatResponse) GetLeaseExpiresUnixNano() int64 {
+	if x != nil {
+		return x.LeaseExpiresUnixNano
+	}
+	return 0
+}
+
+func (x *GroupHeartbeatResponse) GetLeaseNanos() int64 {
+	if x != nil {
+		return x.LeaseNanos
+	}
+	return 0
+}
+
+func (x *GroupHeartbeatResponse) GetAssignments() []*Assignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+func (x *GroupHeartbeatResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+type LeaveGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId      string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveGroupRequest) Reset() {
+	*x = LeaveGroupRequest{}
+	mi := &file_logstore_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveGroupRequest) ProtoMessage() {}
+
+func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
+func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *LeaveGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LeaveGroupRequest) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *LeaveGroupRequest) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+type LeaveGroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveGroupResponse) Reset() {
+	*x = LeaveGroupResponse{}
+	mi := &file_logstore_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveGroupResponse) ProtoMessage() {}
+
+func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
+func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{50}
+}
+
+type DescribeGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeGroupRequest) Reset() {
+	*x = DescribeGroupRequest{}
+	mi := &file_logstore_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupRequest) ProtoMessage() {}
+
+func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
+func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *DescribeGroupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type GroupMember struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	MemberId             string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	AdminAddress         string                 `protobuf:"bytes,2,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	Incarnation          string                 `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	JoinedUnixNano       int64                  `protobuf:"varint,4,opt,name=joined_unix_nano,json=joinedUnixNano,proto3" json:"joined_unix_nano,omitempty"`
+	LeaseExpiresUnixNano int64                  `protobuf:"varint,5,opt,name=lease_expires_unix_nano,json=leaseExpiresUnixNano,proto3" json:"lease_expires_unix_nano,omitempty"`
+	Targets              uint32                 `protobuf:"varint,6,opt,name=targets,proto3" json:"targets,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *GroupMember) Reset() {
+	*x = GroupMember{}
+	mi := &file_logstore_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMember) ProtoMessage() {}
+
+func (x *GroupMember) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
+func (*GroupMember) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *GroupMember) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMember) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
+}
+
+func (x *GroupMember) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *GroupMember) GetJoinedUnixNano() int64 {
+	if x != nil {
+		return x.JoinedUnixNano
+	}
+	return 0
+}
+
+func (x *GroupMember) GetLeaseExpiresUnixNano() int64 {
+	if x != nil {
+		return x.LeaseExpiresUnixNano
+	}
+	return 0
+}
+
+func (x *GroupMember) GetTargets() uint32 {
+	if x != nil {
+		return x.Targets
+	}
+	return 0
+}
+
+type DescribeGroupResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Members     []*GroupMember         `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	Assignments []*Assignment          `protobuf:"bytes,3,rep,name=assignments,proto3" json:"assignments,omitempty"`
+	Generation  uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Changes of owner since the group was created.
+	Reassignments uint64 `protobuf:"varint,5,opt,name=reassignments,proto3" json:"reassignments,omitempty"`
+	LeaseNanos    int64  `protobuf:"varint,6,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	// Log time of the last applied entry (to judge lease ends against).
+	LogTimeUnixNano int64 `protobuf:"varint,7,opt,name=log_time_unix_nano,json=logTimeUnixNano,proto3" json:"log_time_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DescribeGroupResponse) Reset() {
+	*x = DescribeGroupResponse{}
+	mi := &file_logstore_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeGroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeGroupResponse) ProtoMessage() {}
+
+func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
+func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *DescribeGroupResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *DescribeGroupResponse) GetMembers() []*GroupMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *DescribeGroupResponse) GetAssignments() []*Assignment {
+	if x != nil {
+		return x.Assignments
+	}
+	return nil
+}
+
+func (x *DescribeGroupResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetReassignments() uint64 {
+	if x != nil {
+		return x.Reassignments
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetLeaseNanos() int64 {
+	if x != nil {
+		return x.LeaseNanos
+	}
+	return 0
+}
+
+func (x *DescribeGroupResponse) GetLogTimeUnixNano() int64 {
+	if x != nil {
+		return x.LogTimeUnixNano
+	}
+	return 0
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2470,7 +3353,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_logstore_proto_msgTypes[39]
+	mi := &file_logstore_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +3365,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[39]
+	mi := &file_logstore_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +3378,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{39}
+	return file_logstore_proto_rawDescGZIP(), []int{54}
 }
 
 // BackupInfo describes the archive a Backup stream carries.
@@ -2512,7 +3395,7 @@ type BackupInfo struct {
 
 func (x *BackupInfo) Reset() {
 	*x = BackupInfo{}
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +3407,7 @@ func (x *BackupInfo) String() string {
 func (*BackupInfo) ProtoMessage() {}
 
 func (x *BackupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +3420,7 @@ func (x *BackupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
 func (*BackupInfo) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{40}
+	return file_logstore_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BackupInfo) GetRaftIndex() uint64 {
@@ -2585,7 +3468,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +3480,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +3493,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{41}
+	return file_logstore_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BackupChunk) GetInfo() *BackupInfo {
@@ -2787,7 +3670,69 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group\"\x0f\n" +
+	"\x05group\x18\r \x01(\tR\x05group\"\x8d\x01\n" +
+	"\x10RegisteredTarget\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
+	"\x06topics\x18\x03 \x03(\tR\x06topics\x127\n" +
+	"\aoptions\x18\x04 \x03(\v2\x1d.logplayer.logstore.v1.HeaderR\aoptions\"X\n" +
+	"\x15RegisterTargetRequest\x12?\n" +
+	"\x06target\x18\x01 \x01(\v2'.logplayer.logstore.v1.RegisteredTargetR\x06target\"\x18\n" +
+	"\x16RegisterTargetResponse\")\n" +
+	"\x17UnregisterTargetRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x1a\n" +
+	"\x18UnregisterTargetResponse\"4\n" +
+	"\x1cListRegisteredTargetsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xc4\x01\n" +
+	"\n" +
+	"Assignment\x12?\n" +
+	"\x06target\x18\x01 \x01(\v2'.logplayer.logstore.v1.RegisteredTargetR\x06target\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12,\n" +
+	"\x12assigned_unix_nano\x18\x05 \x01(\x03R\x10assignedUnixNano\"\xa7\x01\n" +
+	"\x1dListRegisteredTargetsResponse\x12A\n" +
+	"\atargets\x18\x01 \x03(\v2'.logplayer.logstore.v1.RegisteredTargetR\atargets\x12C\n" +
+	"\vassignments\x18\x02 \x03(\v2!.logplayer.logstore.v1.AssignmentR\vassignments\"\x91\x01\n" +
+	"\x15GroupHeartbeatRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12#\n" +
+	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\tR\vincarnation\"\x82\x02\n" +
+	"\x16GroupHeartbeatResponse\x12+\n" +
+	"\x12log_time_unix_nano\x18\x01 \x01(\x03R\x0flogTimeUnixNano\x125\n" +
+	"\x17lease_expires_unix_nano\x18\x02 \x01(\x03R\x14leaseExpiresUnixNano\x12\x1f\n" +
+	"\vlease_nanos\x18\x03 \x01(\x03R\n" +
+	"leaseNanos\x12C\n" +
+	"\vassignments\x18\x04 \x03(\v2!.logplayer.logstore.v1.AssignmentR\vassignments\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x05 \x01(\x04R\n" +
+	"generation\"h\n" +
+	"\x11LeaveGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\"\x14\n" +
+	"\x12LeaveGroupResponse\",\n" +
+	"\x14DescribeGroupRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"\xec\x01\n" +
+	"\vGroupMember\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12#\n" +
+	"\radmin_address\x18\x02 \x01(\tR\fadminAddress\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x12(\n" +
+	"\x10joined_unix_nano\x18\x04 \x01(\x03R\x0ejoinedUnixNano\x125\n" +
+	"\x17lease_expires_unix_nano\x18\x05 \x01(\x03R\x14leaseExpiresUnixNano\x12\x18\n" +
+	"\atargets\x18\x06 \x01(\rR\atargets\"\xc4\x02\n" +
+	"\x15DescribeGroupResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12<\n" +
+	"\amembers\x18\x02 \x03(\v2\".logplayer.logstore.v1.GroupMemberR\amembers\x12C\n" +
+	"\vassignments\x18\x03 \x03(\v2!.logplayer.logstore.v1.AssignmentR\vassignments\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12$\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\x12\x1f\n" +
+	"\vlease_nanos\x18\x06 \x01(\x03R\n" +
+	"leaseNanos\x12+\n" +
+	"\x12log_time_unix_nano\x18\a \x01(\x03R\x0flogTimeUnixNano\"\x0f\n" +
 	"\rBackupRequest\"\xa5\x01\n" +
 	"\n" +
 	"BackupInfo\x12\x1d\n" +
@@ -2850,7 +3795,15 @@ const file_logstore_proto_rawDesc = "" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +
 	"\x12TransferLeadership\x120.logplayer.logstore.v1.TransferLeadershipRequest\x1a1.logplayer.logstore.v1.TransferLeadershipResponse\x12T\n" +
-	"\x06Backup\x12$.logplayer.logstore.v1.BackupRequest\x1a\".logplayer.logstore.v1.BackupChunk0\x01B1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	"\x06Backup\x12$.logplayer.logstore.v1.BackupRequest\x1a\".logplayer.logstore.v1.BackupChunk0\x012\xaf\x05\n" +
+	"\vPlayerGroup\x12m\n" +
+	"\x0eRegisterTarget\x12,.logplayer.logstore.v1.RegisterTargetRequest\x1a-.logplayer.logstore.v1.RegisterTargetResponse\x12s\n" +
+	"\x10UnregisterTarget\x12..logplayer.logstore.v1.UnregisterTargetRequest\x1a/.logplayer.logstore.v1.UnregisterTargetResponse\x12\x82\x01\n" +
+	"\x15ListRegisteredTargets\x123.logplayer.logstore.v1.ListRegisteredTargetsRequest\x1a4.logplayer.logstore.v1.ListRegisteredTargetsResponse\x12h\n" +
+	"\tHeartbeat\x12,.logplayer.logstore.v1.GroupHeartbeatRequest\x1a-.logplayer.logstore.v1.GroupHeartbeatResponse\x12a\n" +
+	"\n" +
+	"LeaveGroup\x12(.logplayer.logstore.v1.LeaveGroupRequest\x1a).logplayer.logstore.v1.LeaveGroupResponse\x12j\n" +
+	"\rDescribeGroup\x12+.logplayer.logstore.v1.DescribeGroupRequest\x1a,.logplayer.logstore.v1.DescribeGroupResponseB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_logstore_proto_rawDescOnce sync.Once
@@ -2865,51 +3818,66 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_logstore_proto_goTypes = []any{
-	(ErrorCode)(0),                     // 0: logplayer.logstore.v1.ErrorCode
-	(*Header)(nil),                     // 1: logplayer.logstore.v1.Header
-	(*Message)(nil),                    // 2: logplayer.logstore.v1.Message
-	(*Slice)(nil),                      // 3: logplayer.logstore.v1.Slice
-	(*Condition)(nil),                  // 4: logplayer.logstore.v1.Condition
-	(*OffsetCommit)(nil),               // 5: logplayer.logstore.v1.OffsetCommit
-	(*AppendRequest)(nil),              // 6: logplayer.logstore.v1.AppendRequest
-	(*SliceResult)(nil),                // 7: logplayer.logstore.v1.SliceResult
-	(*AppendResponse)(nil),             // 8: logplayer.logstore.v1.AppendResponse
-	(*AppendBatchRequest)(nil),         // 9: logplayer.logstore.v1.AppendBatchRequest
-	(*AppendError)(nil),                // 10: logplayer.logstore.v1.AppendError
-	(*AppendResult)(nil),               // 11: logplayer.logstore.v1.AppendResult
-	(*AppendBatchResponse)(nil),        // 12: logplayer.logstore.v1.AppendBatchResponse
-	(*TxnSlice)(nil),                   // 13: logplayer.logstore.v1.TxnSlice
-	(*Transaction)(nil),                // 14: logplayer.logstore.v1.Transaction
-	(*ReadRequest)(nil),                // 15: logplayer.logstore.v1.ReadRequest
-	(*ReadResponse)(nil),               // 16: logplayer.logstore.v1.ReadResponse
-	(*ReadTopicRequest)(nil),           // 17: logplayer.logstore.v1.ReadTopicRequest
-	(*TopicMessage)(nil),               // 18: logplayer.logstore.v1.TopicMessage
-	(*ReadTopicResponse)(nil),          // 19: logplayer.logstore.v1.ReadTopicResponse
-	(*FetchOffsetsRequest)(nil),        // 20: logplayer.logstore.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),       // 21: logplayer.logstore.v1.FetchOffsetsResponse
-	(*DeleteGroupRequest)(nil),         // 22: logplayer.logstore.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),        // 23: logplayer.logstore.v1.DeleteGroupResponse
-	(*NextEpochRequest)(nil),           // 24: logplayer.logstore.v1.NextEpochRequest
-	(*NextEpochResponse)(nil),          // 25: logplayer.logstore.v1.NextEpochResponse
-	(*ReportConsumerRequest)(nil),      // 26: logplayer.logstore.v1.ReportConsumerRequest
-	(*ReportConsumerResponse)(nil),     // 27: logplayer.logstore.v1.ReportConsumerResponse
-	(*StatusRequest)(nil),              // 28: logplayer.logstore.v1.StatusRequest
-	(*TopicStatus)(nil),                // 29: logplayer.logstore.v1.TopicStatus
-	(*Server)(nil),                     // 30: logplayer.logstore.v1.Server
-	(*Consumer)(nil),                   // 31: logplayer.logstore.v1.Consumer
-	(*StatusResponse)(nil),             // 32: logplayer.logstore.v1.StatusResponse
-	(*AddVoterRequest)(nil),            // 33: logplayer.logstore.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),           // 34: logplayer.logstore.v1.AddVoterResponse
-	(*RemoveServerRequest)(nil),        // 35: logplayer.logstore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),       // 36: logplayer.logstore.v1.RemoveServerResponse
-	(*TransferLeadershipRequest)(nil),  // 37: logplayer.logstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 38: logplayer.logstore.v1.TransferLeadershipResponse
-	(*ErrorDetail)(nil),                // 39: logplayer.logstore.v1.ErrorDetail
-	(*BackupRequest)(nil),              // 40: logplayer.logstore.v1.BackupRequest
-	(*BackupInfo)(nil),                 // 41: logplayer.logstore.v1.BackupInfo
-	(*BackupChunk)(nil),                // 42: logplayer.logstore.v1.BackupChunk
+	(ErrorCode)(0),                        // 0: logplayer.logstore.v1.ErrorCode
+	(*Header)(nil),                        // 1: logplayer.logstore.v1.Header
+	(*Message)(nil),                       // 2: logplayer.logstore.v1.Message
+	(*Slice)(nil),                         // 3: logplayer.logstore.v1.Slice
+	(*Condition)(nil),                     // 4: logplayer.logstore.v1.Condition
+	(*OffsetCommit)(nil),                  // 5: logplayer.logstore.v1.OffsetCommit
+	(*AppendRequest)(nil),                 // 6: logplayer.logstore.v1.AppendRequest
+	(*SliceResult)(nil),                   // 7: logplayer.logstore.v1.SliceResult
+	(*AppendResponse)(nil),                // 8: logplayer.logstore.v1.AppendResponse
+	(*AppendBatchRequest)(nil),            // 9: logplayer.logstore.v1.AppendBatchRequest
+	(*AppendError)(nil),                   // 10: logplayer.logstore.v1.AppendError
+	(*AppendResult)(nil),                  // 11: logplayer.logstore.v1.AppendResult
+	(*AppendBatchResponse)(nil),           // 12: logplayer.logstore.v1.AppendBatchResponse
+	(*TxnSlice)(nil),                      // 13: logplayer.logstore.v1.TxnSlice
+	(*Transaction)(nil),                   // 14: logplayer.logstore.v1.Transaction
+	(*ReadRequest)(nil),                   // 15: logplayer.logstore.v1.ReadRequest
+	(*ReadResponse)(nil),                  // 16: logplayer.logstore.v1.ReadResponse
+	(*ReadTopicRequest)(nil),              // 17: logplayer.logstore.v1.ReadTopicRequest
+	(*TopicMessage)(nil),                  // 18: logplayer.logstore.v1.TopicMessage
+	(*ReadTopicResponse)(nil),             // 19: logplayer.logstore.v1.ReadTopicResponse
+	(*FetchOffsetsRequest)(nil),           // 20: logplayer.logstore.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),          // 21: logplayer.logstore.v1.FetchOffsetsResponse
+	(*DeleteGroupRequest)(nil),            // 22: logplayer.logstore.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),           // 23: logplayer.logstore.v1.DeleteGroupResponse
+	(*NextEpochRequest)(nil),              // 24: logplayer.logstore.v1.NextEpochRequest
+	(*NextEpochResponse)(nil),             // 25: logplayer.logstore.v1.NextEpochResponse
+	(*ReportConsumerRequest)(nil),         // 26: logplayer.logstore.v1.ReportConsumerRequest
+	(*ReportConsumerResponse)(nil),        // 27: logplayer.logstore.v1.ReportConsumerResponse
+	(*StatusRequest)(nil),                 // 28: logplayer.logstore.v1.StatusRequest
+	(*TopicStatus)(nil),                   // 29: logplayer.logstore.v1.TopicStatus
+	(*Server)(nil),                        // 30: logplayer.logstore.v1.Server
+	(*Consumer)(nil),                      // 31: logplayer.logstore.v1.Consumer
+	(*StatusResponse)(nil),                // 32: logplayer.logstore.v1.StatusResponse
+	(*AddVoterRequest)(nil),               // 33: logplayer.logstore.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),              // 34: logplayer.logstore.v1.AddVoterResponse
+	(*RemoveServerRequest)(nil),           // 35: logplayer.logstore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),          // 36: logplayer.logstore.v1.RemoveServerResponse
+	(*TransferLeadershipRequest)(nil),     // 37: logplayer.logstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),    // 38: logplayer.logstore.v1.TransferLeadershipResponse
+	(*ErrorDetail)(nil),                   // 39: logplayer.logstore.v1.ErrorDetail
+	(*RegisteredTarget)(nil),              // 40: logplayer.logstore.v1.RegisteredTarget
+	(*RegisterTargetRequest)(nil),         // 41: logplayer.logstore.v1.RegisterTargetRequest
+	(*RegisterTargetResponse)(nil),        // 42: logplayer.logstore.v1.RegisterTargetResponse
+	(*UnregisterTargetRequest)(nil),       // 43: logplayer.logstore.v1.UnregisterTargetRequest
+	(*UnregisterTargetResponse)(nil),      // 44: logplayer.logstore.v1.UnregisterTargetResponse
+	(*ListRegisteredTargetsRequest)(nil),  // 45: logplayer.logstore.v1.ListRegisteredTargetsRequest
+	(*Assignment)(nil),                    // 46: logplayer.logstore.v1.Assignment
+	(*ListRegisteredTargetsResponse)(nil), // 47: logplayer.logstore.v1.ListRegisteredTargetsResponse
+	(*GroupHeartbeatRequest)(nil),         // 48: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),        // 49: logplayer.logstore.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),             // 50: logplayer.logstore.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),            // 51: logplayer.logstore.v1.LeaveGroupResponse
+	(*DescribeGroupRequest)(nil),          // 52: logplayer.logstore.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                   // 53: logplayer.logstore.v1.GroupMember
+	(*DescribeGroupResponse)(nil),         // 54: logplayer.logstore.v1.DescribeGroupResponse
+	(*BackupRequest)(nil),                 // 55: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                    // 56: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                   // 57: logplayer.logstore.v1.BackupChunk
 }
 var file_logstore_proto_depIdxs = []int32{
 	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -2934,38 +3902,58 @@ var file_logstore_proto_depIdxs = []int32{
 	30, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
 	31, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
 	0,  // 21: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
-	41, // 22: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
-	6,  // 23: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
-	9,  // 24: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
-	15, // 25: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
-	17, // 26: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
-	20, // 27: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	22, // 28: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
-	24, // 29: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	26, // 30: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	28, // 31: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	33, // 32: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	35, // 33: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	37, // 34: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	40, // 35: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
-	8,  // 36: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 37: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	16, // 38: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	19, // 39: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	21, // 40: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	23, // 41: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	25, // 42: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	27, // 43: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	32, // 44: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	34, // 45: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	36, // 46: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	38, // 47: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	42, // 48: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
-	36, // [36:49] is the sub-list for method output_type
-	23, // [23:36] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	1,  // 22: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
+	40, // 23: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	40, // 24: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	40, // 25: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	46, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	46, // 27: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	53, // 28: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
+	46, // 29: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	56, // 30: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	6,  // 31: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
+	9,  // 32: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
+	15, // 33: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
+	17, // 34: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
+	20, // 35: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
+	22, // 36: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
+	24, // 37: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	26, // 38: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	28, // 39: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	33, // 40: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	35, // 41: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	37, // 42: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	55, // 43: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	41, // 44: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
+	43, // 45: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
+	45, // 46: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
+	48, // 47: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
+	50, // 48: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
+	52, // 49: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
+	8,  // 50: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	12, // 51: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	16, // 52: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	19, // 53: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	21, // 54: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	23, // 55: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	25, // 56: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	27, // 57: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	32, // 58: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	34, // 59: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	36, // 60: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	38, // 61: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	57, // 62: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	42, // 63: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
+	44, // 64: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
+	47, // 65: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
+	49, // 66: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
+	51, // 67: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
+	54, // 68: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
+	50, // [50:69] is the sub-list for method output_type
+	31, // [31:50] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_logstore_proto_init() }
@@ -2979,9 +3967,9 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   57,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_logstore_proto_goTypes,
 		DependencyIndexes: file_logstore_proto_depIdxs,

@@ -719,3 +719,335 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "logstore.proto",
 }
+
+const (
+	PlayerGroup_RegisterTarget_FullMethodName        = "/logplayer.logstore.v1.PlayerGroup/RegisterTarget"
+	PlayerGroup_UnregisterTarget_FullMethodName      = "/logplayer.logstore.v1.PlayerGroup/UnregisterTarget"
+	PlayerGroup_ListRegisteredTargets_FullMethodName = "/logplayer.logstore.v1.PlayerGroup/ListRegisteredTargets"
+	PlayerGroup_Heartbeat_FullMethodName             = "/logplayer.logstore.v1.PlayerGroup/Heartbeat"
+	PlayerGroup_LeaveGroup_FullMethodName            = "/logplayer.logstore.v1.PlayerGroup/LeaveGroup"
+	PlayerGroup_DescribeGroup_FullMethodName         = "/logplayer.logstore.v1.PlayerGroup/DescribeGroup"
+)
+
+// PlayerGroupClient is the client API for PlayerGroup service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// PlayerGroup is the target registry and the LogPlayer group membership
+// (issue #13). Every write is a Raft command served by the leader (followers
+// answer NOT_LEADER); List and Describe are served by any node from its
+// applied state. Leases are measured in log time (the leader's entry
+// timestamps), so the players' clocks do not matter. Each target is owned by
+// at most one live member; every change of owner gives the target a new
+// fencing token taken from the same counter as NextEpoch, so a token is
+// higher than every earlier epoch and token. A player sends a target's
+// token as its Hello epoch: the target's epoch fencing refuses a stream with
+// an older token.
+type PlayerGroupClient interface {
+	// RegisterTarget adds a target to the registry, or replaces its address,
+	// topics and options (same id). Admin.
+	RegisterTarget(ctx context.Context, in *RegisterTargetRequest, opts ...grpc.CallOption) (*RegisterTargetResponse, error)
+	// UnregisterTarget removes a target from the registry and from its owner.
+	// Removing an unknown id is NOT_FOUND (UNKNOWN_TARGET). Admin.
+	UnregisterTarget(ctx context.Context, in *UnregisterTargetRequest, opts ...grpc.CallOption) (*UnregisterTargetResponse, error)
+	// ListRegisteredTargets lists the registry with each target's owner and token.
+	ListRegisteredTargets(ctx context.Context, in *ListRegisteredTargetsRequest, opts ...grpc.CallOption) (*ListRegisteredTargetsResponse, error)
+	// Heartbeat joins the group or renews the member's lease, and returns the
+	// member's assignments. Player.
+	Heartbeat(ctx context.Context, in *GroupHeartbeatRequest, opts ...grpc.CallOption) (*GroupHeartbeatResponse, error)
+	// LeaveGroup ends the member's lease now; its targets move at once. Player.
+	LeaveGroup(ctx context.Context, in *LeaveGroupRequest, opts ...grpc.CallOption) (*LeaveGroupResponse, error)
+	// DescribeGroup shows the members, leases and assignments of a group.
+	DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error)
+}
+
+type playerGroupClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPlayerGroupClient(cc grpc.ClientConnInterface) PlayerGroupClient {
+	return &playerGroupClient{cc}
+}
+
+func (c *playerGroupClient) RegisterTarget(ctx context.Context, in *RegisterTargetRequest, opts ...grpc.CallOption) (*RegisterTargetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterTargetResponse)
+	err := c.cc.Invoke(ctx, PlayerGroup_RegisterTarget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *playerGroupClient) UnregisterTarget(ctx context.Context, in *UnregisterTargetRequest, opts ...grpc.CallOption) (*UnregisterTargetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterTargetResponse)
+	err := c.cc.Invoke(ctx, PlayerGroup_UnregisterTarget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *playerGroupClient) ListRegisteredTargets(ctx context.Context, in *ListRegisteredTargetsRequest, opts ...grpc.CallOption) (*ListRegisteredTargetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRegisteredTargetsResponse)
+	err := c.cc.Invoke(ctx, PlayerGroup_ListRegisteredTargets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *playerGroupClient) Heartbeat(ctx context.Context, in *GroupHeartbeatRequest, opts ...grpc.CallOption) (*GroupHeartbeatResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupHeartbeatResponse)
+	err := c.cc.Invoke(ctx, PlayerGroup_Heartbeat_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *playerGroupClient) LeaveGroup(ctx context.Context, in *LeaveGroupRequest, opts ...grpc.CallOption) (*LeaveGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaveGroupResponse)
+	err := c.cc.Invoke(ctx, PlayerGroup_LeaveGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *playerGroupClient) DescribeGroup(ctx context.Context, in *DescribeGroupRequest, opts ...grpc.CallOption) (*DescribeGroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeGroupResponse)
+	err := c.cc.Invoke(ctx, PlayerGroup_DescribeGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PlayerGroupServer is the server API for PlayerGroup service.
+// All implementations must embed UnimplementedPlayerGroupServer
+// for forward compatibility.
+//
+// PlayerGroup is the target registry and the LogPlayer group membership
+// (issue #13). Every write is a Raft command served by the leader (followers
+// answer NOT_LEADER); List and Describe are served by any node from its
+// applied state. Leases are measured in log time (the leader's entry
+// timestamps), so the players' clocks do not matter. Each target is owned by
+// at most one live member; every change of owner gives the target a new
+// fencing token taken from the same counter as NextEpoch, so a token is
+// higher than every earlier epoch and token. A player sends a target's
+// token as its Hello epoch: the target's epoch fencing refuses a stream with
+// an older token.
+type PlayerGroupServer interface {
+	// RegisterTarget adds a target to the registry, or replaces its address,
+	// topics and options (same id). Admin.
+	RegisterTarget(context.Context, *RegisterTargetRequest) (*RegisterTargetResponse, error)
+	// UnregisterTarget removes a target from the registry and from its owner.
+	// Removing an unknown id is NOT_FOUND (UNKNOWN_TARGET). Admin.
+	UnregisterTarget(context.Context, *UnregisterTargetRequest) (*UnregisterTargetResponse, error)
+	// ListRegisteredTargets lists the registry with each target's owner and token.
+	ListRegisteredTargets(context.Context, *ListRegisteredTargetsRequest) (*ListRegisteredTargetsResponse, error)
+	// Heartbeat joins the group or renews the member's lease, and returns the
+	// member's assignments. Player.
+	Heartbeat(context.Context, *GroupHeartbeatRequest) (*GroupHeartbeatResponse, error)
+	// LeaveGroup ends the member's lease now; its targets move at once. Player.
+	LeaveGroup(context.Context, *LeaveGroupRequest) (*LeaveGroupResponse, error)
+	// DescribeGroup shows the members, leases and assignments of a group.
+	DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error)
+	mustEmbedUnimplementedPlayerGroupServer()
+}
+
+// UnimplementedPlayerGroupServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPlayerGroupServer struct{}
+
+func (UnimplementedPlayerGroupServer) RegisterTarget(context.Context, *RegisterTargetRequest) (*RegisterTargetResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RegisterTarget not implemented")
+}
+func (UnimplementedPlayerGroupServer) UnregisterTarget(context.Context, *UnregisterTargetRequest) (*UnregisterTargetResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UnregisterTarget not implemented")
+}
+func (UnimplementedPlayerGroupServer) ListRegisteredTargets(context.Context, *ListRegisteredTargetsRequest) (*ListRegisteredTargetsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListRegisteredTargets not implemented")
+}
+func (UnimplementedPlayerGroupServer) Heartbeat(context.Context, *GroupHeartbeatRequest) (*GroupHeartbeatResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Heartbeat not implemented")
+}
+func (UnimplementedPlayerGroupServer) LeaveGroup(context.Context, *LeaveGroupRequest) (*LeaveGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method LeaveGroup not implemented")
+}
+func (UnimplementedPlayerGroupServer) DescribeGroup(context.Context, *DescribeGroupRequest) (*DescribeGroupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeGroup not implemented")
+}
+func (UnimplementedPlayerGroupServer) mustEmbedUnimplementedPlayerGroupServer() {}
+func (UnimplementedPlayerGroupServer) testEmbeddedByValue()                     {}
+
+// UnsafePlayerGroupServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PlayerGroupServer will
+// result in compilation errors.
+type UnsafePlayerGroupServer interface {
+	mustEmbedUnimplementedPlayerGroupServer()
+}
+
+func RegisterPlayerGroupServer(s grpc.ServiceRegistrar, srv PlayerGroupServer) {
+	// If the following call pancis, it indicates UnimplementedPlayerGroupServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&PlayerGroup_ServiceDesc, srv)
+}
+
+func _PlayerGroup_RegisterTarget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterTargetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlayerGroupServer).RegisterTarget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlayerGroup_RegisterTarget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlayerGroupServer).RegisterTarget(ctx, req.(*RegisterTargetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlayerGroup_UnregisterTarget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterTargetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlayerGroupServer).UnregisterTarget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlayerGroup_UnregisterTarget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlayerGroupServer).UnregisterTarget(ctx, req.(*UnregisterTargetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlayerGroup_ListRegisteredTargets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRegisteredTargetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlayerGroupServer).ListRegisteredTargets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlayerGroup_ListRegisteredTargets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlayerGroupServer).ListRegisteredTargets(ctx, req.(*ListRegisteredTargetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlayerGroup_Heartbeat_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GroupHeartbeatRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlayerGroupServer).Heartbeat(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlayerGroup_Heartbeat_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlayerGroupServer).Heartbeat(ctx, req.(*GroupHeartbeatRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlayerGroup_LeaveGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaveGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlayerGroupServer).LeaveGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlayerGroup_LeaveGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlayerGroupServer).LeaveGroup(ctx, req.(*LeaveGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PlayerGroup_DescribeGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PlayerGroupServer).DescribeGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PlayerGroup_DescribeGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PlayerGroupServer).DescribeGroup(ctx, req.(*DescribeGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// PlayerGroup_ServiceDesc is the grpc.ServiceDesc for PlayerGroup service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var PlayerGroup_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "logplayer.logstore.v1.PlayerGroup",
+	HandlerType: (*PlayerGroupServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "RegisterTarget",
+			Handler:    _PlayerGroup_RegisterTarget_Handler,
+		},
+		{
+			MethodName: "UnregisterTarget",
+			Handler:    _PlayerGroup_UnregisterTarget_Handler,
+		},
+		{
+			MethodName: "ListRegisteredTargets",
+			Handler:    _PlayerGroup_ListRegisteredTargets_Handler,
+		},
+		{
+			MethodName: "Heartbeat",
+			Handler:    _PlayerGroup_Heartbeat_Handler,
+		},
+		{
+			MethodName: "LeaveGroup",
+			Handler:    _PlayerGroup_LeaveGroup_Handler,
+		},
+		{
+			MethodName: "DescribeGroup",
+			Handler:    _PlayerGroup_DescribeGroup_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "logstore.proto",
+}
