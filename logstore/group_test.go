@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/logstore"
@@ -174,6 +175,12 @@ func TestPlayerGroupFollowerAndFailover(t *testing.T) {
 		t.Fatalf("describe: %v", before)
 	}
 
+	reg := leader.Registry()
+	if m, tg, hb := testmetric.Value(t, reg, "logstore_group_members", nil), testmetric.Value(t, reg, "logstore_registered_targets", nil),
+		testmetric.Value(t, reg, "logstore_group_heartbeat_duration_seconds", map[string]string{"code": "OK"}); m != 2 || tg != 5 || hb != 3 {
+		t.Fatalf("metrics: members %v targets %v heartbeats %v, want 2 5 3", m, tg, hb)
+	}
+
 	fpg := groupConn(t, c.nodes[fi].APIAddr())
 	_, err = beat(fpg, "m1")
 	if d := apierr.Detail(err); status.Code(err) != codes.Unavailable || d.GetCode() != logstorepb.ErrorCode_NOT_LEADER || d.GetLeaderId() != leader.ID() {
@@ -234,6 +241,10 @@ func TestPlayerGroupFollowerAndFailover(t *testing.T) {
 		if moved && a.Token <= e.Epoch {
 			t.Fatalf("moved target %s token %d not above epoch %d", a.Target.Id, a.Token, e.Epoch)
 		}
+	}
+	// m2's targets moved twice: to m2 at its join, back to m1 at its leave.
+	if moves, m2had := testmetric.Value(t, next.Registry(), "logstore_group_reassignments_total", nil), len(r.Assignments)-len(r1.Assignments); moves != float64(2*m2had) {
+		t.Fatalf("reassignments metric %v, want %d (m2's targets, twice)", moves, 2*m2had)
 	}
 	list, err := npg.ListRegisteredTargets(ctx, &logstorepb.ListRegisteredTargetsRequest{Group: "g"})
 	if err != nil || len(list.Targets) != 5 || len(list.Assignments) != 5 {
