@@ -110,8 +110,15 @@ type ApplyLimits struct {
 	// Committed (group, topic) offsets; an offset commit that would add one
 	// beyond it fails its Append (logstore.MaxGroupOffsets).
 	MaxGroupOffsets uint64 `protobuf:"varint,4,opt,name=max_group_offsets,json=maxGroupOffsets,proto3" json:"max_group_offsets,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Topics with messages (the next-offset table); a transaction that would
+	// add one beyond it is refused (Config.MaxTopics). Applied only at
+	// cluster version 3 and above (fsm.TopicsVersion).
+	MaxTopics uint64 `protobuf:"varint,7,opt,name=max_topics,json=maxTopics,proto3" json:"max_topics,omitempty"`
+	// Topic declarations (names and patterns); a new one beyond it is
+	// refused (Config.MaxTopicDeclarations).
+	MaxTopicDeclarations uint64 `protobuf:"varint,8,opt,name=max_topic_declarations,json=maxTopicDeclarations,proto3" json:"max_topic_declarations,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ApplyLimits) Reset() {
@@ -172,6 +179,20 @@ func (x *ApplyLimits) GetMaxGroupOffsets() uint64 {
 	return 0
 }
 
+func (x *ApplyLimits) GetMaxTopics() uint64 {
+	if x != nil {
+		return x.MaxTopics
+	}
+	return 0
+}
+
+func (x *ApplyLimits) GetMaxTopicDeclarations() uint64 {
+	if x != nil {
+		return x.MaxTopicDeclarations
+	}
+	return 0
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -181,6 +202,7 @@ type Command struct {
 	//	*Command_ReportConsumer
 	//	*Command_Member
 	//	*Command_DeleteGroup
+	//	*Command_CreateTopic
 	//	*Command_SetClusterVersion
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -269,6 +291,15 @@ func (x *Command) GetDeleteGroup() *DeleteGroupRequest {
 	return nil
 }
 
+func (x *Command) GetCreateTopic() *CreateTopicRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CreateTopic); ok {
+			return x.CreateTopic
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetSetClusterVersion() *SetClusterVersion {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_SetClusterVersion); ok {
@@ -304,6 +335,11 @@ type Command_DeleteGroup struct {
 	DeleteGroup *DeleteGroupRequest `protobuf:"bytes,5,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
 }
 
+type Command_CreateTopic struct {
+	// Declares a topic or a topic pattern with a schema (cluster version 3).
+	CreateTopic *CreateTopicRequest `protobuf:"bytes,7,opt,name=create_topic,json=createTopic,proto3,oneof"`
+}
+
 type Command_SetClusterVersion struct {
 	// Raises the committed cluster version (logstore/fsm/version.go); the
 	// leader writes it when every voter supports a higher one. Field 15 so
@@ -320,6 +356,8 @@ func (*Command_ReportConsumer) isCommand_Kind() {}
 func (*Command_Member) isCommand_Kind() {}
 
 func (*Command_DeleteGroup) isCommand_Kind() {}
+
+func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_SetClusterVersion) isCommand_Kind() {}
 
@@ -589,6 +627,8 @@ type FSMState struct {
 	Consumers                 []*Consumer            `protobuf:"bytes,8,rep,name=consumers,proto3" json:"consumers,omitempty"`
 	Members                   []*MemberCommand       `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
 	LastProducerSweepUnixNano int64                  `protobuf:"varint,10,opt,name=last_producer_sweep_unix_nano,json=lastProducerSweepUnixNano,proto3" json:"last_producer_sweep_unix_nano,omitempty"`
+	// Topic declarations, sorted by key (the topic name, or the pattern).
+	TopicDeclarations []*TopicDeclaration `protobuf:"bytes,13,rep,name=topic_declarations,json=topicDeclarations,proto3" json:"topic_declarations,omitempty"`
 	// The committed cluster version; 0 (absent) is fsm.BaseVersion.
 	ClusterVersion uint32 `protobuf:"varint,15,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
 	unknownFields  protoimpl.UnknownFields
@@ -695,6 +735,13 @@ func (x *FSMState) GetLastProducerSweepUnixNano() int64 {
 	return 0
 }
 
+func (x *FSMState) GetTopicDeclarations() []*TopicDeclaration {
+	if x != nil {
+		return x.TopicDeclarations
+	}
+	return nil
+}
+
 func (x *FSMState) GetClusterVersion() uint32 {
 	if x != nil {
 		return x.ClusterVersion
@@ -710,19 +757,23 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x05Entry\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\x12:\n" +
 	"\bcommands\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.CommandR\bcommands\x12:\n" +
-	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xc0\x01\n" +
+	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\x95\x02\n" +
 	"\vApplyLimits\x12#\n" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
 	"\rmax_consumers\x18\x03 \x01(\x04R\fmaxConsumers\x12*\n" +
-	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xe0\x03\n" +
+	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\x12\x1d\n" +
+	"\n" +
+	"max_topics\x18\a \x01(\x04R\tmaxTopics\x124\n" +
+	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\"\xb0\x04\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
 	"next_epoch\x18\x02 \x01(\v2'.logplayer.logstore.v1.NextEpochRequestH\x00R\tnextEpoch\x12W\n" +
 	"\x0freport_consumer\x18\x03 \x01(\v2,.logplayer.logstore.v1.ReportConsumerRequestH\x00R\x0ereportConsumer\x12>\n" +
 	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
-	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12Z\n" +
+	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12N\n" +
+	"\fcreate_topic\x18\a \x01(\v2).logplayer.logstore.v1.CreateTopicRequestH\x00R\vcreateTopic\x12Z\n" +
 	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
 	"\x04kind\"-\n" +
 	"\x11SetClusterVersion\x12\x18\n" +
@@ -745,7 +796,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xcf\x04\n" +
+	"nextOffset\"\xa7\x05\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -757,7 +808,8 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\tconsumers\x18\b \x03(\v2\x1f.logplayer.logstore.v1.ConsumerR\tconsumers\x12>\n" +
 	"\amembers\x18\t \x03(\v2$.logplayer.logstore.v1.MemberCommandR\amembers\x12@\n" +
 	"\x1dlast_producer_sweep_unix_nano\x18\n" +
-	" \x01(\x03R\x19lastProducerSweepUnixNano\x12'\n" +
+	" \x01(\x03R\x19lastProducerSweepUnixNano\x12V\n" +
+	"\x12topic_declarations\x18\r \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\x11topicDeclarations\x12'\n" +
 	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersionB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
@@ -786,10 +838,12 @@ var file_raftcmd_proto_goTypes = []any{
 	(*NextEpochRequest)(nil),      // 9: logplayer.logstore.v1.NextEpochRequest
 	(*ReportConsumerRequest)(nil), // 10: logplayer.logstore.v1.ReportConsumerRequest
 	(*DeleteGroupRequest)(nil),    // 11: logplayer.logstore.v1.DeleteGroupRequest
-	(*AppendResponse)(nil),        // 12: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 13: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 14: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 15: logplayer.logstore.v1.Consumer
+	(*CreateTopicRequest)(nil),    // 12: logplayer.logstore.v1.CreateTopicRequest
+	(*AppendResponse)(nil),        // 13: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 14: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 15: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 16: logplayer.logstore.v1.Consumer
+	(*TopicDeclaration)(nil),      // 17: logplayer.logstore.v1.TopicDeclaration
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
@@ -799,19 +853,21 @@ var file_raftcmd_proto_depIdxs = []int32{
 	10, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
 	4,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
 	11, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
-	3,  // 7: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
-	12, // 8: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	13, // 9: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	6,  // 10: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	5,  // 11: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	14, // 12: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	15, // 13: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	4,  // 14: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 7: logplayer.logstore.v1.Command.create_topic:type_name -> logplayer.logstore.v1.CreateTopicRequest
+	3,  // 8: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	13, // 9: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	14, // 10: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	6,  // 11: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	5,  // 12: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	15, // 13: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	16, // 14: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	4,  // 15: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	17, // 16: logplayer.logstore.v1.FSMState.topic_declarations:type_name -> logplayer.logstore.v1.TopicDeclaration
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -826,6 +882,7 @@ func file_raftcmd_proto_init() {
 		(*Command_ReportConsumer)(nil),
 		(*Command_Member)(nil),
 		(*Command_DeleteGroup)(nil),
+		(*Command_CreateTopic)(nil),
 		(*Command_SetClusterVersion)(nil),
 	}
 	type x struct{}
