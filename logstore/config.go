@@ -53,6 +53,13 @@ const (
 	// DefaultProducerIdleExpiry drops a producer not seen for this long in
 	// log time (leader timestamps), checked once per producerSweepEvery.
 	DefaultProducerIdleExpiry = 24 * time.Hour
+	// DefaultMaxTopics bounds the topic table (topics with messages); a
+	// transaction adding a topic beyond it is refused with TABLE_FULL.
+	// Status and snapshots hold every topic, so the table must stay small
+	// enough to copy in milliseconds.
+	DefaultMaxTopics = 10000
+	// DefaultMaxTopicDeclarations bounds CreateTopic's declarations.
+	DefaultMaxTopicDeclarations = 1000
 
 	// DefaultSegmentBytes is the size at which the segment log seals a file.
 	DefaultSegmentBytes = 64 << 20
@@ -156,6 +163,10 @@ type Config struct {
 	ReadBatchBytes     int
 	MaxProducers       int
 	ProducerIdleExpiry time.Duration
+	// MaxTopics and MaxTopicDeclarations cap the topic table and the topic
+	// declarations (stamped by the leader like MaxProducers).
+	MaxTopics            int
+	MaxTopicDeclarations int
 
 	SegmentBytes int64
 
@@ -259,6 +270,8 @@ func (c *Config) validate() error {
 	defaultInt(&c.ReadBatchBytes, DefaultReadBatchBytes)
 	defaultInt(&c.MaxProducers, DefaultMaxProducers)
 	defaultDur(&c.ProducerIdleExpiry, DefaultProducerIdleExpiry)
+	defaultInt(&c.MaxTopics, DefaultMaxTopics)
+	defaultInt(&c.MaxTopicDeclarations, DefaultMaxTopicDeclarations)
 	defaultInt(&c.SegmentBytes, DefaultSegmentBytes)
 	defaultInt(&c.RetentionBytes, DefaultRetentionBytes)
 	defaultDur(&c.RetentionAge, DefaultRetentionAge)
@@ -285,6 +298,7 @@ func (c *Config) validate() error {
 		{"MaxMessageBytes", int64(c.MaxMessageBytes)}, {"MaxRequestBytes", int64(c.MaxRequestBytes)},
 		{"ReadBatchTxns", int64(c.ReadBatchTxns)}, {"ReadBatchBytes", int64(c.ReadBatchBytes)},
 		{"MaxProducers", int64(c.MaxProducers)}, {"SegmentBytes", c.SegmentBytes},
+		{"MaxTopics", int64(c.MaxTopics)}, {"MaxTopicDeclarations", int64(c.MaxTopicDeclarations)},
 		{"RetentionBytes", c.RetentionBytes}, {"RetentionCapBytes", c.RetentionCapBytes},
 		{"SnapshotRetain", int64(c.SnapshotRetain)}, {"MaxAppendEntries", int64(c.MaxAppendEntries)},
 	} {
@@ -318,5 +332,7 @@ func (c *Config) applyLimits() *logstorepb.ApplyLimits {
 		ProducerIdleExpiryNanos: int64(c.ProducerIdleExpiry),
 		MaxConsumers:            MaxConsumers,
 		MaxGroupOffsets:         MaxGroupOffsets,
+		MaxTopics:               uint64(c.MaxTopics),
+		MaxTopicDeclarations:    uint64(c.MaxTopicDeclarations),
 	}
 }
