@@ -251,7 +251,9 @@ func (m *Machine) checkTopics(req *logstorepb.AppendRequest) error {
 			added++
 		}
 	}
-	if full(len(st.topics), added, m.lim.MaxTopics) {
+	// Only new topics are refused: a table above the cap (written before
+	// version 3, or under a leader with a larger cap) keeps its topics.
+	if added > 0 && full(len(st.topics), added, m.lim.MaxTopics) {
 		return tableFull("topic", len(st.topics), m.lim.MaxTopics)
 	}
 	return nil
