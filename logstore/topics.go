@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/hashicorp/raft"
+
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
@@ -29,7 +31,12 @@ const (
 // again (fsm.Machine.checkTopics), so a request that slipped past a
 // declaration committed meanwhile is refused the same way on every
 // replica. The lock is held only for the schema lookups, not the decoding.
+// Only the leader checks: a follower's state may lag a declaration the
+// leader already acknowledged, and a follower answers NOT_LEADER anyway.
 func (s *server) checkSchemas(req *logstorepb.AppendRequest) error {
+	if s.n.raft.State() != raft.Leader {
+		return nil
+	}
 	type check struct {
 		slice  *logstorepb.Slice
 		schema logstorepb.TopicSchema
