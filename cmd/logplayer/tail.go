@@ -7,6 +7,9 @@ import (
 	"io"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -154,6 +157,16 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 		switch {
 		case err == nil:
 			end = info.NextOffset
+		case status.Code(err) == codes.Unimplemented: // a leader older than DescribeTopic: its Status lists every topic
+			st, err := c.conn.leaderStatus(ctx, cl, "tail")
+			if err != nil {
+				return err
+			}
+			for _, t := range st.Topics {
+				if t.Topic == c.topic {
+					end = t.NextOffset
+				}
+			}
 		case apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC:
 			return c.conn.describe(dctx, "tail", err)
 		}
