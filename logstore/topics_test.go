@@ -126,6 +126,18 @@ func TestTopicDeclarationsAtTheEdge(t *testing.T) {
 	if _, err := ls.Append(ctx, topicsReq("u", 18)); err != nil {
 		t.Fatalf("up to the cap: %v", err)
 	}
+
+	// The declaration survives a snapshot and a restart.
+	if err := c.Nodes[0].Raft().Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	c.stop(0)
+	c.restart(0)
+	c.waitLeader()
+	ls = rawConn(t, c.Nodes[0].APIAddr())
+	bad.Slices[1].Messages[1] = &logstorepb.Message{Value: []byte("hi")}
+	_, err = ls.Append(ctx, bad)
+	check("Append after a restart from a snapshot", err)
 }
 
 // TestTopicsGatedWithAnOldVoter: with a voter advertising version 2,
