@@ -8,6 +8,7 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -57,6 +58,19 @@ and offsets, then the declared patterns. The LogStore answers in pages
 	})
 }
 
+// once dials the cluster, runs fn within the timeout and describes its
+// error as what's (the pattern of every one-call client command).
+func (c *clientFlags) once(ctx context.Context, s *sys, what string, fn func(context.Context, *client.Client) error) error {
+	cl, err := c.dial(s)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	return c.describe(ctx, what, fn(ctx, cl))
+}
+
 // parseSchema is --schema's value.
 func parseSchema(s string) (logstorepb.TopicSchema, error) {
 	switch s {
@@ -88,16 +102,12 @@ func (c *topicCreateCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
-	cl, err := c.conn.dial(s)
-	if err != nil {
+	var resp *logstorepb.CreateTopicResponse
+	if err := c.conn.once(ctx, s, "topic create", func(ctx context.Context, cl *client.Client) (err error) {
+		resp, err = cl.CreateTopic(ctx, &logstorepb.TopicDeclaration{Topic: c.topic, Pattern: c.pattern, Schema: schema})
 		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	resp, err := cl.CreateTopic(ctx, &logstorepb.TopicDeclaration{Topic: c.topic, Pattern: c.pattern, Schema: schema})
-	if err != nil {
-		return c.conn.describe(ctx, "topic create", err)
+	}); err != nil {
+		return err
 	}
 	what := "topic " + c.topic
 	if c.pattern != "" {
@@ -137,16 +147,12 @@ func (c *topicDescribeCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *topicDescribeCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
+	var info *logstorepb.TopicInfo
+	if err := c.conn.once(ctx, s, "topic describe", func(ctx context.Context, cl *client.Client) (err error) {
+		info, err = cl.DescribeTopic(ctx, c.topic)
 		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	info, err := cl.DescribeTopic(ctx, c.topic)
-	if err != nil {
-		return c.conn.describe(ctx, "topic describe", err)
+	}); err != nil {
+		return err
 	}
 	if c.asJSON {
 		return writeJSONLine(s.stdout, topicOf(info))
@@ -184,30 +190,28 @@ type patternJSON struct {
 var errListLimit = errors.New("limit reached")
 
 func (c *topicListCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
 	var infos []*logstorepb.TopicInfo
 	out := topicList{Topics: []topicJSON{}, Patterns: []patternJSON{}}
-	patterns, err := cl.EachTopic(ctx, func(t *logstorepb.TopicInfo) error {
-		if c.limit > 0 && uint(len(infos)) == c.limit {
-			out.Truncated = true
-			return errListLimit
+	var patterns []*logstorepb.TopicDeclaration
+	err := c.conn.once(ctx, s, "topic list", func(ctx context.Context, cl *client.Client) (err error) {
+		patterns, err = cl.EachTopic(ctx, func(t *logstorepb.TopicInfo) error {
+			if c.limit > 0 && uint(len(infos)) == c.limit {
+				out.Truncated = true
+				return errListLimit
+			}
+			infos = append(infos, t)
+			return nil
+		})
+		if errors.Is(err, errListLimit) {
+			// EachTopic returns no patterns when stopped: ask for the first page.
+			var resp *logstorepb.ListTopicsResponse
+			resp, err = cl.ListTopics(ctx, "", 1)
+			patterns = resp.GetPatterns()
 		}
-		infos = append(infos, t)
-		return nil
+		return err
 	})
-	if errors.Is(err, errListLimit) {
-		// EachTopic returns no patterns when stopped: ask for the first page.
-		resp, lerr := cl.ListTopics(ctx, "", 1)
-		patterns, err = resp.GetPatterns(), lerr
-	}
 	if err != nil {
-		return c.conn.describe(ctx, "topic list", err)
+		return err
 	}
 	for _, t := range infos {
 		out.Topics = append(out.Topics, topicOf(t))

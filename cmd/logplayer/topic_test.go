@@ -72,4 +72,16 @@ func TestTopicCommandsAgainstDev(t *testing.T) {
 	wantRuntimeError(t, code, errOut, "INVALID_TOPIC")
 	code, _, errOut = runCLI(t, nil, "topic", "describe", addr, "--topic", "never-written")
 	wantRuntimeError(t, code, errOut, "UNKNOWN_TOPIC")
+
+	// --limit stops the listing, and still shows the patterns.
+	if code, _, errOut = runCLI(t, nil, "topic", "create", addr, "--topic", "zeta"); code != exitOK {
+		t.Fatalf("create zeta: exit %d, %q", code, errOut)
+	}
+	code, out, errOut = runCLI(t, nil, "topic", "list", addr, "--limit", "1", "--json")
+	if code != exitOK {
+		t.Fatalf("list --limit: exit %d, %q", code, errOut)
+	}
+	if l := jsonLines(t, out)[0]; len(l["topics"].([]any)) != 1 || l["truncated"] != true || len(l["patterns"].([]any)) != 1 {
+		t.Fatalf("list --limit 1: %v", l)
+	}
 }
