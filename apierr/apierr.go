@@ -12,7 +12,8 @@
 //	QUEUE_FULL, TABLE_FULL             RESOURCE_EXHAUSTED
 //	EMPTY_TRANSACTION, INVALID_TOPIC,
 //	DUPLICATE_TOPIC, MESSAGE_TOO_LARGE,
-//	REQUEST_TOO_LARGE, INVALID_ARGUMENT INVALID_ARGUMENT
+//	REQUEST_TOO_LARGE, INVALID_ARGUMENT,
+//	SCHEMA_MISMATCH                    INVALID_ARGUMENT
 //	SEQUENCE_MISMATCH, CONDITION_FAILED,
 //	MEMBERSHIP                         FAILED_PRECONDITION
 //	BELOW_RETENTION                    OUT_OF_RANGE
@@ -66,7 +67,8 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		return codes.ResourceExhausted
 	case logstorepb.ErrorCode_EMPTY_TRANSACTION, logstorepb.ErrorCode_INVALID_TOPIC,
 		logstorepb.ErrorCode_DUPLICATE_TOPIC, logstorepb.ErrorCode_MESSAGE_TOO_LARGE,
-		logstorepb.ErrorCode_REQUEST_TOO_LARGE, logstorepb.ErrorCode_INVALID_ARGUMENT:
+		logstorepb.ErrorCode_REQUEST_TOO_LARGE, logstorepb.ErrorCode_INVALID_ARGUMENT,
+		logstorepb.ErrorCode_SCHEMA_MISMATCH:
 		return codes.InvalidArgument
 	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED,
 		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:

@@ -183,6 +183,19 @@ var matrix = []rpc{
 		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).DescribeGroup(ctx, &logstorepb.DescribeGroupRequest{Group: "matrix"})
 		return err
 	}},
+	{"LogStore.CreateTopic", []string{admin, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewLogStoreClient(sc.store[id]).CreateTopic(ctx, &logstorepb.CreateTopicRequest{Declaration: &logstorepb.TopicDeclaration{
+			Topic: "matrix-topic", Schema: logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES}})
+		return err
+	}},
+	{"LogStore.DescribeTopic", everyIdentity, false, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewLogStoreClient(sc.store[id]).DescribeTopic(ctx, &logstorepb.DescribeTopicRequest{Topic: "shard-0"})
+		return err
+	}},
+	{"LogStore.ListTopics", everyIdentity, false, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewLogStoreClient(sc.store[id]).ListTopics(ctx, &logstorepb.ListTopicsRequest{Limit: 2})
+		return err
+	}},
 	{"Cluster.AddVoter", []string{admin, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
 		_, err := logstorepb.NewClusterClient(sc.store[id]).AddVoter(ctx, &logstorepb.AddVoterRequest{})
 		return err

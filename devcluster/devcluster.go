@@ -373,9 +373,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	lctx, cancel := context.WithTimeout(ctx, LeaderWait)
 	_, err = c.Client.LeaderStatus(lctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("no LogStore leader within %v: %w", LeaderWait, err)
+	}
+	err = c.declareTopics(lctx) // topics.go
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("no LogStore leader within %v: %w", LeaderWait, err)
+		return nil, err
 	}
 
 	targetReg := prometheus.NewRegistry()

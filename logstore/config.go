@@ -53,6 +53,13 @@ const (
 	// DefaultProducerIdleExpiry drops a producer not seen for this long in
 	// log time (leader timestamps), checked once per producerSweepEvery.
 	DefaultProducerIdleExpiry = 24 * time.Hour
+	// DefaultMaxTopics bounds the topic table (topics with messages); a
+	// transaction adding a topic beyond it is refused with TABLE_FULL.
+	// Status and snapshots hold every topic, so the table must stay small
+	// enough to copy in milliseconds.
+	DefaultMaxTopics = 10000
+	// DefaultMaxTopicDeclarations bounds CreateTopic's declarations.
+	DefaultMaxTopicDeclarations = 1000
 
 	// DefaultSegmentBytes is the size at which the segment log seals a file.
 	DefaultSegmentBytes = 64 << 20
@@ -159,6 +166,10 @@ type Config struct {
 	// GroupLease is a PlayerGroup member's lease in log time (default
 	// DefaultGroupLease); the leader stamps it into every entry (group.go).
 	GroupLease time.Duration
+	// MaxTopics and MaxTopicDeclarations cap the topic table and the topic
+	// declarations (stamped by the leader like MaxProducers).
+	MaxTopics            int
+	MaxTopicDeclarations int
 
 	SegmentBytes int64
 
@@ -263,6 +274,8 @@ func (c *Config) validate() error {
 	defaultInt(&c.MaxProducers, DefaultMaxProducers)
 	defaultDur(&c.ProducerIdleExpiry, DefaultProducerIdleExpiry)
 	defaultDur(&c.GroupLease, DefaultGroupLease)
+	defaultInt(&c.MaxTopics, DefaultMaxTopics)
+	defaultInt(&c.MaxTopicDeclarations, DefaultMaxTopicDeclarations)
 	defaultInt(&c.SegmentBytes, DefaultSegmentBytes)
 	defaultInt(&c.RetentionBytes, DefaultRetentionBytes)
 	defaultDur(&c.RetentionAge, DefaultRetentionAge)
@@ -289,6 +302,7 @@ func (c *Config) validate() error {
 		{"MaxMessageBytes", int64(c.MaxMessageBytes)}, {"MaxRequestBytes", int64(c.MaxRequestBytes)},
 		{"ReadBatchTxns", int64(c.ReadBatchTxns)}, {"ReadBatchBytes", int64(c.ReadBatchBytes)},
 		{"MaxProducers", int64(c.MaxProducers)}, {"SegmentBytes", c.SegmentBytes},
+		{"MaxTopics", int64(c.MaxTopics)}, {"MaxTopicDeclarations", int64(c.MaxTopicDeclarations)},
 		{"RetentionBytes", c.RetentionBytes}, {"RetentionCapBytes", c.RetentionCapBytes},
 		{"SnapshotRetain", int64(c.SnapshotRetain)}, {"MaxAppendEntries", int64(c.MaxAppendEntries)},
 	} {
@@ -324,5 +338,7 @@ func (c *Config) applyLimits() *logstorepb.ApplyLimits {
 		MaxGroupOffsets:         MaxGroupOffsets,
 		GroupLeaseNanos:         int64(c.GroupLease),
 		MaxRegisteredTargets:    MaxRegisteredTargets,
+		MaxTopics:               uint64(c.MaxTopics),
+		MaxTopicDeclarations:    uint64(c.MaxTopicDeclarations),
 	}
 }

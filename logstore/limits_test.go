@@ -13,7 +13,8 @@ func TestConfigStampsItsLimits(t *testing.T) {
 	}
 	got := fsm.LimitsOf(cfg.applyLimits())
 	want := fsm.Limits{MaxProducers: 7, ProducerIdleNanos: int64(DefaultProducerIdleExpiry), MaxConsumers: MaxConsumers, MaxGroupOffsets: MaxGroupOffsets,
-		GroupLeaseNanos: int64(DefaultGroupLease), MaxRegisteredTargets: MaxRegisteredTargets}
+		GroupLeaseNanos: int64(DefaultGroupLease), MaxRegisteredTargets: MaxRegisteredTargets,
+		MaxTopics: DefaultMaxTopics, MaxTopicDeclarations: DefaultMaxTopicDeclarations}
 	if got != want {
 		t.Fatalf("stamped limits %+v, want %+v", got, want)
 	}

@@ -87,6 +87,9 @@ func (s *server) appendCommand(req *logstorepb.AppendRequest) (*logstorepb.Comma
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := s.checkSchemas(req); err != nil { // topics.go
+		return nil, 0, err
+	}
 	return &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size, nil
 }
 
@@ -148,23 +151,13 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		SupportedVersion: n.advertisedVersion(),
 	}
 	var members map[string]*logstorepb.MemberCommand
-	var topics []*logstorepb.TopicState
 	n.fsm.withState(func(st *fsm.State) {
 		resp.Epoch = uint64(st.Epoch())
 		resp.ClusterVersion = st.ClusterVersion()
-		topics, resp.Consumers, members = st.Topics(), st.Consumers(), st.Members()
+		resp.Consumers, members = st.Consumers(), st.Members()
 		resp.RegisteredTargets, resp.PlayerGroups = uint32(len(st.RegisteredTargets())), st.GroupStatuses()
 	})
-	for _, t := range topics {
-		resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t.Topic, NextOffset: t.NextOffset})
-	}
-	// After the state: the segment log holds at least every topic offset
-	// the state counted, except what retention removed since.
-	firsts := n.seg.TopicFirstOffsets()
-	for _, t := range resp.Topics {
-		first, retained := firsts[t.Topic]
-		t.FirstOffset = uint64(oldestOffset(first, retained, types.Offset(t.NextOffset)))
-	}
+	s.statusTopics(resp) // bounded: topics.go
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
 	}

@@ -50,6 +50,11 @@ var methods = map[string]rule{
 	logstorepb.LogStore_NextEpoch_FullMethodName:      {roles: []Role{RolePlayer}},
 	logstorepb.LogStore_ReportConsumer_FullMethodName: {roles: []Role{RolePlayer}},
 	logstorepb.LogStore_Status_FullMethodName:         {},
+	// Topic declarations are configuration: admin declares them; any
+	// identity may read them (Status shows topic names to everyone too).
+	logstorepb.LogStore_CreateTopic_FullMethodName:   {roles: []Role{RoleAdmin}},
+	logstorepb.LogStore_DescribeTopic_FullMethodName: {},
+	logstorepb.LogStore_ListTopics_FullMethodName:    {},
 
 	logstorepb.Cluster_AddVoter_FullMethodName:           {roles: []Role{RoleAdmin}},
 	logstorepb.Cluster_RemoveServer_FullMethodName:       {roles: []Role{RoleAdmin}},

@@ -1,20 +1,19 @@
 package shard
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
-	"go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/shard/mutation"
 )
 
 // ErrMalformed is wrapped by every error about a message value that is not a
 // valid Mutation. Applying such a message is refused permanently.
-var ErrMalformed = errors.New("malformed mutation")
+var ErrMalformed = mutation.ErrMalformed
 
 // EncodePut returns the message value of a PUT of key = value.
 func EncodePut(key, value []byte) []byte {
@@ -34,30 +33,10 @@ func mustMarshal(m *shardpb.Mutation) []byte {
 	return b
 }
 
-// DecodeMutation decodes and checks one message value. The rules: valid
-// protobuf with no unknown fields (a field this build does not know could
-// change the meaning), op PUT or DELETE, a key of 1..bbolt.MaxKeySize bytes,
-// no value on a DELETE. Errors wrap ErrMalformed.
-func DecodeMutation(b []byte) (*shardpb.Mutation, error) {
-	var m shardpb.Mutation
-	if err := proto.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if len(m.ProtoReflect().GetUnknown()) > 0 {
-		return nil, fmt.Errorf("%w: unknown fields (a newer producer? upgrade the shard)", ErrMalformed)
-	}
-	switch {
-	case m.Op != shardpb.Mutation_PUT && m.Op != shardpb.Mutation_DELETE:
-		return nil, fmt.Errorf("%w: op %v", ErrMalformed, m.Op)
-	case len(m.Key) == 0:
-		return nil, fmt.Errorf("%w: empty key", ErrMalformed)
-	case len(m.Key) > bbolt.MaxKeySize:
-		return nil, fmt.Errorf("%w: key of %d bytes, limit %d", ErrMalformed, len(m.Key), bbolt.MaxKeySize)
-	case m.Op == shardpb.Mutation_DELETE && len(m.Value) > 0:
-		return nil, fmt.Errorf("%w: DELETE with a value", ErrMalformed)
-	}
-	return &m, nil
-}
+// DecodeMutation decodes and checks one message value (mutation.Decode:
+// the rules a "kv" topic's declaration makes the LogStore check too).
+// Errors wrap ErrMalformed.
+func DecodeMutation(b []byte) (*shardpb.Mutation, error) { return mutation.Decode(b) }
 
 // ModelApply applies to model the mutations of the slices whose topic is in
 // topics, exactly as a shard owning those topics would: the expected state of

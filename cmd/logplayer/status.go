@@ -54,13 +54,17 @@ func (c *statusCmd) flags(fs *flag.FlagSet) {
 
 // statusReport is status's JSON output.
 type statusReport struct {
-	Nodes     []nodeStatus  `json:"nodes"`
-	Leader    string        `json:"leader"`
-	Epoch     uint64        `json:"epoch"`
-	Topics    []topicStatus `json:"topics"`
-	Servers   []serverInfo  `json:"servers"`
-	Consumers []consumer    `json:"consumers"`
-	Player    *playerReport `json:"player,omitempty"`
+	Nodes  []nodeStatus `json:"nodes"`
+	Leader string       `json:"leader"`
+	Epoch  uint64       `json:"epoch"`
+	// Topics are at most logstore.StatusTopicsMax (the smallest names);
+	// TopicCount is how many there are (logplayer topic list shows all).
+	Topics          []topicStatus `json:"topics"`
+	TopicCount      uint64        `json:"topic_count"`
+	TopicsTruncated bool          `json:"topics_truncated,omitempty"`
+	Servers         []serverInfo  `json:"servers"`
+	Consumers       []consumer    `json:"consumers"`
+	Player          *playerReport `json:"player,omitempty"`
 }
 
 // playerReport is a LogPlayer's ListTargets.
@@ -174,6 +178,10 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 	for _, t := range view.Topics {
 		rep.Topics = append(rep.Topics, topicStatus{Topic: t.Topic, FirstOffset: t.FirstOffset, NextOffset: t.NextOffset})
 	}
+	rep.TopicCount, rep.TopicsTruncated = view.TopicCount, view.TopicsTruncated
+	if rep.TopicCount == 0 { // a node without the field (older binary): the list is complete
+		rep.TopicCount = uint64(len(rep.Topics))
+	}
 	for _, sv := range view.Servers {
 		rep.Servers = append(rep.Servers, serverInfo{ID: sv.Id, RaftAddr: sv.RaftAddress, APIAddr: sv.ApiAddress, Voter: sv.Voter})
 	}
@@ -233,6 +241,9 @@ func (r *statusReport) writeTables(w io.Writer) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\n", t.Topic, t.FirstOffset, t.NextOffset)
 		}
 		tw.Flush()
+		if r.TopicsTruncated {
+			fmt.Fprintf(w, "(first %d of %d topics; 'logplayer topic list' shows all)\n", len(r.Topics), r.TopicCount)
+		}
 	}
 	if len(r.Servers) > 0 {
 		fmt.Fprintln(w)

@@ -57,6 +57,7 @@ type storeCmd struct {
 	recoverQuorum     bool
 
 	intakeQueue, maxBatchTxns         int
+	maxTopics, maxTopicDeclarations   int
 	maxBatchBytes                     sizeValue
 	maxMessageBytes, maxRequestBytes  sizeValue
 	retentionBytes                    sizeValue
@@ -79,6 +80,8 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 		"once, on the one survivor of a quorum lost for good: make this node the only voter (acknowledged writes it lacked are lost); grow it again with cluster add")
 	fs.Var(&c.peers, "peer", "initial voter `ID=RAFT_ADDR/API_ADDR` (repeat for each; ignored once the node has Raft state)")
 	fs.IntVar(&c.intakeQueue, "intake-queue", logstore.DefaultIntakeQueue, "appends waiting for the aggregator; beyond it Append answers RESOURCE_EXHAUSTED")
+	fs.IntVar(&c.maxTopics, "max-topics", logstore.DefaultMaxTopics, "topics with messages at most; an append adding one beyond it is refused (TABLE_FULL)")
+	fs.IntVar(&c.maxTopicDeclarations, "max-topic-declarations", logstore.DefaultMaxTopicDeclarations, "topic declarations (topic create) at most")
 	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
 	c.maxBatchBytes.bytes = logstore.DefaultMaxBatchBytes
 	fs.Var(&c.maxBatchBytes, "max-batch-bytes", "request `bytes` in one Raft entry at most")
@@ -98,27 +101,29 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 
 func (c *storeCmd) config(s *sys) logstore.Config {
 	cfg := logstore.Config{
-		ID:                c.id,
-		Dir:               c.dataDir,
-		RaftLogStore:      logstore.RaftLogStore(c.raftLogStore),
-		RaftAddr:          c.raftAddr.addr,
-		APIAddr:           c.apiAddr.addr,
-		Logger:            s.log,
-		Registry:          serve.ProcessRegistry(),
-		IntakeQueue:       c.intakeQueue,
-		MaxBatchTxns:      c.maxBatchTxns,
-		MaxBatchBytes:     int(c.maxBatchBytes.bytes),
-		MaxMessageBytes:   int(c.maxMessageBytes.bytes),
-		MaxRequestBytes:   int(c.maxRequestBytes.bytes),
-		RetentionBytes:    c.retentionBytes.bytes,
-		RetentionAge:      c.retentionAge,
-		SnapshotInterval:  c.snapshotInterval,
-		HeartbeatTimeout:  c.heartbeatTimeout,
-		ElectionTimeout:   c.electionTimeout,
-		Recover:           c.recoverQuorum,
-		RetentionCapBytes: max(c.retentionBytes.bytes, logstore.DefaultRetentionCapBytes),
-		RetentionCapAge:   max(c.retentionAge, logstore.DefaultRetentionCapAge),
-		Now:               storeClock(),
+		ID:                   c.id,
+		Dir:                  c.dataDir,
+		RaftLogStore:         logstore.RaftLogStore(c.raftLogStore),
+		RaftAddr:             c.raftAddr.addr,
+		APIAddr:              c.apiAddr.addr,
+		Logger:               s.log,
+		Registry:             serve.ProcessRegistry(),
+		IntakeQueue:          c.intakeQueue,
+		MaxTopics:            c.maxTopics,
+		MaxTopicDeclarations: c.maxTopicDeclarations,
+		MaxBatchTxns:         c.maxBatchTxns,
+		MaxBatchBytes:        int(c.maxBatchBytes.bytes),
+		MaxMessageBytes:      int(c.maxMessageBytes.bytes),
+		MaxRequestBytes:      int(c.maxRequestBytes.bytes),
+		RetentionBytes:       c.retentionBytes.bytes,
+		RetentionAge:         c.retentionAge,
+		SnapshotInterval:     c.snapshotInterval,
+		HeartbeatTimeout:     c.heartbeatTimeout,
+		ElectionTimeout:      c.electionTimeout,
+		Recover:              c.recoverQuorum,
+		RetentionCapBytes:    max(c.retentionBytes.bytes, logstore.DefaultRetentionCapBytes),
+		RetentionCapAge:      max(c.retentionAge, logstore.DefaultRetentionCapAge),
+		Now:                  storeClock(),
 	}
 	if cfg.LeaderLeaseTimeout = logstore.DefaultLeaderLeaseTimeout; cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout

@@ -7,6 +7,10 @@ import (
 	"io"
 	"strconv"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -144,15 +148,27 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) error {
 	limit := c.limit
 	if !c.follow {
-		st, err := c.conn.leaderStatus(ctx, cl, "tail")
-		if err != nil {
-			return err
-		}
+		// The topic's end as the leader sees it (DescribeTopic: Status
+		// lists only the first topics).
 		end := uint64(0)
-		for _, t := range st.Topics {
-			if t.Topic == c.topic {
-				end = t.NextOffset
+		dctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+		info, err := cl.DescribeTopic(dctx, c.topic)
+		cancel()
+		switch {
+		case err == nil:
+			end = info.NextOffset
+		case status.Code(err) == codes.Unimplemented: // a leader older than DescribeTopic: its Status lists every topic
+			st, err := c.conn.leaderStatus(ctx, cl, "tail")
+			if err != nil {
+				return err
 			}
+			for _, t := range st.Topics {
+				if t.Topic == c.topic {
+					end = t.NextOffset
+				}
+			}
+		case apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC:
+			return c.conn.describe(dctx, "tail", err)
 		}
 		if end <= c.offset {
 			return nil

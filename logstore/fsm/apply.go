@@ -103,6 +103,8 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 			out[i] = m.applyGroup(ts, k.Group)
 		case *logstorepb.Command_SetClusterVersion:
 			out[i] = m.applySetClusterVersion(k.SetClusterVersion)
+		case *logstorepb.Command_CreateTopic:
+			out[i] = m.applyCreateTopic(k.CreateTopic)
 		default: // a kind Gate lets through but this switch lacks: refuse, do not crash
 			out[i] = Result{Err: apierr.Newf(logstorepb.ErrorCode_INTERNAL, "logstore: raft index %d command %d: kind %T not applied by this binary", idx, i, c.Kind)}
 		}
@@ -157,6 +159,11 @@ func (m *Machine) sweepProducers(ts int64) {
 // nothing but the producer row.
 func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
+	// Schema and topic cap first: refused, the request changes nothing
+	// (not even a producer's sequence), as for TABLE_FULL below.
+	if err := m.checkTopics(req); err != nil {
+		return nil, err
+	}
 	if req.ProducerId == "" {
 		if err := m.groupRoom(req.OffsetCommits); err != nil {
 			return nil, err

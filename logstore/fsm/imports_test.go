@@ -26,6 +26,9 @@ var forbidden = []string{
 var allowedThirdParty = map[string][]string{
 	"":                           {"google.golang.org/protobuf/", "google.golang.org/grpc/status", "google.golang.org/grpc/codes"},
 	module + "/proto/logstorepb": {"google.golang.org/protobuf/", "google.golang.org/grpc"},
+	// shardpb (for shard/mutation, the kv schema's decoder) holds the
+	// Shard service stubs too.
+	module + "/proto/shardpb": {"google.golang.org/protobuf/", "google.golang.org/grpc"},
 }
 
 const module = "github.com/logplayer/logplayer"

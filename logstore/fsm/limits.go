@@ -27,6 +27,8 @@ const (
 	legacyProducerIdleNanos = 24 * nanosPerHour
 	legacyMaxConsumers      = 0       // unbounded
 	legacyMaxGroupOffsets   = 0       // unbounded
+	legacyMaxTopics         = 0       // unbounded (and below TopicsVersion never applied)
+	legacyMaxTopicDecls     = 0       // unbounded
 	maxLimit                = 1 << 31 // clamps a stamped count so it fits an int on every platform
 )
 
@@ -40,6 +42,10 @@ type Limits struct {
 	// GroupLeaseNanos is a PlayerGroup member's lease in log time.
 	GroupLeaseNanos      int64
 	MaxRegisteredTargets int
+	// MaxTopics caps the topic table (applied from TopicsVersion on);
+	// MaxTopicDeclarations the declarations.
+	MaxTopics            int
+	MaxTopicDeclarations int
 }
 
 // LimitsOf decodes an entry's stamped limits (nil: all legacy; a zero
@@ -52,10 +58,12 @@ func LimitsOf(l *logstorepb.ApplyLimits) Limits {
 		return int(min(v, maxLimit))
 	}
 	out := Limits{
-		MaxProducers:      count(l.GetMaxProducers(), legacyMaxProducers),
-		ProducerIdleNanos: legacyProducerIdleNanos,
-		MaxConsumers:      count(l.GetMaxConsumers(), legacyMaxConsumers),
-		MaxGroupOffsets:   count(l.GetMaxGroupOffsets(), legacyMaxGroupOffsets),
+		MaxProducers:         count(l.GetMaxProducers(), legacyMaxProducers),
+		ProducerIdleNanos:    legacyProducerIdleNanos,
+		MaxConsumers:         count(l.GetMaxConsumers(), legacyMaxConsumers),
+		MaxGroupOffsets:      count(l.GetMaxGroupOffsets(), legacyMaxGroupOffsets),
+		MaxTopics:            count(l.GetMaxTopics(), legacyMaxTopics),
+		MaxTopicDeclarations: count(l.GetMaxTopicDeclarations(), legacyMaxTopicDecls),
 	}
 	if d := l.GetProducerIdleExpiryNanos(); d > 0 {
 		out.ProducerIdleNanos = d

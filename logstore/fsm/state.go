@@ -43,6 +43,8 @@ type State struct {
 	// clusterVersion is the committed cluster version (0: BaseVersion).
 	clusterVersion uint32
 	group          groupState // PlayerGroup registry and membership (group.go)
+	// decls are the topic declarations (topics.go).
+	decls topicDecls
 }
 
 // NewState returns the empty state (no entry applied).
@@ -120,6 +122,7 @@ func (s *State) ToProto() *logstorepb.FSMState {
 		Topics:                    s.Topics(),
 		Consumers:                 s.Consumers(),
 		ClusterVersion:            s.clusterVersion,
+		TopicDeclarations:         s.decls.toProto(),
 	}
 	for _, p := range sortedKeys(s.producers) {
 		out.Producers = append(out.Producers, proto.Clone(s.producers[p]).(*logstorepb.ProducerState))
@@ -169,6 +172,9 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 	s.clusterVersion = p.ClusterVersion
 	for _, t := range p.Topics {
 		s.topics[t.Topic] = types.Offset(t.NextOffset)
+	}
+	if err := s.decls.restore(p.TopicDeclarations); err != nil {
+		return nil, err
 	}
 	for _, pr := range p.Producers {
 		if pr.ProducerId == "" || (pr.Result == nil) == (pr.Error == nil) {

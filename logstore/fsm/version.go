@@ -31,6 +31,7 @@ const (
 var minVersion = map[string]uint32{
 	kindName(&logstorepb.Command_DeleteGroup{}): 2,
 	kindName(&logstorepb.Command_Group{}):       3, // PlayerGroup (group.go)
+	kindName(&logstorepb.Command_CreateTopic{}): TopicsVersion,
 	// SetClusterVersion is not gated (it is what opens the gate): the
 	// leader writes SetClusterVersion(v) only when every voter advertised
 	// v >= 2, and every such binary knows it.

@@ -77,6 +77,10 @@ const (
 	// PlayerGroup: UnregisterTarget (or DescribeGroup of a target) names no
 	// registered target. NOT_FOUND; target_id.
 	ErrorCode_UNKNOWN_TARGET ErrorCode = 33
+	// A message does not match the schema declared for its topic
+	// (CreateTopic): the whole transaction was refused, nothing written.
+	// INVALID_ARGUMENT; topic, message_index, topic_declaration.
+	ErrorCode_SCHEMA_MISMATCH ErrorCode = 30
 )
 
 // Enum value maps for ErrorCode.
@@ -111,6 +115,7 @@ var (
 		25: "PERMISSION_DENIED",
 		40: "FEATURE_NOT_ENABLED",
 		33: "UNKNOWN_TARGET",
+		30: "SCHEMA_MISMATCH",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -142,6 +147,7 @@ var (
 		"PERMISSION_DENIED":      25,
 		"FEATURE_NOT_ENABLED":    40,
 		"UNKNOWN_TARGET":         33,
+		"SCHEMA_MISMATCH":        30,
 	}
 )
 
@@ -170,6 +176,60 @@ func (x ErrorCode) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorCode.Descriptor instead.
 func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_logstore_proto_rawDescGZIP(), []int{0}
+}
+
+// TopicSchema is what every message of a topic must be.
+type TopicSchema int32
+
+const (
+	// Reads as BYTES: what a topic nobody declared is.
+	TopicSchema_TOPIC_SCHEMA_UNSPECIFIED TopicSchema = 0
+	// Anything.
+	TopicSchema_TOPIC_SCHEMA_BYTES TopicSchema = 1
+	// Each message value is one shard Mutation (shard.proto), valid by the
+	// reference shard's own rules (package shard/mutation).
+	TopicSchema_TOPIC_SCHEMA_KV TopicSchema = 2
+)
+
+// Enum value maps for TopicSchema.
+var (
+	TopicSchema_name = map[int32]string{
+		0: "TOPIC_SCHEMA_UNSPECIFIED",
+		1: "TOPIC_SCHEMA_BYTES",
+		2: "TOPIC_SCHEMA_KV",
+	}
+	TopicSchema_value = map[string]int32{
+		"TOPIC_SCHEMA_UNSPECIFIED": 0,
+		"TOPIC_SCHEMA_BYTES":       1,
+		"TOPIC_SCHEMA_KV":          2,
+	}
+)
+
+func (x TopicSchema) Enum() *TopicSchema {
+	p := new(TopicSchema)
+	*p = x
+	return p
+}
+
+func (x TopicSchema) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TopicSchema) Descriptor() protoreflect.EnumDescriptor {
+	return file_logstore_proto_enumTypes[1].Descriptor()
+}
+
+func (TopicSchema) Type() protoreflect.EnumType {
+	return &file_logstore_proto_enumTypes[1]
+}
+
+func (x TopicSchema) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TopicSchema.Descriptor instead.
+func (TopicSchema) EnumDescriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{1}
 }
 
 // Header is one message header. A repeated field, not a map, so encoding is
@@ -1995,6 +2055,13 @@ type StatusResponse struct {
 	// members, owned targets, generation and reassignments.
 	RegisteredTargets uint32               `protobuf:"varint,20,opt,name=registered_targets,json=registeredTargets,proto3" json:"registered_targets,omitempty"`
 	PlayerGroups      []*PlayerGroupStatus `protobuf:"bytes,21,rep,name=player_groups,json=playerGroups,proto3" json:"player_groups,omitempty"`
+	// How many topics this node's state holds; topics above lists at most
+	// logstore.StatusTopicsMax of them (the smallest names), and
+	// topics_truncated says some were left out: use ListTopics for all.
+	TopicCount      uint64 `protobuf:"varint,15,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	TopicsTruncated bool   `protobuf:"varint,16,opt,name=topics_truncated,json=topicsTruncated,proto3" json:"topics_truncated,omitempty"`
+	// How many topic declarations (names and patterns) are committed.
+	TopicDeclarationCount uint64 `protobuf:"varint,17,opt,name=topic_declaration_count,json=topicDeclarationCount,proto3" json:"topic_declaration_count,omitempty"`
 	// The highest cluster version this node's binary supports (what it
 	// advertises to the leader's version gate), and the committed cluster
 	// version it has applied (logstore/fsm/version.go).
@@ -2144,6 +2211,27 @@ func (x *StatusResponse) GetPlayerGroups() []*PlayerGroupStatus {
 		return x.PlayerGroups
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetTopicCount() uint64 {
+	if x != nil {
+		return x.TopicCount
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTopicsTruncated() bool {
+	if x != nil {
+		return x.TopicsTruncated
+	}
+	return false
+}
+
+func (x *StatusResponse) GetTopicDeclarationCount() uint64 {
+	if x != nil {
+		return x.TopicDeclarationCount
+	}
+	return 0
 }
 
 func (x *StatusResponse) GetSupportedVersion() uint32 {
@@ -2438,9 +2526,14 @@ type ErrorDetail struct {
 	// actual_next_offset is then the group's committed offset).
 	Group string `protobuf:"bytes,13,opt,name=group,proto3" json:"group,omitempty"`
 	// The target a PlayerGroup refusal is about (UNKNOWN_TARGET).
-	TargetId      string `protobuf:"bytes,18,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TargetId string `protobuf:"bytes,18,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	// The index, inside its slice, of the message a SCHEMA_MISMATCH is
+	// about, and the declaration (topic name, or pattern such as "shard-*")
+	// whose schema it failed.
+	MessageIndex     uint64 `protobuf:"varint,16,opt,name=message_index,json=messageIndex,proto3" json:"message_index,omitempty"`
+	TopicDeclaration string `protobuf:"bytes,17,opt,name=topic_declaration,json=topicDeclaration,proto3" json:"topic_declaration,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2567,6 +2660,20 @@ func (x *ErrorDetail) GetGroup() string {
 func (x *ErrorDetail) GetTargetId() string {
 	if x != nil {
 		return x.TargetId
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetMessageIndex() uint64 {
+	if x != nil {
+		return x.MessageIndex
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetTopicDeclaration() string {
+	if x != nil {
+		return x.TopicDeclaration
 	}
 	return ""
 }
@@ -3619,6 +3726,483 @@ func (x *BackupChunk) GetData() []byte {
 	return nil
 }
 
+// TopicDeclaration gives a topic, or every topic whose name matches a
+// pattern, a schema. Exactly one of topic and pattern is set. A pattern is
+// a name prefix followed by one '*' at the end ("shard-*"; "*" alone
+// matches every topic). The schema of a topic is its exact declaration's;
+// else the longest matching pattern's; else BYTES.
+type TopicDeclaration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Pattern       string                 `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Schema        TopicSchema            `protobuf:"varint,3,opt,name=schema,proto3,enum=logplayer.logstore.v1.TopicSchema" json:"schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicDeclaration) Reset() {
+	*x = TopicDeclaration{}
+	mi := &file_logstore_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicDeclaration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicDeclaration) ProtoMessage() {}
+
+func (x *TopicDeclaration) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicDeclaration.ProtoReflect.Descriptor instead.
+func (*TopicDeclaration) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *TopicDeclaration) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicDeclaration) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *TopicDeclaration) GetSchema() TopicSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return TopicSchema_TOPIC_SCHEMA_UNSPECIFIED
+}
+
+type CreateTopicRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Declaration   *TopicDeclaration      `protobuf:"bytes,1,opt,name=declaration,proto3" json:"declaration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTopicRequest) Reset() {
+	*x = CreateTopicRequest{}
+	mi := &file_logstore_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTopicRequest) ProtoMessage() {}
+
+func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
+func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *CreateTopicRequest) GetDeclaration() *TopicDeclaration {
+	if x != nil {
+		return x.Declaration
+	}
+	return nil
+}
+
+type CreateTopicResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// created is false when the name or pattern was declared before;
+	// previous_schema is then its schema until this call.
+	Created        bool        `protobuf:"varint,1,opt,name=created,proto3" json:"created,omitempty"`
+	PreviousSchema TopicSchema `protobuf:"varint,2,opt,name=previous_schema,json=previousSchema,proto3,enum=logplayer.logstore.v1.TopicSchema" json:"previous_schema,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateTopicResponse) Reset() {
+	*x = CreateTopicResponse{}
+	mi := &file_logstore_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTopicResponse) ProtoMessage() {}
+
+func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
+func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *CreateTopicResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+func (x *CreateTopicResponse) GetPreviousSchema() TopicSchema {
+	if x != nil {
+		return x.PreviousSchema
+	}
+	return TopicSchema_TOPIC_SCHEMA_UNSPECIFIED
+}
+
+type DescribeTopicRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// leader: answer only as the leader (NOT_LEADER otherwise), for a view
+	// that holds every acknowledged write.
+	Leader        bool `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTopicRequest) Reset() {
+	*x = DescribeTopicRequest{}
+	mi := &file_logstore_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTopicRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTopicRequest) ProtoMessage() {}
+
+func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *DescribeTopicRequest) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *DescribeTopicRequest) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+// TopicInfo is one topic as ListTopics and DescribeTopic show it.
+type TopicInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// The effective schema (never UNSPECIFIED) and the declaration it comes
+	// from: the topic itself, a pattern, or empty for the default.
+	Schema     TopicSchema `protobuf:"varint,2,opt,name=schema,proto3,enum=logplayer.logstore.v1.TopicSchema" json:"schema,omitempty"`
+	DeclaredBy string      `protobuf:"bytes,3,opt,name=declared_by,json=declaredBy,proto3" json:"declared_by,omitempty"`
+	// Oldest retained offset and next offset (both 0 when never written).
+	FirstOffset   uint64 `protobuf:"varint,4,opt,name=first_offset,json=firstOffset,proto3" json:"first_offset,omitempty"`
+	NextOffset    uint64 `protobuf:"varint,5,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopicInfo) Reset() {
+	*x = TopicInfo{}
+	mi := &file_logstore_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopicInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopicInfo) ProtoMessage() {}
+
+func (x *TopicInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
+func (*TopicInfo) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *TopicInfo) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *TopicInfo) GetSchema() TopicSchema {
+	if x != nil {
+		return x.Schema
+	}
+	return TopicSchema_TOPIC_SCHEMA_UNSPECIFIED
+}
+
+func (x *TopicInfo) GetDeclaredBy() string {
+	if x != nil {
+		return x.DeclaredBy
+	}
+	return ""
+}
+
+func (x *TopicInfo) GetFirstOffset() uint64 {
+	if x != nil {
+		return x.FirstOffset
+	}
+	return 0
+}
+
+func (x *TopicInfo) GetNextOffset() uint64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+type DescribeTopicResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Topic         *TopicInfo             `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTopicResponse) Reset() {
+	*x = DescribeTopicResponse{}
+	mi := &file_logstore_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTopicResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTopicResponse) ProtoMessage() {}
+
+func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
+	if x != nil {
+		return x.Topic
+	}
+	return nil
+}
+
+type ListTopicsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Topics after this name (the previous page's next_page_token); empty:
+	// from the start.
+	PageToken string `protobuf:"bytes,1,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Topics per page: 0 is logstore.ListTopicsDefault; more than
+	// logstore.ListTopicsMax is cut to it.
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// As DescribeTopicRequest.leader.
+	Leader        bool `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTopicsRequest) Reset() {
+	*x = ListTopicsRequest{}
+	mi := &file_logstore_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTopicsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTopicsRequest) ProtoMessage() {}
+
+func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
+func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ListTopicsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListTopicsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListTopicsRequest) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+type ListTopicsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Topics []*TopicInfo           `protobuf:"bytes,1,rep,name=topics,proto3" json:"topics,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// Every pattern declaration, sorted (first page only).
+	Patterns []*TopicDeclaration `protobuf:"bytes,3,rep,name=patterns,proto3" json:"patterns,omitempty"`
+	// Topics in the state (written or declared by name).
+	TopicCount    uint64 `protobuf:"varint,4,opt,name=topic_count,json=topicCount,proto3" json:"topic_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTopicsResponse) Reset() {
+	*x = ListTopicsResponse{}
+	mi := &file_logstore_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTopicsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTopicsResponse) ProtoMessage() {}
+
+func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
+func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *ListTopicsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListTopicsResponse) GetPatterns() []*TopicDeclaration {
+	if x != nil {
+		return x.Patterns
+	}
+	return nil
+}
+
+func (x *ListTopicsResponse) GetTopicCount() uint64 {
+	if x != nil {
+		return x.TopicCount
+	}
+	return 0
+}
+
 var File_logstore_proto protoreflect.FileDescriptor
 
 const file_logstore_proto_rawDesc = "" +
@@ -3740,7 +4324,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12$\n" +
-	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xe1\x05\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xe5\x06\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -3758,7 +4342,11 @@ const file_logstore_proto_rawDesc = "" +
 	"\tconsumers\x18\r \x03(\v2\x1f.logplayer.logstore.v1.ConsumerR\tconsumers\x12#\n" +
 	"\rsegment_bytes\x18\x0e \x01(\x04R\fsegmentBytes\x12-\n" +
 	"\x12registered_targets\x18\x14 \x01(\rR\x11registeredTargets\x12M\n" +
-	"\rplayer_groups\x18\x15 \x03(\v2(.logplayer.logstore.v1.PlayerGroupStatusR\fplayerGroups\x12+\n" +
+	"\rplayer_groups\x18\x15 \x03(\v2(.logplayer.logstore.v1.PlayerGroupStatusR\fplayerGroups\x12\x1f\n" +
+	"\vtopic_count\x18\x0f \x01(\x04R\n" +
+	"topicCount\x12)\n" +
+	"\x10topics_truncated\x18\x10 \x01(\bR\x0ftopicsTruncated\x126\n" +
+	"\x17topic_declaration_count\x18\x11 \x01(\x04R\x15topicDeclarationCount\x12+\n" +
 	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
 	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
@@ -3772,7 +4360,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\xce\x03\n" +
+	"\x1aTransferLeadershipResponse\"\xa0\x04\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -3790,7 +4378,9 @@ const file_logstore_proto_rawDesc = "" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05group\x18\r \x01(\tR\x05group\x12\x1b\n" +
-	"\ttarget_id\x18\x12 \x01(\tR\btargetId\"\x8d\x01\n" +
+	"\ttarget_id\x18\x12 \x01(\tR\btargetId\x12#\n" +
+	"\rmessage_index\x18\x10 \x01(\x04R\fmessageIndex\x12+\n" +
+	"\x11topic_declaration\x18\x11 \x01(\tR\x10topicDeclaration\"\x8d\x01\n" +
 	"\x10RegisteredTarget\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -3864,7 +4454,40 @@ const file_logstore_proto_rawDesc = "" +
 	"\rarchive_bytes\x18\x05 \x01(\x04R\farchiveBytes\"X\n" +
 	"\vBackupChunk\x125\n" +
 	"\x04info\x18\x01 \x01(\v2!.logplayer.logstore.v1.BackupInfoR\x04info\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data*\xd4\x04\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"~\n" +
+	"\x10TopicDeclaration\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x18\n" +
+	"\apattern\x18\x02 \x01(\tR\apattern\x12:\n" +
+	"\x06schema\x18\x03 \x01(\x0e2\".logplayer.logstore.v1.TopicSchemaR\x06schema\"_\n" +
+	"\x12CreateTopicRequest\x12I\n" +
+	"\vdeclaration\x18\x01 \x01(\v2'.logplayer.logstore.v1.TopicDeclarationR\vdeclaration\"|\n" +
+	"\x13CreateTopicResponse\x12\x18\n" +
+	"\acreated\x18\x01 \x01(\bR\acreated\x12K\n" +
+	"\x0fprevious_schema\x18\x02 \x01(\x0e2\".logplayer.logstore.v1.TopicSchemaR\x0epreviousSchema\"D\n" +
+	"\x14DescribeTopicRequest\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\bR\x06leader\"\xc2\x01\n" +
+	"\tTopicInfo\x12\x14\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12:\n" +
+	"\x06schema\x18\x02 \x01(\x0e2\".logplayer.logstore.v1.TopicSchemaR\x06schema\x12\x1f\n" +
+	"\vdeclared_by\x18\x03 \x01(\tR\n" +
+	"declaredBy\x12!\n" +
+	"\ffirst_offset\x18\x04 \x01(\x04R\vfirstOffset\x12\x1f\n" +
+	"\vnext_offset\x18\x05 \x01(\x04R\n" +
+	"nextOffset\"O\n" +
+	"\x15DescribeTopicResponse\x126\n" +
+	"\x05topic\x18\x01 \x01(\v2 .logplayer.logstore.v1.TopicInfoR\x05topic\"`\n" +
+	"\x11ListTopicsRequest\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x01 \x01(\tR\tpageToken\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\"\xdc\x01\n" +
+	"\x12ListTopicsResponse\x128\n" +
+	"\x06topics\x18\x01 \x03(\v2 .logplayer.logstore.v1.TopicInfoR\x06topics\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
+	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
+	"\vtopic_count\x18\x04 \x01(\x04R\n" +
+	"topicCount*\xe9\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -3901,7 +4524,12 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fUNAUTHENTICATED\x10\x18\x12\x15\n" +
 	"\x11PERMISSION_DENIED\x10\x19\x12\x17\n" +
 	"\x13FEATURE_NOT_ENABLED\x10(\x12\x12\n" +
-	"\x0eUNKNOWN_TARGET\x10!\x1a\x02\x10\x012\xf1\x06\n" +
+	"\x0eUNKNOWN_TARGET\x10!\x12\x13\n" +
+	"\x0fSCHEMA_MISMATCH\x10\x1e\x1a\x02\x10\x01*X\n" +
+	"\vTopicSchema\x12\x1c\n" +
+	"\x18TOPIC_SCHEMA_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TOPIC_SCHEMA_BYTES\x10\x01\x12\x13\n" +
+	"\x0fTOPIC_SCHEMA_KV\x10\x022\xa6\t\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
@@ -3911,7 +4539,11 @@ const file_logstore_proto_rawDesc = "" +
 	"\vDeleteGroup\x12).logplayer.logstore.v1.DeleteGroupRequest\x1a*.logplayer.logstore.v1.DeleteGroupResponse\x12^\n" +
 	"\tNextEpoch\x12'.logplayer.logstore.v1.NextEpochRequest\x1a(.logplayer.logstore.v1.NextEpochResponse\x12m\n" +
 	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12U\n" +
-	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse2\xa0\x03\n" +
+	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse\x12d\n" +
+	"\vCreateTopic\x12).logplayer.logstore.v1.CreateTopicRequest\x1a*.logplayer.logstore.v1.CreateTopicResponse\x12j\n" +
+	"\rDescribeTopic\x12+.logplayer.logstore.v1.DescribeTopicRequest\x1a,.logplayer.logstore.v1.DescribeTopicResponse\x12a\n" +
+	"\n" +
+	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse2\xa0\x03\n" +
 	"\aCluster\x12[\n" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +
@@ -3938,145 +4570,167 @@ func file_logstore_proto_rawDescGZIP() []byte {
 	return file_logstore_proto_rawDescData
 }
 
-var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                        // 0: logplayer.logstore.v1.ErrorCode
-	(*Header)(nil),                        // 1: logplayer.logstore.v1.Header
-	(*Message)(nil),                       // 2: logplayer.logstore.v1.Message
-	(*Slice)(nil),                         // 3: logplayer.logstore.v1.Slice
-	(*Condition)(nil),                     // 4: logplayer.logstore.v1.Condition
-	(*OffsetCommit)(nil),                  // 5: logplayer.logstore.v1.OffsetCommit
-	(*AppendRequest)(nil),                 // 6: logplayer.logstore.v1.AppendRequest
-	(*SliceResult)(nil),                   // 7: logplayer.logstore.v1.SliceResult
-	(*AppendResponse)(nil),                // 8: logplayer.logstore.v1.AppendResponse
-	(*AppendBatchRequest)(nil),            // 9: logplayer.logstore.v1.AppendBatchRequest
-	(*AppendError)(nil),                   // 10: logplayer.logstore.v1.AppendError
-	(*AppendResult)(nil),                  // 11: logplayer.logstore.v1.AppendResult
-	(*AppendBatchResponse)(nil),           // 12: logplayer.logstore.v1.AppendBatchResponse
-	(*TxnSlice)(nil),                      // 13: logplayer.logstore.v1.TxnSlice
-	(*Transaction)(nil),                   // 14: logplayer.logstore.v1.Transaction
-	(*ReadRequest)(nil),                   // 15: logplayer.logstore.v1.ReadRequest
-	(*ReadResponse)(nil),                  // 16: logplayer.logstore.v1.ReadResponse
-	(*ReadTopicRequest)(nil),              // 17: logplayer.logstore.v1.ReadTopicRequest
-	(*TopicMessage)(nil),                  // 18: logplayer.logstore.v1.TopicMessage
-	(*ReadTopicResponse)(nil),             // 19: logplayer.logstore.v1.ReadTopicResponse
-	(*FetchOffsetsRequest)(nil),           // 20: logplayer.logstore.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),          // 21: logplayer.logstore.v1.FetchOffsetsResponse
-	(*DeleteGroupRequest)(nil),            // 22: logplayer.logstore.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),           // 23: logplayer.logstore.v1.DeleteGroupResponse
-	(*NextEpochRequest)(nil),              // 24: logplayer.logstore.v1.NextEpochRequest
-	(*NextEpochResponse)(nil),             // 25: logplayer.logstore.v1.NextEpochResponse
-	(*ReportConsumerRequest)(nil),         // 26: logplayer.logstore.v1.ReportConsumerRequest
-	(*ReportConsumerResponse)(nil),        // 27: logplayer.logstore.v1.ReportConsumerResponse
-	(*StatusRequest)(nil),                 // 28: logplayer.logstore.v1.StatusRequest
-	(*TopicStatus)(nil),                   // 29: logplayer.logstore.v1.TopicStatus
-	(*Server)(nil),                        // 30: logplayer.logstore.v1.Server
-	(*Consumer)(nil),                      // 31: logplayer.logstore.v1.Consumer
-	(*PlayerGroupStatus)(nil),             // 32: logplayer.logstore.v1.PlayerGroupStatus
-	(*StatusResponse)(nil),                // 33: logplayer.logstore.v1.StatusResponse
-	(*AddVoterRequest)(nil),               // 34: logplayer.logstore.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),              // 35: logplayer.logstore.v1.AddVoterResponse
-	(*RemoveServerRequest)(nil),           // 36: logplayer.logstore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),          // 37: logplayer.logstore.v1.RemoveServerResponse
-	(*TransferLeadershipRequest)(nil),     // 38: logplayer.logstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),    // 39: logplayer.logstore.v1.TransferLeadershipResponse
-	(*ErrorDetail)(nil),                   // 40: logplayer.logstore.v1.ErrorDetail
-	(*RegisteredTarget)(nil),              // 41: logplayer.logstore.v1.RegisteredTarget
-	(*RegisterTargetRequest)(nil),         // 42: logplayer.logstore.v1.RegisterTargetRequest
-	(*RegisterTargetResponse)(nil),        // 43: logplayer.logstore.v1.RegisterTargetResponse
-	(*UnregisterTargetRequest)(nil),       // 44: logplayer.logstore.v1.UnregisterTargetRequest
-	(*UnregisterTargetResponse)(nil),      // 45: logplayer.logstore.v1.UnregisterTargetResponse
-	(*ListRegisteredTargetsRequest)(nil),  // 46: logplayer.logstore.v1.ListRegisteredTargetsRequest
-	(*Assignment)(nil),                    // 47: logplayer.logstore.v1.Assignment
-	(*ListRegisteredTargetsResponse)(nil), // 48: logplayer.logstore.v1.ListRegisteredTargetsResponse
-	(*GroupHeartbeatRequest)(nil),         // 49: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),        // 50: logplayer.logstore.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),             // 51: logplayer.logstore.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),            // 52: logplayer.logstore.v1.LeaveGroupResponse
-	(*DescribeGroupRequest)(nil),          // 53: logplayer.logstore.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                   // 54: logplayer.logstore.v1.GroupMember
-	(*DescribeGroupResponse)(nil),         // 55: logplayer.logstore.v1.DescribeGroupResponse
-	(*BackupRequest)(nil),                 // 56: logplayer.logstore.v1.BackupRequest
-	(*BackupInfo)(nil),                    // 57: logplayer.logstore.v1.BackupInfo
-	(*BackupChunk)(nil),                   // 58: logplayer.logstore.v1.BackupChunk
+	(TopicSchema)(0),                      // 1: logplayer.logstore.v1.TopicSchema
+	(*Header)(nil),                        // 2: logplayer.logstore.v1.Header
+	(*Message)(nil),                       // 3: logplayer.logstore.v1.Message
+	(*Slice)(nil),                         // 4: logplayer.logstore.v1.Slice
+	(*Condition)(nil),                     // 5: logplayer.logstore.v1.Condition
+	(*OffsetCommit)(nil),                  // 6: logplayer.logstore.v1.OffsetCommit
+	(*AppendRequest)(nil),                 // 7: logplayer.logstore.v1.AppendRequest
+	(*SliceResult)(nil),                   // 8: logplayer.logstore.v1.SliceResult
+	(*AppendResponse)(nil),                // 9: logplayer.logstore.v1.AppendResponse
+	(*AppendBatchRequest)(nil),            // 10: logplayer.logstore.v1.AppendBatchRequest
+	(*AppendError)(nil),                   // 11: logplayer.logstore.v1.AppendError
+	(*AppendResult)(nil),                  // 12: logplayer.logstore.v1.AppendResult
+	(*AppendBatchResponse)(nil),           // 13: logplayer.logstore.v1.AppendBatchResponse
+	(*TxnSlice)(nil),                      // 14: logplayer.logstore.v1.TxnSlice
+	(*Transaction)(nil),                   // 15: logplayer.logstore.v1.Transaction
+	(*ReadRequest)(nil),                   // 16: logplayer.logstore.v1.ReadRequest
+	(*ReadResponse)(nil),                  // 17: logplayer.logstore.v1.ReadResponse
+	(*ReadTopicRequest)(nil),              // 18: logplayer.logstore.v1.ReadTopicRequest
+	(*TopicMessage)(nil),                  // 19: logplayer.logstore.v1.TopicMessage
+	(*ReadTopicResponse)(nil),             // 20: logplayer.logstore.v1.ReadTopicResponse
+	(*FetchOffsetsRequest)(nil),           // 21: logplayer.logstore.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),          // 22: logplayer.logstore.v1.FetchOffsetsResponse
+	(*DeleteGroupRequest)(nil),            // 23: logplayer.logstore.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),           // 24: logplayer.logstore.v1.DeleteGroupResponse
+	(*NextEpochRequest)(nil),              // 25: logplayer.logstore.v1.NextEpochRequest
+	(*NextEpochResponse)(nil),             // 26: logplayer.logstore.v1.NextEpochResponse
+	(*ReportConsumerRequest)(nil),         // 27: logplayer.logstore.v1.ReportConsumerRequest
+	(*ReportConsumerResponse)(nil),        // 28: logplayer.logstore.v1.ReportConsumerResponse
+	(*StatusRequest)(nil),                 // 29: logplayer.logstore.v1.StatusRequest
+	(*TopicStatus)(nil),                   // 30: logplayer.logstore.v1.TopicStatus
+	(*Server)(nil),                        // 31: logplayer.logstore.v1.Server
+	(*Consumer)(nil),                      // 32: logplayer.logstore.v1.Consumer
+	(*PlayerGroupStatus)(nil),             // 33: logplayer.logstore.v1.PlayerGroupStatus
+	(*StatusResponse)(nil),                // 34: logplayer.logstore.v1.StatusResponse
+	(*AddVoterRequest)(nil),               // 35: logplayer.logstore.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),              // 36: logplayer.logstore.v1.AddVoterResponse
+	(*RemoveServerRequest)(nil),           // 37: logplayer.logstore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),          // 38: logplayer.logstore.v1.RemoveServerResponse
+	(*TransferLeadershipRequest)(nil),     // 39: logplayer.logstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),    // 40: logplayer.logstore.v1.TransferLeadershipResponse
+	(*ErrorDetail)(nil),                   // 41: logplayer.logstore.v1.ErrorDetail
+	(*RegisteredTarget)(nil),              // 42: logplayer.logstore.v1.RegisteredTarget
+	(*RegisterTargetRequest)(nil),         // 43: logplayer.logstore.v1.RegisterTargetRequest
+	(*RegisterTargetResponse)(nil),        // 44: logplayer.logstore.v1.RegisterTargetResponse
+	(*UnregisterTargetRequest)(nil),       // 45: logplayer.logstore.v1.UnregisterTargetRequest
+	(*UnregisterTargetResponse)(nil),      // 46: logplayer.logstore.v1.UnregisterTargetResponse
+	(*ListRegisteredTargetsRequest)(nil),  // 47: logplayer.logstore.v1.ListRegisteredTargetsRequest
+	(*Assignment)(nil),                    // 48: logplayer.logstore.v1.Assignment
+	(*ListRegisteredTargetsResponse)(nil), // 49: logplayer.logstore.v1.ListRegisteredTargetsResponse
+	(*GroupHeartbeatRequest)(nil),         // 50: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),        // 51: logplayer.logstore.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),             // 52: logplayer.logstore.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),            // 53: logplayer.logstore.v1.LeaveGroupResponse
+	(*DescribeGroupRequest)(nil),          // 54: logplayer.logstore.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                   // 55: logplayer.logstore.v1.GroupMember
+	(*DescribeGroupResponse)(nil),         // 56: logplayer.logstore.v1.DescribeGroupResponse
+	(*BackupRequest)(nil),                 // 57: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                    // 58: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                   // 59: logplayer.logstore.v1.BackupChunk
+	(*TopicDeclaration)(nil),              // 60: logplayer.logstore.v1.TopicDeclaration
+	(*CreateTopicRequest)(nil),            // 61: logplayer.logstore.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),           // 62: logplayer.logstore.v1.CreateTopicResponse
+	(*DescribeTopicRequest)(nil),          // 63: logplayer.logstore.v1.DescribeTopicRequest
+	(*TopicInfo)(nil),                     // 64: logplayer.logstore.v1.TopicInfo
+	(*DescribeTopicResponse)(nil),         // 65: logplayer.logstore.v1.DescribeTopicResponse
+	(*ListTopicsRequest)(nil),             // 66: logplayer.logstore.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),            // 67: logplayer.logstore.v1.ListTopicsResponse
 }
 var file_logstore_proto_depIdxs = []int32{
-	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
-	2,  // 1: logplayer.logstore.v1.Slice.messages:type_name -> logplayer.logstore.v1.Message
-	3,  // 2: logplayer.logstore.v1.AppendRequest.slices:type_name -> logplayer.logstore.v1.Slice
-	4,  // 3: logplayer.logstore.v1.AppendRequest.conditions:type_name -> logplayer.logstore.v1.Condition
-	5,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
-	7,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
-	6,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
-	40, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
-	8,  // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
-	10, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
-	11, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
-	2,  // 11: logplayer.logstore.v1.TxnSlice.messages:type_name -> logplayer.logstore.v1.Message
-	13, // 12: logplayer.logstore.v1.Transaction.slices:type_name -> logplayer.logstore.v1.TxnSlice
-	5,  // 13: logplayer.logstore.v1.Transaction.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
-	14, // 14: logplayer.logstore.v1.ReadResponse.transactions:type_name -> logplayer.logstore.v1.Transaction
-	2,  // 15: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
-	18, // 16: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
-	5,  // 17: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	29, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
-	30, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
-	31, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
-	32, // 21: logplayer.logstore.v1.StatusResponse.player_groups:type_name -> logplayer.logstore.v1.PlayerGroupStatus
+	2,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
+	3,  // 1: logplayer.logstore.v1.Slice.messages:type_name -> logplayer.logstore.v1.Message
+	4,  // 2: logplayer.logstore.v1.AppendRequest.slices:type_name -> logplayer.logstore.v1.Slice
+	5,  // 3: logplayer.logstore.v1.AppendRequest.conditions:type_name -> logplayer.logstore.v1.Condition
+	6,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
+	8,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
+	7,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
+	41, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
+	9,  // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
+	11, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
+	12, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
+	3,  // 11: logplayer.logstore.v1.TxnSlice.messages:type_name -> logplayer.logstore.v1.Message
+	14, // 12: logplayer.logstore.v1.Transaction.slices:type_name -> logplayer.logstore.v1.TxnSlice
+	6,  // 13: logplayer.logstore.v1.Transaction.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
+	15, // 14: logplayer.logstore.v1.ReadResponse.transactions:type_name -> logplayer.logstore.v1.Transaction
+	3,  // 15: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
+	19, // 16: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
+	6,  // 17: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	30, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
+	31, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
+	32, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
+	33, // 21: logplayer.logstore.v1.StatusResponse.player_groups:type_name -> logplayer.logstore.v1.PlayerGroupStatus
 	0,  // 22: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
-	1,  // 23: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
-	41, // 24: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	41, // 25: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	41, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	47, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	47, // 28: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	54, // 29: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
-	47, // 30: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	57, // 31: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
-	6,  // 32: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
-	9,  // 33: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
-	15, // 34: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
-	17, // 35: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
-	20, // 36: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	22, // 37: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
-	24, // 38: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	26, // 39: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	28, // 40: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	34, // 41: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	36, // 42: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	38, // 43: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	56, // 44: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
-	42, // 45: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
-	44, // 46: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
-	46, // 47: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
-	49, // 48: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
-	51, // 49: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
-	53, // 50: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
-	8,  // 51: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 52: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	16, // 53: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	19, // 54: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	21, // 55: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	23, // 56: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	25, // 57: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	27, // 58: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	33, // 59: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	35, // 60: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	37, // 61: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	39, // 62: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	58, // 63: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
-	43, // 64: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
-	45, // 65: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
-	48, // 66: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
-	50, // 67: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
-	52, // 68: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
-	55, // 69: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
-	51, // [51:70] is the sub-list for method output_type
-	32, // [32:51] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	2,  // 23: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
+	42, // 24: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	42, // 25: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	42, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	48, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	48, // 28: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	55, // 29: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
+	48, // 30: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	58, // 31: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	1,  // 32: logplayer.logstore.v1.TopicDeclaration.schema:type_name -> logplayer.logstore.v1.TopicSchema
+	60, // 33: logplayer.logstore.v1.CreateTopicRequest.declaration:type_name -> logplayer.logstore.v1.TopicDeclaration
+	1,  // 34: logplayer.logstore.v1.CreateTopicResponse.previous_schema:type_name -> logplayer.logstore.v1.TopicSchema
+	1,  // 35: logplayer.logstore.v1.TopicInfo.schema:type_name -> logplayer.logstore.v1.TopicSchema
+	64, // 36: logplayer.logstore.v1.DescribeTopicResponse.topic:type_name -> logplayer.logstore.v1.TopicInfo
+	64, // 37: logplayer.logstore.v1.ListTopicsResponse.topics:type_name -> logplayer.logstore.v1.TopicInfo
+	60, // 38: logplayer.logstore.v1.ListTopicsResponse.patterns:type_name -> logplayer.logstore.v1.TopicDeclaration
+	7,  // 39: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
+	10, // 40: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
+	16, // 41: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
+	18, // 42: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
+	21, // 43: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
+	23, // 44: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
+	25, // 45: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	27, // 46: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	29, // 47: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	61, // 48: logplayer.logstore.v1.LogStore.CreateTopic:input_type -> logplayer.logstore.v1.CreateTopicRequest
+	63, // 49: logplayer.logstore.v1.LogStore.DescribeTopic:input_type -> logplayer.logstore.v1.DescribeTopicRequest
+	66, // 50: logplayer.logstore.v1.LogStore.ListTopics:input_type -> logplayer.logstore.v1.ListTopicsRequest
+	35, // 51: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	37, // 52: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	39, // 53: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	57, // 54: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	43, // 55: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
+	45, // 56: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
+	47, // 57: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
+	50, // 58: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
+	52, // 59: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
+	54, // 60: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
+	9,  // 61: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	13, // 62: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	17, // 63: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	20, // 64: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	22, // 65: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	24, // 66: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	26, // 67: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	28, // 68: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	34, // 69: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	62, // 70: logplayer.logstore.v1.LogStore.CreateTopic:output_type -> logplayer.logstore.v1.CreateTopicResponse
+	65, // 71: logplayer.logstore.v1.LogStore.DescribeTopic:output_type -> logplayer.logstore.v1.DescribeTopicResponse
+	67, // 72: logplayer.logstore.v1.LogStore.ListTopics:output_type -> logplayer.logstore.v1.ListTopicsResponse
+	36, // 73: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	38, // 74: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	40, // 75: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	59, // 76: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	44, // 77: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
+	46, // 78: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
+	49, // 79: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
+	51, // 80: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
+	53, // 81: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
+	56, // 82: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
+	61, // [61:83] is the sub-list for method output_type
+	39, // [39:61] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_logstore_proto_init() }
@@ -4089,8 +4743,8 @@ func file_logstore_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   58,
+			NumEnums:      2,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

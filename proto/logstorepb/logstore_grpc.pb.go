@@ -35,6 +35,9 @@ const (
 	LogStore_NextEpoch_FullMethodName      = "/logplayer.logstore.v1.LogStore/NextEpoch"
 	LogStore_ReportConsumer_FullMethodName = "/logplayer.logstore.v1.LogStore/ReportConsumer"
 	LogStore_Status_FullMethodName         = "/logplayer.logstore.v1.LogStore/Status"
+	LogStore_CreateTopic_FullMethodName    = "/logplayer.logstore.v1.LogStore/CreateTopic"
+	LogStore_DescribeTopic_FullMethodName  = "/logplayer.logstore.v1.LogStore/DescribeTopic"
+	LogStore_ListTopics_FullMethodName     = "/logplayer.logstore.v1.LogStore/ListTopics"
 )
 
 // LogStoreClient is the client API for LogStore service.
@@ -74,8 +77,21 @@ type LogStoreClient interface {
 	// ReportConsumer records a named delivery consumer's durable acked LSN; the
 	// lowest of them is the retention floor.
 	ReportConsumer(ctx context.Context, in *ReportConsumerRequest, opts ...grpc.CallOption) (*ReportConsumerResponse, error)
-	// Status describes this node and what it knows of the cluster.
+	// Status describes this node and what it knows of the cluster. Its topic
+	// list is bounded (StatusTopicsMax, the smallest names); topic_count
+	// says how many there are: page through all of them with ListTopics.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// CreateTopic declares a topic (or a topic name pattern) with the schema
+	// its messages must match (a Raft command, cluster version 3). Declaring
+	// again replaces the schema. Admin.
+	CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error)
+	// DescribeTopic shows one topic's effective schema (and the declaration
+	// it comes from) and offsets; NOT_FOUND (UNKNOWN_TOPIC) for a topic never
+	// written and not declared by name or pattern.
+	DescribeTopic(ctx context.Context, in *DescribeTopicRequest, opts ...grpc.CallOption) (*DescribeTopicResponse, error)
+	// ListTopics pages through the topics (written or declared by name) in
+	// name order, and lists the pattern declarations on the first page.
+	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
 }
 
 type logStoreClient struct {
@@ -194,6 +210,36 @@ func (c *logStoreClient) Status(ctx context.Context, in *StatusRequest, opts ...
 	return out, nil
 }
 
+func (c *logStoreClient) CreateTopic(ctx context.Context, in *CreateTopicRequest, opts ...grpc.CallOption) (*CreateTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateTopicResponse)
+	err := c.cc.Invoke(ctx, LogStore_CreateTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logStoreClient) DescribeTopic(ctx context.Context, in *DescribeTopicRequest, opts ...grpc.CallOption) (*DescribeTopicResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTopicResponse)
+	err := c.cc.Invoke(ctx, LogStore_DescribeTopic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *logStoreClient) ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTopicsResponse)
+	err := c.cc.Invoke(ctx, LogStore_ListTopics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogStoreServer is the server API for LogStore service.
 // All implementations must embed UnimplementedLogStoreServer
 // for forward compatibility.
@@ -231,8 +277,21 @@ type LogStoreServer interface {
 	// ReportConsumer records a named delivery consumer's durable acked LSN; the
 	// lowest of them is the retention floor.
 	ReportConsumer(context.Context, *ReportConsumerRequest) (*ReportConsumerResponse, error)
-	// Status describes this node and what it knows of the cluster.
+	// Status describes this node and what it knows of the cluster. Its topic
+	// list is bounded (StatusTopicsMax, the smallest names); topic_count
+	// says how many there are: page through all of them with ListTopics.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// CreateTopic declares a topic (or a topic name pattern) with the schema
+	// its messages must match (a Raft command, cluster version 3). Declaring
+	// again replaces the schema. Admin.
+	CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error)
+	// DescribeTopic shows one topic's effective schema (and the declaration
+	// it comes from) and offsets; NOT_FOUND (UNKNOWN_TOPIC) for a topic never
+	// written and not declared by name or pattern.
+	DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error)
+	// ListTopics pages through the topics (written or declared by name) in
+	// name order, and lists the pattern declarations on the first page.
+	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
 	mustEmbedUnimplementedLogStoreServer()
 }
 
@@ -269,6 +328,15 @@ func (UnimplementedLogStoreServer) ReportConsumer(context.Context, *ReportConsum
 }
 func (UnimplementedLogStoreServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedLogStoreServer) CreateTopic(context.Context, *CreateTopicRequest) (*CreateTopicResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateTopic not implemented")
+}
+func (UnimplementedLogStoreServer) DescribeTopic(context.Context, *DescribeTopicRequest) (*DescribeTopicResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeTopic not implemented")
+}
+func (UnimplementedLogStoreServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListTopics not implemented")
 }
 func (UnimplementedLogStoreServer) mustEmbedUnimplementedLogStoreServer() {}
 func (UnimplementedLogStoreServer) testEmbeddedByValue()                  {}
@@ -439,6 +507,60 @@ func _LogStore_Status_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogStore_CreateTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).CreateTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_CreateTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).CreateTopic(ctx, req.(*CreateTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogStore_DescribeTopic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTopicRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).DescribeTopic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_DescribeTopic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).DescribeTopic(ctx, req.(*DescribeTopicRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _LogStore_ListTopics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTopicsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).ListTopics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_ListTopics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).ListTopics(ctx, req.(*ListTopicsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogStore_ServiceDesc is the grpc.ServiceDesc for LogStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -473,6 +595,18 @@ var LogStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _LogStore_Status_Handler,
+		},
+		{
+			MethodName: "CreateTopic",
+			Handler:    _LogStore_CreateTopic_Handler,
+		},
+		{
+			MethodName: "DescribeTopic",
+			Handler:    _LogStore_DescribeTopic_Handler,
+		},
+		{
+			MethodName: "ListTopics",
+			Handler:    _LogStore_ListTopics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -115,6 +115,13 @@ type ApplyLimits struct {
 	// Registered targets (Config.MaxRegisteredTargets); a new one beyond it is
 	// refused with TABLE_FULL. 0: 10000.
 	MaxRegisteredTargets uint64 `protobuf:"varint,10,opt,name=max_registered_targets,json=maxRegisteredTargets,proto3" json:"max_registered_targets,omitempty"`
+	// Topics with messages (the next-offset table); a transaction that would
+	// add one beyond it is refused (Config.MaxTopics). Applied only at
+	// cluster version 3 and above (fsm.TopicsVersion).
+	MaxTopics uint64 `protobuf:"varint,7,opt,name=max_topics,json=maxTopics,proto3" json:"max_topics,omitempty"`
+	// Topic declarations (names and patterns); a new one beyond it is
+	// refused (Config.MaxTopicDeclarations).
+	MaxTopicDeclarations uint64 `protobuf:"varint,8,opt,name=max_topic_declarations,json=maxTopicDeclarations,proto3" json:"max_topic_declarations,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -191,6 +198,20 @@ func (x *ApplyLimits) GetMaxRegisteredTargets() uint64 {
 	return 0
 }
 
+func (x *ApplyLimits) GetMaxTopics() uint64 {
+	if x != nil {
+		return x.MaxTopics
+	}
+	return 0
+}
+
+func (x *ApplyLimits) GetMaxTopicDeclarations() uint64 {
+	if x != nil {
+		return x.MaxTopicDeclarations
+	}
+	return 0
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -201,6 +222,7 @@ type Command struct {
 	//	*Command_Member
 	//	*Command_DeleteGroup
 	//	*Command_Group
+	//	*Command_CreateTopic
 	//	*Command_SetClusterVersion
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -298,6 +320,15 @@ func (x *Command) GetGroup() *GroupCommand {
 	return nil
 }
 
+func (x *Command) GetCreateTopic() *CreateTopicRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_CreateTopic); ok {
+			return x.CreateTopic
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetSetClusterVersion() *SetClusterVersion {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_SetClusterVersion); ok {
@@ -338,6 +369,11 @@ type Command_Group struct {
 	Group *GroupCommand `protobuf:"bytes,8,opt,name=group,proto3,oneof"`
 }
 
+type Command_CreateTopic struct {
+	// Declares a topic or a topic pattern with a schema (cluster version 3).
+	CreateTopic *CreateTopicRequest `protobuf:"bytes,7,opt,name=create_topic,json=createTopic,proto3,oneof"`
+}
+
 type Command_SetClusterVersion struct {
 	// Raises the committed cluster version (logstore/fsm/version.go); the
 	// leader writes it when every voter supports a higher one. Field 15 so
@@ -356,6 +392,8 @@ func (*Command_Member) isCommand_Kind() {}
 func (*Command_DeleteGroup) isCommand_Kind() {}
 
 func (*Command_Group) isCommand_Kind() {}
+
+func (*Command_CreateTopic) isCommand_Kind() {}
 
 func (*Command_SetClusterVersion) isCommand_Kind() {}
 
@@ -968,6 +1006,8 @@ type FSMState struct {
 	Consumers                 []*Consumer            `protobuf:"bytes,8,rep,name=consumers,proto3" json:"consumers,omitempty"`
 	Members                   []*MemberCommand       `protobuf:"bytes,9,rep,name=members,proto3" json:"members,omitempty"`
 	LastProducerSweepUnixNano int64                  `protobuf:"varint,10,opt,name=last_producer_sweep_unix_nano,json=lastProducerSweepUnixNano,proto3" json:"last_producer_sweep_unix_nano,omitempty"`
+	// Topic declarations, sorted by key (the topic name, or the pattern).
+	TopicDeclarations []*TopicDeclaration `protobuf:"bytes,13,rep,name=topic_declarations,json=topicDeclarations,proto3" json:"topic_declarations,omitempty"`
 	// The committed cluster version; 0 (absent) is fsm.BaseVersion.
 	ClusterVersion uint32 `protobuf:"varint,15,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
 	// PlayerGroup (fsm/group.go): the target registry sorted by id; members
@@ -1081,6 +1121,13 @@ func (x *FSMState) GetLastProducerSweepUnixNano() int64 {
 	return 0
 }
 
+func (x *FSMState) GetTopicDeclarations() []*TopicDeclaration {
+	if x != nil {
+		return x.TopicDeclarations
+	}
+	return nil
+}
+
 func (x *FSMState) GetClusterVersion() uint32 {
 	if x != nil {
 		return x.ClusterVersion
@@ -1124,7 +1171,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x05Entry\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\x12:\n" +
 	"\bcommands\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.CommandR\bcommands\x12:\n" +
-	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xa2\x02\n" +
+	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xf7\x02\n" +
 	"\vApplyLimits\x12#\n" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
@@ -1132,7 +1179,10 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\x12*\n" +
 	"\x11group_lease_nanos\x18\t \x01(\x03R\x0fgroupLeaseNanos\x124\n" +
 	"\x16max_registered_targets\x18\n" +
-	" \x01(\x04R\x14maxRegisteredTargets\"\x9d\x04\n" +
+	" \x01(\x04R\x14maxRegisteredTargets\x12\x1d\n" +
+	"\n" +
+	"max_topics\x18\a \x01(\x04R\tmaxTopics\x124\n" +
+	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\"\xed\x04\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
@@ -1140,7 +1190,8 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x0freport_consumer\x18\x03 \x01(\v2,.logplayer.logstore.v1.ReportConsumerRequestH\x00R\x0ereportConsumer\x12>\n" +
 	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
 	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12;\n" +
-	"\x05group\x18\b \x01(\v2#.logplayer.logstore.v1.GroupCommandH\x00R\x05group\x12Z\n" +
+	"\x05group\x18\b \x01(\v2#.logplayer.logstore.v1.GroupCommandH\x00R\x05group\x12N\n" +
+	"\fcreate_topic\x18\a \x01(\v2).logplayer.logstore.v1.CreateTopicRequestH\x00R\vcreateTopic\x12Z\n" +
 	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
 	"\x04kind\"\xa7\x02\n" +
 	"\fGroupCommand\x12R\n" +
@@ -1188,7 +1239,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\x9c\a\n" +
+	"nextOffset\"\xf4\a\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -1200,7 +1251,8 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\tconsumers\x18\b \x03(\v2\x1f.logplayer.logstore.v1.ConsumerR\tconsumers\x12>\n" +
 	"\amembers\x18\t \x03(\v2$.logplayer.logstore.v1.MemberCommandR\amembers\x12@\n" +
 	"\x1dlast_producer_sweep_unix_nano\x18\n" +
-	" \x01(\x03R\x19lastProducerSweepUnixNano\x12'\n" +
+	" \x01(\x03R\x19lastProducerSweepUnixNano\x12V\n" +
+	"\x12topic_declarations\x18\r \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\x11topicDeclarations\x12'\n" +
 	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersion\x12V\n" +
 	"\x12registered_targets\x18\x10 \x03(\v2'.logplayer.logstore.v1.RegisteredTargetR\x11registeredTargets\x12L\n" +
 	"\rgroup_members\x18\x11 \x03(\v2'.logplayer.logstore.v1.GroupMemberStateR\fgroupMembers\x12X\n" +
@@ -1237,13 +1289,15 @@ var file_raftcmd_proto_goTypes = []any{
 	(*NextEpochRequest)(nil),      // 13: logplayer.logstore.v1.NextEpochRequest
 	(*ReportConsumerRequest)(nil), // 14: logplayer.logstore.v1.ReportConsumerRequest
 	(*DeleteGroupRequest)(nil),    // 15: logplayer.logstore.v1.DeleteGroupRequest
-	(*RegisteredTarget)(nil),      // 16: logplayer.logstore.v1.RegisteredTarget
-	(*GroupHeartbeatRequest)(nil), // 17: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*LeaveGroupRequest)(nil),     // 18: logplayer.logstore.v1.LeaveGroupRequest
-	(*AppendResponse)(nil),        // 19: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 20: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 21: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 22: logplayer.logstore.v1.Consumer
+	(*CreateTopicRequest)(nil),    // 16: logplayer.logstore.v1.CreateTopicRequest
+	(*RegisteredTarget)(nil),      // 17: logplayer.logstore.v1.RegisteredTarget
+	(*GroupHeartbeatRequest)(nil), // 18: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*LeaveGroupRequest)(nil),     // 19: logplayer.logstore.v1.LeaveGroupRequest
+	(*AppendResponse)(nil),        // 20: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 21: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 22: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 23: logplayer.logstore.v1.Consumer
+	(*TopicDeclaration)(nil),      // 24: logplayer.logstore.v1.TopicDeclaration
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
@@ -1254,26 +1308,28 @@ var file_raftcmd_proto_depIdxs = []int32{
 	8,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
 	15, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
 	3,  // 7: logplayer.logstore.v1.Command.group:type_name -> logplayer.logstore.v1.GroupCommand
-	7,  // 8: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
-	16, // 9: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	17, // 10: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
-	18, // 11: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
-	19, // 12: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	20, // 13: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	10, // 14: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	9,  // 15: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	21, // 16: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	22, // 17: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	8,  // 18: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	16, // 19: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	4,  // 20: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
-	5,  // 21: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
-	6,  // 22: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	16, // 8: logplayer.logstore.v1.Command.create_topic:type_name -> logplayer.logstore.v1.CreateTopicRequest
+	7,  // 9: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	17, // 10: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	18, // 11: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
+	19, // 12: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
+	20, // 13: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	21, // 14: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	10, // 15: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	9,  // 16: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	22, // 17: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	23, // 18: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	8,  // 19: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	24, // 20: logplayer.logstore.v1.FSMState.topic_declarations:type_name -> logplayer.logstore.v1.TopicDeclaration
+	17, // 21: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	4,  // 22: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
+	5,  // 23: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
+	6,  // 24: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -1289,6 +1345,7 @@ func file_raftcmd_proto_init() {
 		(*Command_Member)(nil),
 		(*Command_DeleteGroup)(nil),
 		(*Command_Group)(nil),
+		(*Command_CreateTopic)(nil),
 		(*Command_SetClusterVersion)(nil),
 	}
 	file_raftcmd_proto_msgTypes[3].OneofWrappers = []any{
