@@ -1,7 +1,9 @@
 package logstore_test
 
 import (
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -252,5 +254,52 @@ func TestPlayerGroupFollowerAndFailover(t *testing.T) {
 	}
 	if _, err := npg.UnregisterTarget(ctx, &logstorepb.UnregisterTargetRequest{Id: "t1"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRegisteredTargetHoldsRetention: a newly registered target's
+// consumer row (acked LSN 0) keeps every segment it may need until its
+// owner reports; unregistering it releases them.
+func TestRegisteredTargetHoldsRetention(t *testing.T) {
+	var skew atomic.Int64
+	c := startCluster(t, 1, func(cfg *logstore.Config) {
+		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		cfg.SegmentBytes = 4 << 10
+		cfg.RetentionBytes, cfg.RetentionCapBytes = 1<<40, 1<<40
+		cfg.RetentionAge, cfg.RetentionCapAge = time.Hour, 24*time.Hour
+	})
+	n := waitVersion3(t, c)
+	pg := groupConn(t, n.APIAddr())
+	cl := newClient(t, n.APIAddr())
+	ctx := ctxT(t, 60*time.Second)
+	for i := range 200 {
+		if _, err := cl.Append(ctx, txnReq(fmt.Sprintf("%04d", i)+strings.Repeat("r", 100), "a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pg.RegisterTarget(ctx, target("late", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	skew.Store(int64(90 * time.Minute)) // every segment is past RetentionAge
+	if _, err := n.RunRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if first := n.SegmentLog().FirstLSN(); first != 1 {
+		t.Fatalf("retention deleted below LSN %d while a registered target had not reported", first)
+	}
+	if _, err := pg.UnregisterTarget(ctx, &logstorepb.UnregisterTargetRequest{Id: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.RunRetention(); err != nil {
+		t.Fatal(err)
+	}
+	if first := n.SegmentLog().FirstLSN(); first <= 1 {
+		t.Fatalf("first LSN %d: unregistering the target did not release the floor", first)
 	}
 }

@@ -26,7 +26,8 @@ func init() {
 Asks every node in --addr for its status and prints one row per node (role,
 Raft term, commit and applied index, head and first LSN), then, as the leader
 (or else any node) sees it: the topics with their offsets, the Raft members
-and the delivery consumers (LogPlayer targets) with their acked LSNs. With
+and the delivery consumers (LogPlayer targets) with their acked LSNs, and a
+summary of the target registry and LogPlayer groups (logplayer players). With
 --player, also the LogPlayer's view of each target (queue state, connected,
 last ack, lag in LSNs and seconds, last error), from its admin API.
 
@@ -54,6 +55,7 @@ func (c *statusCmd) flags(fs *flag.FlagSet) {
 
 // statusReport is status's JSON output.
 type statusReport struct {
+<<<<<<< HEAD
 	Nodes  []nodeStatus `json:"nodes"`
 	Leader string       `json:"leader"`
 	Epoch  uint64       `json:"epoch"`
@@ -65,6 +67,26 @@ type statusReport struct {
 	Servers         []serverInfo  `json:"servers"`
 	Consumers       []consumer    `json:"consumers"`
 	Player          *playerReport `json:"player,omitempty"`
+=======
+	Nodes     []nodeStatus  `json:"nodes"`
+	Leader    string        `json:"leader"`
+	Epoch     uint64        `json:"epoch"`
+	Topics    []topicStatus `json:"topics"`
+	Servers   []serverInfo  `json:"servers"`
+	Consumers []consumer    `json:"consumers"`
+	Player    *playerReport `json:"player,omitempty"`
+	// The target registry and the LogPlayer groups (logplayer players).
+	RegisteredTargets uint32               `json:"registered_targets"`
+	PlayerGroups      []playerGroupSummary `json:"player_groups"`
+}
+
+type playerGroupSummary struct {
+	Group         string `json:"group"`
+	Members       uint32 `json:"members"`
+	OwnedTargets  uint32 `json:"owned_targets"`
+	Generation    uint64 `json:"generation"`
+	Reassignments uint64 `json:"reassignments"`
+>>>>>>> wip/groupstore
 }
 
 // playerReport is a LogPlayer's ListTargets.
@@ -145,7 +167,7 @@ func (c *statusCmd) run(ctx context.Context, s *sys) error {
 
 // collect asks every node; it fails only when none answers.
 func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusReport, error) {
-	rep := &statusReport{Nodes: []nodeStatus{}, Topics: []topicStatus{}, Servers: []serverInfo{}, Consumers: []consumer{}}
+	rep := &statusReport{Nodes: []nodeStatus{}, Topics: []topicStatus{}, Servers: []serverInfo{}, Consumers: []consumer{}, PlayerGroups: []playerGroupSummary{}}
 	var view *logstorepb.StatusResponse
 	var lastErr error
 	for _, addr := range c.conn.addrs.items {
@@ -187,6 +209,10 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 	}
 	for _, co := range view.Consumers {
 		rep.Consumers = append(rep.Consumers, consumer{Consumer: co.Consumer, AckedLSN: co.AckedLsn})
+	}
+	rep.RegisteredTargets = view.RegisteredTargets
+	for _, g := range view.PlayerGroups {
+		rep.PlayerGroups = append(rep.PlayerGroups, playerGroupSummary{Group: g.Group, Members: g.Members, OwnedTargets: g.OwnedTargets, Generation: g.Generation, Reassignments: g.Reassignments})
 	}
 	return rep, nil
 }
@@ -265,6 +291,15 @@ func (r *statusReport) writeTables(w io.Writer) {
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.3f\t%d\t%s\t%s\n", t.ID, state, t.Connected, t.LastAckLSN,
 				t.LagEntries, t.LagSeconds, t.Returns, strings.Join(t.Topics, ","), t.LastError)
+		}
+		tw.Flush()
+	}
+	if len(r.PlayerGroups) > 0 || r.RegisteredTargets > 0 {
+		fmt.Fprintf(w, "\nregistered targets: %d (logplayer players shows the groups)\n", r.RegisteredTargets)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PLAYER GROUP\tMEMBERS\tOWNED TARGETS\tGENERATION\tREASSIGNMENTS")
+		for _, g := range r.PlayerGroups {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", g.Group, g.Members, g.OwnedTargets, g.Generation, g.Reassignments)
 		}
 		tw.Flush()
 	}

@@ -96,6 +96,15 @@ func TestTargetAndPlayersAgainstCluster(t *testing.T) {
 		assigned[0].(map[string]any)["member"] != "p1" || assigned[0].(map[string]any)["token"] != float64(token) {
 		t.Fatalf("players --json: %s", out)
 	}
+	code, out, _ = runCLI(t, nil, "status", addr, "--json")
+	if st := jsonLines(t, out)[0]; code != exitOK || st["registered_targets"] != 1.0 ||
+		st["player_groups"].([]any)[0].(map[string]any)["owned_targets"] != 1.0 {
+		t.Fatalf("status --json: %q", out)
+	}
+	code, out, _ = runCLI(t, nil, "status", addr)
+	if code != exitOK || !strings.Contains(out, "registered targets: 1") || !strings.Contains(out, "PLAYER GROUP") {
+		t.Fatalf("status: %q", out)
+	}
 	code, out, _ = runCLI(t, nil, "players", addr)
 	if code != exitOK || !strings.Contains(out, "group players: 1 members") || !strings.Contains(out, "events-2") {
 		t.Fatalf("players: %q", out)

@@ -50,6 +50,12 @@ const legacyMaxRegisteredTargets = 10000
 // version). A heartbeat of a new member beyond it is refused (TABLE_FULL).
 const maxGroupMembers = 1024
 
+// maxPlayerGroups bounds the named groups (a group's counters outlive its
+// members so its generation never goes back; the cap keeps a player
+// inventing group names from growing the state without bound). An apply
+// constant like maxGroupMembers.
+const maxPlayerGroups = 256
+
 // memberKey names one member of one group; assignKey one target's row in
 // one group.
 type memberKey struct{ group, member string }
@@ -159,6 +165,9 @@ func (m *Machine) heartbeat(ts int64, h *logstorepb.GroupHeartbeatRequest) Resul
 	if row == nil {
 		if full(len(g.members), 1, maxGroupMembers) {
 			return Result{Err: tableFull("group member", len(g.members), maxGroupMembers)}
+		}
+		if g.counters[h.Group] == nil && full(len(g.counters), 1, maxPlayerGroups) {
+			return Result{Err: tableFull("player group", len(g.counters), maxPlayerGroups)}
 		}
 		row = &logstorepb.GroupMemberState{Group: h.Group, MemberId: h.MemberId, Incarnation: h.Incarnation, JoinedUnixNano: ts}
 		g.members[key] = row

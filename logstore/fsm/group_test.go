@@ -301,6 +301,29 @@ func TestGroupTablesFull(t *testing.T) {
 	}
 }
 
+func TestGroupMembersAndGroupsCapped(t *testing.T) {
+	g := newGroupSM(t)
+	join := func(group, member string) Result {
+		return g.at(sec, groupCmd(&logstorepb.GroupCommand{Op: &logstorepb.GroupCommand_Heartbeat{
+			Heartbeat: &logstorepb.GroupHeartbeatRequest{Group: group, MemberId: member}}}))[0]
+	}
+	for i := range maxPlayerGroups {
+		if r := join(fmt.Sprintf("g%03d", i), "m"); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	wantTableFull(t, "one group too many", join("extra", "m"), maxPlayerGroups)
+	for i := 1; len(g.m.st.group.members) < maxGroupMembers; i++ {
+		if r := join("g000", fmt.Sprintf("m%04d", i)); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	wantTableFull(t, "one member too many", join("g001", "another"), maxGroupMembers)
+	if r := join("g001", "m"); r.Err != nil { // a renewal always fits
+		t.Fatal(r.Err)
+	}
+}
+
 func TestGroupCommandNeedsVersion3(t *testing.T) {
 	m, _ := newTestSM()
 	m.Apply(1, &logstorepb.Entry{Commands: []*logstorepb.Command{SetClusterVersionCommand(2)}})
