@@ -98,6 +98,8 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 				st.members[k.Member.Id] = k.Member
 			}
 			out[i] = Result{Resp: &logstorepb.AddVoterResponse{}}
+		case *logstorepb.Command_InitProducer:
+			out[i] = m.applyInitProducer(ts, k.InitProducer)
 		case *logstorepb.Command_SetClusterVersion:
 			out[i] = m.applySetClusterVersion(k.SetClusterVersion)
 		default: // a kind Gate lets through but this switch lacks: refuse, do not crash
@@ -146,6 +148,7 @@ func (m *Machine) sweepProducers(ts int64) {
 			delete(st.producers, id)
 		}
 	}
+	st.sweepRegistered(cutoff)
 }
 
 // applyAppend applies one AppendRequest: producer dedupe, room in the group
@@ -154,6 +157,9 @@ func (m *Machine) sweepProducers(ts int64) {
 // nothing but the producer row.
 func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
+	if registered(req) {
+		return m.applyRegisteredAppend(idx, ts, req)
+	}
 	if req.ProducerId == "" {
 		if err := m.groupRoom(req.OffsetCommits); err != nil {
 			return nil, err

@@ -42,6 +42,11 @@ type State struct {
 	members       map[string]*logstorepb.MemberCommand
 	// clusterVersion is the committed cluster version (0: BaseVersion).
 	clusterVersion uint32
+	// Registered producers (producer.go): rows by id, ids by name (the
+	// two agree), and the last id handed out (ids are never reused).
+	registered     map[uint64]*logstorepb.ProducerRow
+	producerNames  map[string]uint64
+	lastProducerID uint64
 }
 
 // NewState returns the empty state (no entry applied).
@@ -52,6 +57,9 @@ func NewState() *State {
 		groups:    map[groupKey]types.Offset{},
 		consumers: map[string]types.LSN{},
 		members:   map[string]*logstorepb.MemberCommand{},
+
+		registered:    map[uint64]*logstorepb.ProducerRow{},
+		producerNames: map[string]uint64{},
 	}
 }
 
@@ -118,6 +126,8 @@ func (s *State) ToProto() *logstorepb.FSMState {
 		Topics:                    s.Topics(),
 		Consumers:                 s.Consumers(),
 		ClusterVersion:            s.clusterVersion,
+		RegisteredProducers:       s.registeredToProto(),
+		LastProducerId:            s.lastProducerID,
 	}
 	for _, p := range sortedKeys(s.producers) {
 		out.Producers = append(out.Producers, proto.Clone(s.producers[p]).(*logstorepb.ProducerState))
@@ -172,6 +182,9 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 			return nil, fmt.Errorf("%w: producer row %q has no id or not exactly one result", ErrCorruptState, pr.ProducerId)
 		}
 		s.producers[pr.ProducerId] = pr
+	}
+	if err := s.registeredFromProto(p); err != nil {
+		return nil, err
 	}
 	for _, g := range p.GroupOffsets {
 		s.groups[groupKey{g.Group, g.Topic}] = types.Offset(g.Offset)

@@ -21,7 +21,7 @@ const (
 	// SetClusterVersion is at it.
 	BaseVersion uint32 = 1
 	// CurrentVersion is the highest version this binary supports.
-	CurrentVersion uint32 = 2
+	CurrentVersion uint32 = 3
 )
 
 // minVersion is the cluster version each command kind needs. A kind that
@@ -29,7 +29,8 @@ const (
 // changes what apply does, checked in Required) adds one line here with
 // the version that introduced it, and CurrentVersion moves up with it.
 var minVersion = map[string]uint32{
-	kindName(&logstorepb.Command_DeleteGroup{}): 2,
+	kindName(&logstorepb.Command_DeleteGroup{}):  2,
+	kindName(&logstorepb.Command_InitProducer{}): producerVersion,
 	// SetClusterVersion is not gated (it is what opens the gate): the
 	// leader writes SetClusterVersion(v) only when every voter advertised
 	// v >= 2, and every such binary knows it.
@@ -46,6 +47,9 @@ func Required(c *logstorepb.Command) uint32 {
 	}
 	if v, ok := minVersion[kindName(c.Kind)]; ok {
 		return v
+	}
+	if registered(c.GetAppend()) { // the registered-producer fields change apply
+		return producerVersion
 	}
 	return BaseVersion
 }

@@ -74,6 +74,18 @@ const (
 	// (rolling upgrade in progress). FAILED_PRECONDITION; limit (the version
 	// it needs), epoch unused. Retry after the upgrade.
 	ErrorCode_FEATURE_NOT_ENABLED ErrorCode = 40
+	// Registered producers (InitProducer; AppendRequest.producer_epoch).
+	// The producer id is not in the table (never registered, or its row
+	// expired idle): nothing was written. The SDK registers again; what it
+	// had in flight may have committed (in doubt). FAILED_PRECONDITION.
+	ErrorCode_UNKNOWN_PRODUCER ErrorCode = 26
+	// A newer instance registered the same name: this one is a zombie and
+	// must stop. Nothing was written. FAILED_PRECONDITION; epoch (current).
+	ErrorCode_PRODUCER_FENCED ErrorCode = 27
+	// The sequence is older than the window of remembered results (the last
+	// 5): it was applied, its result is forgotten. Nothing was written.
+	// FAILED_PRECONDITION; expected_sequence (the next one).
+	ErrorCode_SEQUENCE_TOO_OLD ErrorCode = 28
 )
 
 // Enum value maps for ErrorCode.
@@ -107,6 +119,9 @@ var (
 		24: "UNAUTHENTICATED",
 		25: "PERMISSION_DENIED",
 		40: "FEATURE_NOT_ENABLED",
+		26: "UNKNOWN_PRODUCER",
+		27: "PRODUCER_FENCED",
+		28: "SEQUENCE_TOO_OLD",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -137,6 +152,9 @@ var (
 		"UNAUTHENTICATED":        24,
 		"PERMISSION_DENIED":      25,
 		"FEATURE_NOT_ENABLED":    40,
+		"UNKNOWN_PRODUCER":       26,
+		"PRODUCER_FENCED":        27,
+		"SEQUENCE_TOO_OLD":       28,
 	}
 )
 
@@ -473,6 +491,15 @@ type AppendRequest struct {
 	Sequence      uint64          `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Conditions    []*Condition    `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	OffsetCommits []*OffsetCommit `protobuf:"bytes,5,rep,name=offset_commits,json=offsetCommits,proto3" json:"offset_commits,omitempty"`
+	// Registered producer (cluster version 3): producer_epoch >= 1 marks a
+	// request of a producer registered with InitProducer; producer_id is then
+	// the id InitProducer returned (decimal digits) and sequence its next
+	// sequence (1 after every InitProducer). An id the cluster does not hold
+	// is refused with UNKNOWN_PRODUCER, an older epoch with PRODUCER_FENCED;
+	// the cluster remembers the results of the producer's last 5 sequences
+	// (up to 5 in flight). Without producer_epoch, producer_id is a legacy
+	// unregistered id (see docs/ARCHITECTURE.md, "Registered producers").
+	ProducerEpoch uint64 `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -540,6 +567,13 @@ func (x *AppendRequest) GetOffsetCommits() []*OffsetCommit {
 		return x.OffsetCommits
 	}
 	return nil
+}
+
+func (x *AppendRequest) GetProducerEpoch() uint64 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
 }
 
 type SliceResult struct {
@@ -2463,6 +2497,105 @@ func (x *ErrorDetail) GetGroup() string {
 }
 
 // RegisteredTarget is one target of the registry.
+type InitProducerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer's stable name (1..256 bytes, logstore.MaxNameLen): one
+	// live instance per name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerRequest) Reset() {
+	*x = InitProducerRequest{}
+	mi := &file_logstore_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerRequest) ProtoMessage() {}
+
+func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *InitProducerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type InitProducerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registered id, as AppendRequest.producer_id carries it.
+	ProducerId    string `protobuf:"bytes,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerResponse) Reset() {
+	*x = InitProducerResponse{}
+	mi := &file_logstore_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerResponse) ProtoMessage() {}
+
+func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *InitProducerResponse) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *InitProducerResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type RegisteredTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2480,7 +2613,7 @@ type RegisteredTarget struct {
 
 func (x *RegisteredTarget) Reset() {
 	*x = RegisteredTarget{}
-	mi := &file_logstore_proto_msgTypes[39]
+	mi := &file_logstore_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2625,7 @@ func (x *RegisteredTarget) String() string {
 func (*RegisteredTarget) ProtoMessage() {}
 
 func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[39]
+	mi := &file_logstore_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2638,7 @@ func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredTarget.ProtoReflect.Descriptor instead.
 func (*RegisteredTarget) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{39}
+	return file_logstore_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisteredTarget) GetId() string {
@@ -2545,7 +2678,7 @@ type RegisterTargetRequest struct {
 
 func (x *RegisterTargetRequest) Reset() {
 	*x = RegisterTargetRequest{}
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2690,7 @@ func (x *RegisterTargetRequest) String() string {
 func (*RegisterTargetRequest) ProtoMessage() {}
 
 func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2703,7 @@ func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTargetRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTargetRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{40}
+	return file_logstore_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisterTargetRequest) GetTarget() *RegisteredTarget {
@@ -2588,7 +2721,7 @@ type RegisterTargetResponse struct {
 
 func (x *RegisterTargetResponse) Reset() {
 	*x = RegisterTargetResponse{}
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2733,7 @@ func (x *RegisterTargetResponse) String() string {
 func (*RegisterTargetResponse) ProtoMessage() {}
 
 func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2746,7 @@ func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTargetResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTargetResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{41}
+	return file_logstore_proto_rawDescGZIP(), []int{43}
 }
 
 type UnregisterTargetRequest struct {
@@ -2625,7 +2758,7 @@ type UnregisterTargetRequest struct {
 
 func (x *UnregisterTargetRequest) Reset() {
 	*x = UnregisterTargetRequest{}
-	mi := &file_logstore_proto_msgTypes[42]
+	mi := &file_logstore_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2770,7 @@ func (x *UnregisterTargetRequest) String() string {
 func (*UnregisterTargetRequest) ProtoMessage() {}
 
 func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[42]
+	mi := &file_logstore_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2783,7 @@ func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterTargetRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterTargetRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{42}
+	return file_logstore_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnregisterTargetRequest) GetId() string {
@@ -2668,7 +2801,7 @@ type UnregisterTargetResponse struct {
 
 func (x *UnregisterTargetResponse) Reset() {
 	*x = UnregisterTargetResponse{}
-	mi := &file_logstore_proto_msgTypes[43]
+	mi := &file_logstore_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2813,7 @@ func (x *UnregisterTargetResponse) String() string {
 func (*UnregisterTargetResponse) ProtoMessage() {}
 
 func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[43]
+	mi := &file_logstore_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2826,7 @@ func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterTargetResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterTargetResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{43}
+	return file_logstore_proto_rawDescGZIP(), []int{45}
 }
 
 type ListRegisteredTargetsRequest struct {
@@ -2706,7 +2839,7 @@ type ListRegisteredTargetsRequest struct {
 
 func (x *ListRegisteredTargetsRequest) Reset() {
 	*x = ListRegisteredTargetsRequest{}
-	mi := &file_logstore_proto_msgTypes[44]
+	mi := &file_logstore_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2851,7 @@ func (x *ListRegisteredTargetsRequest) String() string {
 func (*ListRegisteredTargetsRequest) ProtoMessage() {}
 
 func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[44]
+	mi := &file_logstore_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2864,7 @@ func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegisteredTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegisteredTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{44}
+	return file_logstore_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListRegisteredTargetsRequest) GetGroup() string {
@@ -2759,7 +2892,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_logstore_proto_msgTypes[45]
+	mi := &file_logstore_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2904,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[45]
+	mi := &file_logstore_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2917,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{45}
+	return file_logstore_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Assignment) GetTarget() *RegisteredTarget {
@@ -2832,7 +2965,7 @@ type ListRegisteredTargetsResponse struct {
 
 func (x *ListRegisteredTargetsResponse) Reset() {
 	*x = ListRegisteredTargetsResponse{}
-	mi := &file_logstore_proto_msgTypes[46]
+	mi := &file_logstore_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +2977,7 @@ func (x *ListRegisteredTargetsResponse) String() string {
 func (*ListRegisteredTargetsResponse) ProtoMessage() {}
 
 func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[46]
+	mi := &file_logstore_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +2990,7 @@ func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegisteredTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegisteredTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{46}
+	return file_logstore_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListRegisteredTargetsResponse) GetTargets() []*RegisteredTarget {
@@ -2890,7 +3023,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_logstore_proto_msgTypes[47]
+	mi := &file_logstore_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3035,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[47]
+	mi := &file_logstore_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3048,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{47}
+	return file_logstore_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -2964,7 +3097,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_logstore_proto_msgTypes[48]
+	mi := &file_logstore_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3109,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[48]
+	mi := &file_logstore_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3122,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{48}
+	return file_logstore_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GroupHeartbeatResponse) GetLogTimeUnixNano() int64 {
@@ -3038,7 +3171,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_logstore_proto_msgTypes[49]
+	mi := &file_logstore_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3183,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[49]
+	mi := &file_logstore_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3196,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{49}
+	return file_logstore_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -3095,7 +3228,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_logstore_proto_msgTypes[50]
+	mi := &file_logstore_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3240,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[50]
+	mi := &file_logstore_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3253,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{50}
+	return file_logstore_proto_rawDescGZIP(), []int{52}
 }
 
 type DescribeGroupRequest struct {
@@ -3132,7 +3265,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_logstore_proto_msgTypes[51]
+	mi := &file_logstore_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3277,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[51]
+	mi := &file_logstore_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3290,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{51}
+	return file_logstore_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -3181,7 +3314,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_logstore_proto_msgTypes[52]
+	mi := &file_logstore_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3326,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[52]
+	mi := &file_logstore_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3339,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{52}
+	return file_logstore_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3268,7 +3401,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_logstore_proto_msgTypes[53]
+	mi := &file_logstore_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3413,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[53]
+	mi := &file_logstore_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3426,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{53}
+	return file_logstore_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -3353,7 +3486,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_logstore_proto_msgTypes[54]
+	mi := &file_logstore_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3498,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[54]
+	mi := &file_logstore_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3511,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{54}
+	return file_logstore_proto_rawDescGZIP(), []int{56}
 }
 
 // BackupInfo describes the archive a Backup stream carries.
@@ -3395,7 +3528,7 @@ type BackupInfo struct {
 
 func (x *BackupInfo) Reset() {
 	*x = BackupInfo{}
-	mi := &file_logstore_proto_msgTypes[55]
+	mi := &file_logstore_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3540,7 @@ func (x *BackupInfo) String() string {
 func (*BackupInfo) ProtoMessage() {}
 
 func (x *BackupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[55]
+	mi := &file_logstore_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3553,7 @@ func (x *BackupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
 func (*BackupInfo) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{55}
+	return file_logstore_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BackupInfo) GetRaftIndex() uint64 {
@@ -3468,7 +3601,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_logstore_proto_msgTypes[56]
+	mi := &file_logstore_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3613,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[56]
+	mi := &file_logstore_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +3626,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{56}
+	return file_logstore_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BackupChunk) GetInfo() *BackupInfo {
@@ -3532,7 +3665,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\fOffsetCommit\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x04R\x06offset\"\x90\x02\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"\xb7\x02\n" +
 	"\rAppendRequest\x124\n" +
 	"\x06slices\x18\x01 \x03(\v2\x1c.logplayer.logstore.v1.SliceR\x06slices\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\tR\n" +
@@ -3541,7 +3674,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x04 \x03(\v2 .logplayer.logstore.v1.ConditionR\n" +
 	"conditions\x12J\n" +
-	"\x0eoffset_commits\x18\x05 \x03(\v2#.logplayer.logstore.v1.OffsetCommitR\roffsetCommits\"F\n" +
+	"\x0eoffset_commits\x18\x05 \x03(\v2#.logplayer.logstore.v1.OffsetCommitR\roffsetCommits\x12%\n" +
+	"\x0eproducer_epoch\x18\x06 \x01(\x04R\rproducerEpoch\"F\n" +
 	"\vSliceResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\ffirst_offset\x18\x02 \x01(\x04R\vfirstOffset\"|\n" +
@@ -3670,7 +3804,13 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group\"\x8d\x01\n" +
+	"\x05group\x18\r \x01(\tR\x05group\")\n" +
+	"\x13InitProducerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
+	"\x14InitProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x8d\x01\n" +
 	"\x10RegisteredTarget\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -3744,7 +3884,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\rarchive_bytes\x18\x05 \x01(\x04R\farchiveBytes\"X\n" +
 	"\vBackupChunk\x125\n" +
 	"\x04info\x18\x01 \x01(\v2!.logplayer.logstore.v1.BackupInfoR\x04info\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data*\xc0\x04\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*\x81\x05\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -3780,7 +3920,10 @@ const file_logstore_proto_rawDesc = "" +
 	"TABLE_FULL\x10\x17\x12\x13\n" +
 	"\x0fUNAUTHENTICATED\x10\x18\x12\x15\n" +
 	"\x11PERMISSION_DENIED\x10\x19\x12\x17\n" +
-	"\x13FEATURE_NOT_ENABLED\x10(\x1a\x02\x10\x012\xf1\x06\n" +
+	"\x13FEATURE_NOT_ENABLED\x10(\x12\x14\n" +
+	"\x10UNKNOWN_PRODUCER\x10\x1a\x12\x13\n" +
+	"\x0fPRODUCER_FENCED\x10\x1b\x12\x14\n" +
+	"\x10SEQUENCE_TOO_OLD\x10\x1c\x1a\x02\x10\x012\xda\a\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
@@ -3790,7 +3933,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\vDeleteGroup\x12).logplayer.logstore.v1.DeleteGroupRequest\x1a*.logplayer.logstore.v1.DeleteGroupResponse\x12^\n" +
 	"\tNextEpoch\x12'.logplayer.logstore.v1.NextEpochRequest\x1a(.logplayer.logstore.v1.NextEpochResponse\x12m\n" +
 	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12U\n" +
-	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse2\xa0\x03\n" +
+	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse\x12g\n" +
+	"\fInitProducer\x12*.logplayer.logstore.v1.InitProducerRequest\x1a+.logplayer.logstore.v1.InitProducerResponse2\xa0\x03\n" +
 	"\aCluster\x12[\n" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +
@@ -3818,7 +3962,7 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                        // 0: logplayer.logstore.v1.ErrorCode
 	(*Header)(nil),                        // 1: logplayer.logstore.v1.Header
@@ -3860,24 +4004,26 @@ var file_logstore_proto_goTypes = []any{
 	(*TransferLeadershipRequest)(nil),     // 37: logplayer.logstore.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil),    // 38: logplayer.logstore.v1.TransferLeadershipResponse
 	(*ErrorDetail)(nil),                   // 39: logplayer.logstore.v1.ErrorDetail
-	(*RegisteredTarget)(nil),              // 40: logplayer.logstore.v1.RegisteredTarget
-	(*RegisterTargetRequest)(nil),         // 41: logplayer.logstore.v1.RegisterTargetRequest
-	(*RegisterTargetResponse)(nil),        // 42: logplayer.logstore.v1.RegisterTargetResponse
-	(*UnregisterTargetRequest)(nil),       // 43: logplayer.logstore.v1.UnregisterTargetRequest
-	(*UnregisterTargetResponse)(nil),      // 44: logplayer.logstore.v1.UnregisterTargetResponse
-	(*ListRegisteredTargetsRequest)(nil),  // 45: logplayer.logstore.v1.ListRegisteredTargetsRequest
-	(*Assignment)(nil),                    // 46: logplayer.logstore.v1.Assignment
-	(*ListRegisteredTargetsResponse)(nil), // 47: logplayer.logstore.v1.ListRegisteredTargetsResponse
-	(*GroupHeartbeatRequest)(nil),         // 48: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),        // 49: logplayer.logstore.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),             // 50: logplayer.logstore.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),            // 51: logplayer.logstore.v1.LeaveGroupResponse
-	(*DescribeGroupRequest)(nil),          // 52: logplayer.logstore.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                   // 53: logplayer.logstore.v1.GroupMember
-	(*DescribeGroupResponse)(nil),         // 54: logplayer.logstore.v1.DescribeGroupResponse
-	(*BackupRequest)(nil),                 // 55: logplayer.logstore.v1.BackupRequest
-	(*BackupInfo)(nil),                    // 56: logplayer.logstore.v1.BackupInfo
-	(*BackupChunk)(nil),                   // 57: logplayer.logstore.v1.BackupChunk
+	(*InitProducerRequest)(nil),           // 40: logplayer.logstore.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),          // 41: logplayer.logstore.v1.InitProducerResponse
+	(*RegisteredTarget)(nil),              // 42: logplayer.logstore.v1.RegisteredTarget
+	(*RegisterTargetRequest)(nil),         // 43: logplayer.logstore.v1.RegisterTargetRequest
+	(*RegisterTargetResponse)(nil),        // 44: logplayer.logstore.v1.RegisterTargetResponse
+	(*UnregisterTargetRequest)(nil),       // 45: logplayer.logstore.v1.UnregisterTargetRequest
+	(*UnregisterTargetResponse)(nil),      // 46: logplayer.logstore.v1.UnregisterTargetResponse
+	(*ListRegisteredTargetsRequest)(nil),  // 47: logplayer.logstore.v1.ListRegisteredTargetsRequest
+	(*Assignment)(nil),                    // 48: logplayer.logstore.v1.Assignment
+	(*ListRegisteredTargetsResponse)(nil), // 49: logplayer.logstore.v1.ListRegisteredTargetsResponse
+	(*GroupHeartbeatRequest)(nil),         // 50: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),        // 51: logplayer.logstore.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),             // 52: logplayer.logstore.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),            // 53: logplayer.logstore.v1.LeaveGroupResponse
+	(*DescribeGroupRequest)(nil),          // 54: logplayer.logstore.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                   // 55: logplayer.logstore.v1.GroupMember
+	(*DescribeGroupResponse)(nil),         // 56: logplayer.logstore.v1.DescribeGroupResponse
+	(*BackupRequest)(nil),                 // 57: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                    // 58: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                   // 59: logplayer.logstore.v1.BackupChunk
 }
 var file_logstore_proto_depIdxs = []int32{
 	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -3903,14 +4049,14 @@ var file_logstore_proto_depIdxs = []int32{
 	31, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
 	0,  // 21: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
 	1,  // 22: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
-	40, // 23: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	40, // 24: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	40, // 25: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	46, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	46, // 27: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	53, // 28: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
-	46, // 29: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	56, // 30: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	42, // 23: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	42, // 24: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	42, // 25: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	48, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	48, // 27: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	55, // 28: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
+	48, // 29: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	58, // 30: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
 	6,  // 31: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
 	9,  // 32: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
 	15, // 33: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
@@ -3920,37 +4066,39 @@ var file_logstore_proto_depIdxs = []int32{
 	24, // 37: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
 	26, // 38: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
 	28, // 39: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	33, // 40: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	35, // 41: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	37, // 42: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	55, // 43: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
-	41, // 44: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
-	43, // 45: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
-	45, // 46: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
-	48, // 47: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
-	50, // 48: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
-	52, // 49: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
-	8,  // 50: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 51: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	16, // 52: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	19, // 53: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	21, // 54: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	23, // 55: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	25, // 56: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	27, // 57: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	32, // 58: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	34, // 59: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	36, // 60: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	38, // 61: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	57, // 62: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
-	42, // 63: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
-	44, // 64: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
-	47, // 65: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
-	49, // 66: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
-	51, // 67: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
-	54, // 68: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
-	50, // [50:69] is the sub-list for method output_type
-	31, // [31:50] is the sub-list for method input_type
+	40, // 40: logplayer.logstore.v1.LogStore.InitProducer:input_type -> logplayer.logstore.v1.InitProducerRequest
+	33, // 41: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	35, // 42: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	37, // 43: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	57, // 44: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	43, // 45: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
+	45, // 46: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
+	47, // 47: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
+	50, // 48: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
+	52, // 49: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
+	54, // 50: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
+	8,  // 51: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	12, // 52: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	16, // 53: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	19, // 54: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	21, // 55: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	23, // 56: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	25, // 57: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	27, // 58: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	32, // 59: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	41, // 60: logplayer.logstore.v1.LogStore.InitProducer:output_type -> logplayer.logstore.v1.InitProducerResponse
+	34, // 61: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	36, // 62: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	38, // 63: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	59, // 64: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	44, // 65: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
+	46, // 66: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
+	49, // 67: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
+	51, // 68: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
+	53, // 69: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
+	56, // 70: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
+	51, // [51:71] is the sub-list for method output_type
+	31, // [31:51] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
 	31, // [31:31] is the sub-list for extension extendee
 	0,  // [0:31] is the sub-list for field type_name
@@ -3967,7 +4115,7 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   57,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

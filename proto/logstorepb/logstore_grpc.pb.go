@@ -35,6 +35,7 @@ const (
 	LogStore_NextEpoch_FullMethodName      = "/logplayer.logstore.v1.LogStore/NextEpoch"
 	LogStore_ReportConsumer_FullMethodName = "/logplayer.logstore.v1.LogStore/ReportConsumer"
 	LogStore_Status_FullMethodName         = "/logplayer.logstore.v1.LogStore/Status"
+	LogStore_InitProducer_FullMethodName   = "/logplayer.logstore.v1.LogStore/InitProducer"
 )
 
 // LogStoreClient is the client API for LogStore service.
@@ -76,6 +77,13 @@ type LogStoreClient interface {
 	ReportConsumer(ctx context.Context, in *ReportConsumerRequest, opts ...grpc.CallOption) (*ReportConsumerResponse, error)
 	// Status describes this node and what it knows of the cluster.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// InitProducer registers the producer called name (a Raft command; cluster
+	// version 3) and returns its id and a new epoch. Registering a name again
+	// keeps its id, bumps the epoch (fencing every older instance: their
+	// Appends get PRODUCER_FENCED) and restarts its sequence at 1. A new name
+	// when the producer table is full of recently active producers gets
+	// TABLE_FULL (a row idle for the idle expiry is reclaimed instead).
+	InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error)
 }
 
 type logStoreClient struct {
@@ -194,6 +202,16 @@ func (c *logStoreClient) Status(ctx context.Context, in *StatusRequest, opts ...
 	return out, nil
 }
 
+func (c *logStoreClient) InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerResponse)
+	err := c.cc.Invoke(ctx, LogStore_InitProducer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogStoreServer is the server API for LogStore service.
 // All implementations must embed UnimplementedLogStoreServer
 // for forward compatibility.
@@ -233,6 +251,13 @@ type LogStoreServer interface {
 	ReportConsumer(context.Context, *ReportConsumerRequest) (*ReportConsumerResponse, error)
 	// Status describes this node and what it knows of the cluster.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// InitProducer registers the producer called name (a Raft command; cluster
+	// version 3) and returns its id and a new epoch. Registering a name again
+	// keeps its id, bumps the epoch (fencing every older instance: their
+	// Appends get PRODUCER_FENCED) and restarts its sequence at 1. A new name
+	// when the producer table is full of recently active producers gets
+	// TABLE_FULL (a row idle for the idle expiry is reclaimed instead).
+	InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error)
 	mustEmbedUnimplementedLogStoreServer()
 }
 
@@ -269,6 +294,9 @@ func (UnimplementedLogStoreServer) ReportConsumer(context.Context, *ReportConsum
 }
 func (UnimplementedLogStoreServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedLogStoreServer) InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method InitProducer not implemented")
 }
 func (UnimplementedLogStoreServer) mustEmbedUnimplementedLogStoreServer() {}
 func (UnimplementedLogStoreServer) testEmbeddedByValue()                  {}
@@ -439,6 +467,24 @@ func _LogStore_Status_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogStore_InitProducer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).InitProducer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_InitProducer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).InitProducer(ctx, req.(*InitProducerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogStore_ServiceDesc is the grpc.ServiceDesc for LogStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -473,6 +519,10 @@ var LogStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _LogStore_Status_Handler,
+		},
+		{
+			MethodName: "InitProducer",
+			Handler:    _LogStore_InitProducer_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

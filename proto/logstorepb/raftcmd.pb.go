@@ -181,6 +181,7 @@ type Command struct {
 	//	*Command_ReportConsumer
 	//	*Command_Member
 	//	*Command_DeleteGroup
+	//	*Command_InitProducer
 	//	*Command_SetClusterVersion
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -269,6 +270,15 @@ func (x *Command) GetDeleteGroup() *DeleteGroupRequest {
 	return nil
 }
 
+func (x *Command) GetInitProducer() *InitProducerRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_InitProducer); ok {
+			return x.InitProducer
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetSetClusterVersion() *SetClusterVersion {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_SetClusterVersion); ok {
@@ -304,6 +314,11 @@ type Command_DeleteGroup struct {
 	DeleteGroup *DeleteGroupRequest `protobuf:"bytes,5,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
 }
 
+type Command_InitProducer struct {
+	// Registers a producer name (cluster version 3): logstore/fsm/producer.go.
+	InitProducer *InitProducerRequest `protobuf:"bytes,6,opt,name=init_producer,json=initProducer,proto3,oneof"`
+}
+
 type Command_SetClusterVersion struct {
 	// Raises the committed cluster version (logstore/fsm/version.go); the
 	// leader writes it when every voter supports a higher one. Field 15 so
@@ -320,6 +335,8 @@ func (*Command_ReportConsumer) isCommand_Kind() {}
 func (*Command_Member) isCommand_Kind() {}
 
 func (*Command_DeleteGroup) isCommand_Kind() {}
+
+func (*Command_InitProducer) isCommand_Kind() {}
 
 func (*Command_SetClusterVersion) isCommand_Kind() {}
 
@@ -523,6 +540,164 @@ func (x *ProducerState) GetErrorMessage() string {
 	return ""
 }
 
+// ProducerRow is one registered producer (InitProducer): its name, epoch,
+// last applied sequence of that epoch (0: none yet), the results of its
+// last ProducerWindow (5) sequences, ascending, and the log time it was
+// last seen (for idle expiry and reclaiming its row).
+type ProducerRow struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Epoch            uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	LastSequence     uint64                 `protobuf:"varint,4,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	LastSeenUnixNano int64                  `protobuf:"varint,5,opt,name=last_seen_unix_nano,json=lastSeenUnixNano,proto3" json:"last_seen_unix_nano,omitempty"`
+	Results          []*ProducerResult      `protobuf:"bytes,6,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProducerRow) Reset() {
+	*x = ProducerRow{}
+	mi := &file_raftcmd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerRow) ProtoMessage() {}
+
+func (x *ProducerRow) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerRow.ProtoReflect.Descriptor instead.
+func (*ProducerRow) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ProducerRow) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProducerRow) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetLastSequence() uint64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetLastSeenUnixNano() int64 {
+	if x != nil {
+		return x.LastSeenUnixNano
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetResults() []*ProducerResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ProducerResult is the remembered outcome of one sequence: exactly one of
+// result / error is set.
+type ProducerResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Result        *AppendResponse        `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	Error         *ErrorDetail           `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducerResult) Reset() {
+	*x = ProducerResult{}
+	mi := &file_raftcmd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerResult) ProtoMessage() {}
+
+func (x *ProducerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerResult.ProtoReflect.Descriptor instead.
+func (*ProducerResult) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ProducerResult) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *ProducerResult) GetResult() *AppendResponse {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ProducerResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ProducerResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 type TopicState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -533,7 +708,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +720,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +733,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{6}
+	return file_raftcmd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TopicState) GetTopic() string {
@@ -591,13 +766,17 @@ type FSMState struct {
 	LastProducerSweepUnixNano int64                  `protobuf:"varint,10,opt,name=last_producer_sweep_unix_nano,json=lastProducerSweepUnixNano,proto3" json:"last_producer_sweep_unix_nano,omitempty"`
 	// The committed cluster version; 0 (absent) is fsm.BaseVersion.
 	ClusterVersion uint32 `protobuf:"varint,15,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Registered producers (InitProducer), sorted by id, and the last id
+	// handed out (ids are never reused).
+	RegisteredProducers []*ProducerRow `protobuf:"bytes,11,rep,name=registered_producers,json=registeredProducers,proto3" json:"registered_producers,omitempty"`
+	LastProducerId      uint64         `protobuf:"varint,12,opt,name=last_producer_id,json=lastProducerId,proto3" json:"last_producer_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *FSMState) Reset() {
 	*x = FSMState{}
-	mi := &file_raftcmd_proto_msgTypes[7]
+	mi := &file_raftcmd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +788,7 @@ func (x *FSMState) String() string {
 func (*FSMState) ProtoMessage() {}
 
 func (x *FSMState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[7]
+	mi := &file_raftcmd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +801,7 @@ func (x *FSMState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMState.ProtoReflect.Descriptor instead.
 func (*FSMState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{7}
+	return file_raftcmd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FSMState) GetLastLsn() uint64 {
@@ -702,6 +881,20 @@ func (x *FSMState) GetClusterVersion() uint32 {
 	return 0
 }
 
+func (x *FSMState) GetRegisteredProducers() []*ProducerRow {
+	if x != nil {
+		return x.RegisteredProducers
+	}
+	return nil
+}
+
+func (x *FSMState) GetLastProducerId() uint64 {
+	if x != nil {
+		return x.LastProducerId
+	}
+	return 0
+}
+
 var File_raftcmd_proto protoreflect.FileDescriptor
 
 const file_raftcmd_proto_rawDesc = "" +
@@ -715,14 +908,15 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
 	"\rmax_consumers\x18\x03 \x01(\x04R\fmaxConsumers\x12*\n" +
-	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xe0\x03\n" +
+	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xb3\x04\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
 	"next_epoch\x18\x02 \x01(\v2'.logplayer.logstore.v1.NextEpochRequestH\x00R\tnextEpoch\x12W\n" +
 	"\x0freport_consumer\x18\x03 \x01(\v2,.logplayer.logstore.v1.ReportConsumerRequestH\x00R\x0ereportConsumer\x12>\n" +
 	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
-	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12Z\n" +
+	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12Q\n" +
+	"\rinit_producer\x18\x06 \x01(\v2*.logplayer.logstore.v1.InitProducerRequestH\x00R\finitProducer\x12Z\n" +
 	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
 	"\x04kind\"-\n" +
 	"\x11SetClusterVersion\x12\x18\n" +
@@ -740,12 +934,24 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x13last_seen_unix_nano\x18\x03 \x01(\x03R\x10lastSeenUnixNano\x12=\n" +
 	"\x06result\x18\x04 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\x06result\x128\n" +
 	"\x05error\x18\x05 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x05error\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"C\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"\xdc\x01\n" +
+	"\vProducerRow\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12#\n" +
+	"\rlast_sequence\x18\x04 \x01(\x04R\flastSequence\x12-\n" +
+	"\x13last_seen_unix_nano\x18\x05 \x01(\x03R\x10lastSeenUnixNano\x12?\n" +
+	"\aresults\x18\x06 \x03(\v2%.logplayer.logstore.v1.ProducerResultR\aresults\"\xca\x01\n" +
+	"\x0eProducerResult\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12=\n" +
+	"\x06result\x18\x02 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\x06result\x128\n" +
+	"\x05error\x18\x03 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x05error\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"C\n" +
 	"\n" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xcf\x04\n" +
+	"nextOffset\"\xd0\x05\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -758,7 +964,9 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\amembers\x18\t \x03(\v2$.logplayer.logstore.v1.MemberCommandR\amembers\x12@\n" +
 	"\x1dlast_producer_sweep_unix_nano\x18\n" +
 	" \x01(\x03R\x19lastProducerSweepUnixNano\x12'\n" +
-	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersionB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersion\x12U\n" +
+	"\x14registered_producers\x18\v \x03(\v2\".logplayer.logstore.v1.ProducerRowR\x13registeredProducers\x12(\n" +
+	"\x10last_producer_id\x18\f \x01(\x04R\x0elastProducerIdB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_raftcmd_proto_rawDescOnce sync.Once
@@ -772,7 +980,7 @@ func file_raftcmd_proto_rawDescGZIP() []byte {
 	return file_raftcmd_proto_rawDescData
 }
 
-var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_raftcmd_proto_goTypes = []any{
 	(*Entry)(nil),                 // 0: logplayer.logstore.v1.Entry
 	(*ApplyLimits)(nil),           // 1: logplayer.logstore.v1.ApplyLimits
@@ -780,38 +988,46 @@ var file_raftcmd_proto_goTypes = []any{
 	(*SetClusterVersion)(nil),     // 3: logplayer.logstore.v1.SetClusterVersion
 	(*MemberCommand)(nil),         // 4: logplayer.logstore.v1.MemberCommand
 	(*ProducerState)(nil),         // 5: logplayer.logstore.v1.ProducerState
-	(*TopicState)(nil),            // 6: logplayer.logstore.v1.TopicState
-	(*FSMState)(nil),              // 7: logplayer.logstore.v1.FSMState
-	(*AppendRequest)(nil),         // 8: logplayer.logstore.v1.AppendRequest
-	(*NextEpochRequest)(nil),      // 9: logplayer.logstore.v1.NextEpochRequest
-	(*ReportConsumerRequest)(nil), // 10: logplayer.logstore.v1.ReportConsumerRequest
-	(*DeleteGroupRequest)(nil),    // 11: logplayer.logstore.v1.DeleteGroupRequest
-	(*AppendResponse)(nil),        // 12: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 13: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 14: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 15: logplayer.logstore.v1.Consumer
+	(*ProducerRow)(nil),           // 6: logplayer.logstore.v1.ProducerRow
+	(*ProducerResult)(nil),        // 7: logplayer.logstore.v1.ProducerResult
+	(*TopicState)(nil),            // 8: logplayer.logstore.v1.TopicState
+	(*FSMState)(nil),              // 9: logplayer.logstore.v1.FSMState
+	(*AppendRequest)(nil),         // 10: logplayer.logstore.v1.AppendRequest
+	(*NextEpochRequest)(nil),      // 11: logplayer.logstore.v1.NextEpochRequest
+	(*ReportConsumerRequest)(nil), // 12: logplayer.logstore.v1.ReportConsumerRequest
+	(*DeleteGroupRequest)(nil),    // 13: logplayer.logstore.v1.DeleteGroupRequest
+	(*InitProducerRequest)(nil),   // 14: logplayer.logstore.v1.InitProducerRequest
+	(*AppendResponse)(nil),        // 15: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 16: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 17: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 18: logplayer.logstore.v1.Consumer
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
 	1,  // 1: logplayer.logstore.v1.Entry.limits:type_name -> logplayer.logstore.v1.ApplyLimits
-	8,  // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
-	9,  // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
-	10, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
+	10, // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
+	11, // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
+	12, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
 	4,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	11, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
-	3,  // 7: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
-	12, // 8: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	13, // 9: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	6,  // 10: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	5,  // 11: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	14, // 12: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	15, // 13: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	4,  // 14: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	13, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
+	14, // 7: logplayer.logstore.v1.Command.init_producer:type_name -> logplayer.logstore.v1.InitProducerRequest
+	3,  // 8: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	15, // 9: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	16, // 10: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	7,  // 11: logplayer.logstore.v1.ProducerRow.results:type_name -> logplayer.logstore.v1.ProducerResult
+	15, // 12: logplayer.logstore.v1.ProducerResult.result:type_name -> logplayer.logstore.v1.AppendResponse
+	16, // 13: logplayer.logstore.v1.ProducerResult.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	8,  // 14: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	5,  // 15: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	17, // 16: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	18, // 17: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	4,  // 18: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	6,  // 19: logplayer.logstore.v1.FSMState.registered_producers:type_name -> logplayer.logstore.v1.ProducerRow
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -826,6 +1042,7 @@ func file_raftcmd_proto_init() {
 		(*Command_ReportConsumer)(nil),
 		(*Command_Member)(nil),
 		(*Command_DeleteGroup)(nil),
+		(*Command_InitProducer)(nil),
 		(*Command_SetClusterVersion)(nil),
 	}
 	type x struct{}
@@ -834,7 +1051,7 @@ func file_raftcmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftcmd_proto_rawDesc), len(file_raftcmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
