@@ -144,8 +144,9 @@ func TestLostResponseExactlyOnce(t *testing.T) {
 
 	p := newProducer(t, cl, client.ProducerConfig{ID: "lossy"})
 	d.set(func(req *logstorepb.AppendRequest, seen int) (bool, bool) {
+		id, _ := p.RegisteredID()
 		switch {
-		case req.ProducerId != "lossy" || seen > 0:
+		case req.ProducerId != id || seen > 0:
 			return false, false
 		case req.Sequence == 2: // hang: the attempt times out (AttemptTimeout)
 			return true, true
@@ -213,7 +214,7 @@ func TestInDoubtThenResolve(t *testing.T) {
 	_, err = p.Append(short, client.NewTxn().Add("t", []byte("doubt")))
 	cancel()
 	var ide *client.InDoubtError
-	if !errors.As(err, &ide) || !errors.Is(err, client.ErrInDoubt) || ide.Sequence != 2 || ide.ProducerID != p.ID() {
+	if id, _ := p.RegisteredID(); !errors.As(err, &ide) || !errors.Is(err, client.ErrInDoubt) || ide.Sequence != 2 || ide.ProducerID != id {
 		t.Fatalf("append while responses are lost: %v, want *InDoubtError for sequence 2", err)
 	}
 	before := d.lost.Load()

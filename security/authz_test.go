@@ -295,6 +295,7 @@ var allowed = map[string][]string{
 	logstorepb.LogStore_NextEpoch_FullMethodName:                {"player"},
 	logstorepb.LogStore_ReportConsumer_FullMethodName:           {"player"},
 	logstorepb.LogStore_Status_FullMethodName:                   {"*"},
+	logstorepb.LogStore_InitProducer_FullMethodName:             {"producer-1", "consumer-1"},
 	logstorepb.Cluster_AddVoter_FullMethodName:                  {"admin", "admin-by-token"},
 	logstorepb.Cluster_RemoveServer_FullMethodName:              {"admin", "admin-by-token"},
 	logstorepb.Cluster_TransferLeadership_FullMethodName:        {"admin", "admin-by-token"},
