@@ -192,9 +192,10 @@ const MaxProducerInFlight = 5
 // cannot have been written; what may have been written is reported in
 // doubt with InDoubtError.Lost, never as a success.
 type Producer struct {
-	c     *Client
-	name  string
-	slots chan struct{} // one token per Append in flight (capacity MaxInFlight)
+	c      *Client
+	name   string
+	slots  chan struct{} // one token per Append in flight (capacity MaxInFlight)
+	window int           // MaxInFlight: sequences unanswered at most
 
 	mu struct {
 		sync.Mutex
@@ -255,7 +256,7 @@ func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 		cfg.ID = "p-" + hex.EncodeToString(b[:])
 	}
-	p := &Producer{c: c, name: cfg.ID, slots: make(chan struct{}, cfg.MaxInFlight)}
+	p := &Producer{c: c, name: cfg.ID, slots: make(chan struct{}, cfg.MaxInFlight), window: cfg.MaxInFlight}
 	p.mu.changed = make(chan struct{})
 	return p, nil
 }
@@ -461,13 +462,17 @@ func (p *Producer) assign(ctx context.Context, f *flight) error {
 			d := p.mu.pending[0].inDoubt()
 			d.Err = errors.New("an earlier transaction is in doubt; Resolve it first")
 			return d
-		case p.mu.reg != nil && p.mu.hole == 0:
+		case p.mu.reg != nil && p.mu.hole == 0 && !p.windowFullLocked():
 			r := p.mu.reg
 			f.reg, f.maybe, f.lost, f.after = r, false, false, p.mu.lastLSN
 			f.req.ProducerId, f.req.ProducerEpoch, f.req.Sequence = r.id, r.epoch, p.mu.next
 			p.mu.next++
 			p.mu.live = append(p.mu.live, f)
 			return nil
+		case p.mu.reg != nil && p.mu.hole == 0: // window full: wait for the oldest answer
+			if err := p.waitLocked(ctx); err != nil {
+				return err
+			}
 		case p.mu.registering || len(p.mu.live) > 0:
 			// Let what was sent under the old registration settle first: a
 			// new epoch fences it.
@@ -487,6 +492,19 @@ func (p *Producer) assign(ctx context.Context, f *flight) error {
 			p.mu.reg, p.mu.next, p.mu.hole = &registration{id: id, epoch: epoch}, 1, 0
 		}
 	}
+}
+
+// windowFullLocked reports whether the next sequence would push the
+// oldest unanswered one of the registration out of the cluster's window
+// of remembered results (then a retry of it could not be answered): the
+// in-flight bound is on sequences, not only on calls.
+func (p *Producer) windowFullLocked() bool {
+	for _, f := range p.mu.live {
+		if f.reg == p.mu.reg && p.mu.next >= f.req.Sequence+uint64(p.window) {
+			return true
+		}
+	}
+	return false
 }
 
 // settleLocked removes f from the live flights.
