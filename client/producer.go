@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -196,6 +197,7 @@ type Producer struct {
 	name   string
 	slots  chan struct{} // one token per Append in flight (capacity MaxInFlight)
 	window int           // MaxInFlight: sequences unanswered at most
+	gaps   atomic.Int64  // answers refusing a sequence as a gap (resent later)
 
 	mu struct {
 		sync.Mutex
@@ -206,13 +208,14 @@ type Producer struct {
 		// although later ones were handed out (0: none): nothing after it
 		// can be applied under reg, so the producer registers again (a new
 		// epoch, fencing every copy still on the network) before sending.
-		hole    uint64
-		live    []*flight // sent under reg or an older one, not settled
-		pending []*flight // in doubt, in sequence order
-		broken  error
-		lastLSN types.LSN // the highest LSN answered
-		changed chan struct{}
-		changes uint64 // notifyLocked calls: a flight refused as a gap retries at once when it moved
+		hole     uint64
+		live     []*flight // sent under reg or an older one, not settled
+		pending  []*flight // in doubt, in sequence order
+		broken   error
+		lastLSN  types.LSN // the highest LSN answered
+		changed  chan struct{}
+		batchers map[*grpc.ClientConn]*appendBatcher // one per node connection (bounded by the nodes)
+		changes  uint64                              // notifyLocked calls: a flight refused as a gap retries at once when it moved
 	}
 }
 
@@ -231,8 +234,13 @@ type flight struct {
 	lost  bool // maybe, and the cluster forgot reg
 	// resolving: sent by Resolve (a Lost outcome is returned, not kept).
 	resolving bool
-	after     types.LSN // lastLSN when it was assigned
-	err       error     // the last attempt's error (in doubt)
+	// started is closed when the flight's request was first handed to the
+	// connection: its successor waits for it, so a producer's requests
+	// leave (and mostly arrive) in sequence order and few are refused as
+	// gaps. It belongs to one sequence: assign makes a new one.
+	started chan struct{}
+	after   types.LSN // lastLSN when it was assigned
+	err     error     // the last attempt's error (in doubt)
 }
 
 func (f *flight) inDoubt() *InDoubtError {
@@ -419,6 +427,26 @@ func (p *Producer) Resolve(ctx context.Context) (*Result, error) {
 	return p.run(ctx, f)
 }
 
+// batcher is the producer's own batcher on cc: serial (one call in
+// flight), so its pipelined requests leave in sequence order in one
+// AppendBatch call and enter the leader's intake in that order; with
+// several calls in flight the server could take them in any order and
+// refuse the early arrivals as gaps (each costing a round trip).
+func (p *Producer) batcher(cc *grpc.ClientConn) *appendBatcher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.mu.batchers[cc]
+	if b == nil {
+		if p.mu.batchers == nil {
+			p.mu.batchers = map[*grpc.ClientConn]*appendBatcher{}
+		}
+		b = newAppendBatcher(cc, p.c.cfg.MaxBatchBytes)
+		b.serial = true
+		p.mu.batchers[cc] = b
+	}
+	return b
+}
+
 // brokenUnlock returns p.mu.broken and releases p.mu.
 func (p *Producer) brokenUnlock() error {
 	err := p.mu.broken
@@ -466,6 +494,7 @@ func (p *Producer) assign(ctx context.Context, f *flight) error {
 			r := p.mu.reg
 			f.reg, f.maybe, f.lost, f.after = r, false, false, p.mu.lastLSN
 			f.req.ProducerId, f.req.ProducerEpoch, f.req.Sequence = r.id, r.epoch, p.mu.next
+			f.started = make(chan struct{})
 			p.mu.next++
 			p.mu.live = append(p.mu.live, f)
 			return nil
@@ -614,6 +643,7 @@ func (p *Producer) run(ctx context.Context, f *flight) (*Result, error) {
 			continue
 		case code == logstorepb.ErrorCode_SEQUENCE_MISMATCH && d.ExpectedSequence < f.req.Sequence:
 			// A gap: an earlier sequence has not been applied (yet).
+			p.gaps.Add(1)
 			if why := p.blockedLocked(f); why != "" {
 				// After a hole nothing of f's registration can be applied
 				// any more, whatever reached the cluster.
@@ -683,13 +713,32 @@ func (p *Producer) giveUpLocked(ctx context.Context, f *flight, err error) error
 // safe to retry) or ctx ends. conflict: the answer is a duplicate although
 // no earlier attempt can have committed.
 func (p *Producer) sendOnce(ctx context.Context, f *flight) (resp *logstorepb.AppendResponse, conflict bool, err error) {
+	var prev chan struct{}
+	p.mu.Lock()
+	for _, g := range p.mu.live {
+		if g.reg == f.reg && g.req.Sequence+1 == f.req.Sequence {
+			prev = g.started
+		}
+	}
+	p.mu.Unlock()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+		}
+	}
 	err = p.c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		if err := ctx.Err(); err != nil {
 			return err // not sent
 		}
+		select {
+		case <-f.started:
+		default:
+			close(f.started)
+		}
 		before := f.maybe
 		var err error
-		resp, err = p.c.appendOn(ctx, cc, f.req)
+		resp, err = p.batcher(cc).append(ctx, f.req)
 		switch {
 		case err == nil:
 			conflict = resp.Duplicate && !before

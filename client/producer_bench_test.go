@@ -24,6 +24,7 @@ func BenchmarkProducerInFlight(b *testing.B) {
 		inflight int
 		txps     float64
 		perTxn   time.Duration
+		gaps     float64
 	}
 	var rows []row
 	for _, inflight := range []int{1, 5} {
@@ -55,13 +56,15 @@ func BenchmarkProducerInFlight(b *testing.B) {
 			wg.Wait()
 			el := time.Since(start)
 			b.StopTimer()
-			last = row{inflight, float64(b.N) / el.Seconds(), el / time.Duration(b.N)}
+			last = row{inflight: inflight, txps: float64(b.N) / el.Seconds(), perTxn: el / time.Duration(b.N)}
 			b.ReportMetric(last.txps, "tx/s")
+			last.gaps = float64(client.GapRetries(p)) / float64(b.N)
+			b.ReportMetric(last.gaps, "gaps/op")
 		})
 		rows = append(rows, last)
 	}
-	fmt.Fprintln(os.Stdout, "\n| producers | in flight | tx/s | time per txn |\n| ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(os.Stdout, "\n| producers | in flight | tx/s | time per txn | gap refusals per txn |\n| ---: | ---: | ---: | ---: | ---: |")
 	for _, r := range rows {
-		fmt.Fprintf(os.Stdout, "| 1 | %d | %.0f | %v |\n", r.inflight, r.txps, r.perTxn.Round(time.Microsecond))
+		fmt.Fprintf(os.Stdout, "| 1 | %d | %.0f | %v | %.2f |\n", r.inflight, r.txps, r.perTxn.Round(time.Microsecond), r.gaps)
 	}
 }
