@@ -536,8 +536,17 @@ func (p *Producer) windowFullLocked() bool {
 	return false
 }
 
-// settleLocked removes f from the live flights.
+// settleLocked removes f from the live flights (and releases its
+// successor's wait for its first send, should it never have sent: only
+// f's own goroutine closes started).
 func (p *Producer) settleLocked(f *flight) {
+	if f.started != nil {
+		select {
+		case <-f.started:
+		default:
+			close(f.started)
+		}
+	}
 	if i := slices.Index(p.mu.live, f); i >= 0 {
 		p.mu.live = slices.Delete(p.mu.live, i, i+1)
 	}
