@@ -211,3 +211,75 @@ func TestPipelinedProducerExactlyOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPipelinedInDoubtResolved: five Appends in flight while every answer
+// is lost and the callers' deadlines end: each reports ErrInDoubt (or, if
+// it was refused behind an earlier one, that one's doubt, having written
+// nothing); Resolve then settles the in-doubt ones in sequence order, and
+// every transaction reported committed is in the log exactly once, at its
+// result's LSN, with nothing else written.
+func TestPipelinedInDoubtResolved(t *testing.T) {
+	d := newDropper()
+	c := lossyCluster(t, 1, d)
+	cl := newClient(t, c.Addrs()...)
+	ctx := ctxT(t, 120*time.Second)
+	p := newProducer(t, cl, client.ProducerConfig{ID: "doubtful"})
+	if _, err := p.Append(ctx, client.NewTxn().Add("t", []byte("first"))); err != nil {
+		t.Fatal(err)
+	}
+	d.set(func(*logstorepb.AppendRequest, int) (bool, bool) { return true, false })
+	short, cancel := context.WithTimeout(ctx, 3*time.Second)
+	errs := make([]error, 5)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = p.Append(short, client.NewTxn().Add("t", []byte(fmt.Sprintf("d%d", i))))
+		}()
+	}
+	wg.Wait()
+	cancel()
+	for i, err := range errs {
+		if !errors.Is(err, client.ErrInDoubt) {
+			t.Fatalf("append d%d while answers are lost: %v, want ErrInDoubt", i, err)
+		}
+	}
+	d.set(nil)
+	committed := map[uint64]*client.Result{}
+	for {
+		res, err := p.Resolve(ctx)
+		if res == nil && err == nil {
+			break
+		}
+		if err != nil {
+			t.Fatalf("resolve: %v", err)
+		}
+		committed[res.Sequence] = res
+	}
+	t.Logf("%d of 5 in-doubt transactions had committed", len(committed))
+	res, err := p.Append(ctx, client.NewTxn().Add("t", []byte("after")))
+	if err != nil {
+		t.Fatalf("append after resolving: %v", err)
+	}
+	got := valuesIn(readLog(t, cl, leaderHead(t, cl)), "t")
+	n := 0
+	for v, lsns := range got {
+		if len(lsns) != 1 {
+			t.Fatalf("%s in the log at %v", v, lsns)
+		}
+		n++
+	}
+	if n != 2+len(committed) || len(got["after"]) != 1 || got["after"][0] != res.LSN {
+		t.Fatalf("log %v: want first, after and the %d resolved ones", got, len(committed))
+	}
+	for seq, r := range committed {
+		found := false
+		for _, lsns := range got {
+			found = found || lsns[0] == r.LSN
+		}
+		if !found {
+			t.Fatalf("resolved sequence %d at lsn %d is not in the log %v", seq, r.LSN, got)
+		}
+	}
+}
