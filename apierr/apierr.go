@@ -15,7 +15,8 @@
 //	REQUEST_TOO_LARGE, INVALID_ARGUMENT,
 //	SCHEMA_MISMATCH                    INVALID_ARGUMENT
 //	SEQUENCE_MISMATCH, CONDITION_FAILED,
-//	MEMBERSHIP                         FAILED_PRECONDITION
+//	MEMBERSHIP, UNKNOWN_PRODUCER,
+//	PRODUCER_FENCED, SEQUENCE_TOO_OLD  FAILED_PRECONDITION
 //	BELOW_RETENTION                    OUT_OF_RANGE
 //	UNKNOWN_TOPIC, UNKNOWN_TARGET      NOT_FOUND
 //	INTERNAL                           INTERNAL
@@ -72,6 +73,8 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		return codes.InvalidArgument
 	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED,
 		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
+		return codes.FailedPrecondition
+	case logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_SEQUENCE_TOO_OLD:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_BELOW_RETENTION:
 		return codes.OutOfRange

@@ -52,6 +52,10 @@ type appendBatcher struct {
 	cc       *grpc.ClientConn
 	maxBytes int
 	noBatch  atomic.Bool // the node answered UNIMPLEMENTED: plain Appends only
+	// serial: at most one call in flight; what queues meanwhile goes in
+	// the next call, in queue order (a Producer's own batcher: its
+	// sequences then reach the leader's intake in order, see Producer).
+	serial bool
 
 	mu       sync.Mutex
 	queue    []*batchCall
@@ -96,8 +100,8 @@ func (b *appendBatcher) append(ctx context.Context, req *logstorepb.AppendReques
 		return logstorepb.NewLogStoreClient(b.cc).Append(ctx, req)
 	}
 	b.queue = append(b.queue, call)
-	start := !b.flushing
-	b.flushing = true
+	start := !b.flushing && !(b.serial && b.calls > 0) // serial: callDone starts it
+	b.flushing = b.flushing || start
 	b.mu.Unlock()
 	if start {
 		go b.flush()
@@ -117,7 +121,12 @@ func (b *appendBatcher) append(ctx context.Context, req *logstorepb.AppendReques
 func (b *appendBatcher) callDone() {
 	b.mu.Lock()
 	b.calls--
+	start := b.serial && b.calls == 0 && len(b.queue) > 0 && !b.flushing
+	b.flushing = b.flushing || start
 	b.mu.Unlock()
+	if start {
+		go b.flush()
+	}
 }
 
 func (b *appendBatcher) queued() int {
@@ -153,8 +162,11 @@ func (b *appendBatcher) flush() {
 		bytes += c.size
 	}
 	b.queue = append(b.queue[:0:0], b.queue[taken:]...)
-	more := len(b.queue) > 0
+	more := len(b.queue) > 0 && !b.serial // serial: the send's callDone starts the next
 	b.flushing = more
+	if len(batch) > 0 {
+		b.calls++ // counted before the lock is released (serial: no other call starts meanwhile); send's callDone ends it
+	}
 	b.mu.Unlock()
 	if more {
 		go b.flush()
@@ -182,10 +194,7 @@ func (b *appendBatcher) send(batch []*batchCall) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	b.mu.Lock()
-	b.calls++
-	b.mu.Unlock()
-	defer b.callDone() // after every caller is answered
+	defer b.callDone() // after every caller is answered (flush counted the call)
 	resp, err := logstorepb.NewLogStoreClient(b.cc).AppendBatch(ctx, &logstorepb.AppendBatchRequest{Requests: reqs})
 	if status.Code(err) == codes.Unimplemented && apierr.Detail(err) == nil {
 		b.noBatch.Store(true)

@@ -5,11 +5,13 @@
 //
 // # Writing exactly once
 //
-// A Producer (Client.NewProducer) has an id (random unless given) and
-// numbers its transactions 1, 2, 3, …. It sends each with its id and
-// sequence and resends the same sequence after a lost response, a timeout
-// or a leader change; the cluster answers a repeated sequence with the
-// first result (Result.Duplicate), so nothing is written twice:
+// A Producer (Client.NewProducer) has a name (random unless given) that it
+// registers with the cluster on first use (InitProducer: an id and an
+// epoch) and numbers its transactions 1, 2, 3, …. It sends each with its
+// id, epoch and sequence and resends the same sequence after a lost
+// response, a timeout or a leader change; the cluster answers a repeated
+// sequence with the first result (Result.Duplicate), so nothing is written
+// twice:
 //
 //	p, _ := cl.NewProducer(client.ProducerConfig{})
 //	res, err := p.AppendAtomic(ctx, map[string][][]byte{
@@ -28,13 +30,19 @@
 // (ErrInDoubt) when ctx ended before any answer: the transaction may or may
 // not have committed, the producer keeps it, and Producer.Resolve resends
 // it with the same sequence to learn its outcome (Append refuses until
-// then); a *SequenceError (ErrSequenceMismatch) when the cluster no longer
-// knows the producer's sequence (idle expiry, table eviction, an id shared
-// by two producers): the producer is then unusable and says why.
+// then); a *FencedError (ErrProducerFenced) when another instance
+// registered the same name (this one is a zombie and stops); a
+// *SequenceError (ErrSequenceMismatch) when the cluster disagrees on the
+// sequence in a way the producer cannot repair (a bug). When the cluster
+// forgot the producer (its row expired idle: UNKNOWN_PRODUCER) the producer
+// registers again; what may have committed is reported in doubt
+// (InDoubtError.Lost: Resolve cannot learn it), never as a success.
 //
-// One Producer has one transaction in flight (the cluster remembers a
-// producer's last sequence only); concurrent calls take turns. Use one
-// Producer per writing goroutine for parallel writes.
+// A Producer has up to ProducerConfig.MaxInFlight (default and maximum 5,
+// the cluster's window of remembered results) transactions in flight:
+// concurrent Appends are sent without waiting for each other, in one
+// AppendBatch call per round trip, and committed in the order their
+// sequences were assigned.
 //
 // # Reading
 //

@@ -1,12 +1,16 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -33,17 +37,37 @@ var (
 	// ErrConditionFailed: a condition of the transaction (Txn.Expect,
 	// Txn.ExpectCommitted) did not hold; nothing of it was written.
 	ErrConditionFailed = errors.New("client: condition failed")
+	// ErrProducerFenced: another instance registered the producer's name
+	// since this one did (the cluster answered PRODUCER_FENCED): this one is
+	// a zombie. It does not register again by itself; every call returns
+	// the *FencedError.
+	ErrProducerFenced = errors.New("client: producer fenced by a newer instance")
 )
 
 // InDoubtError is returned when an Append's outcome is unknown.
 type InDoubtError struct {
+	// ProducerID is the registered id the transaction was sent with (not
+	// the name: see Producer.ID and Producer.Name).
 	ProducerID string
+	Epoch      uint64
 	Sequence   uint64
-	Err        error // the last attempt's error
+	// Lost: the cluster no longer holds the producer's row (it answered
+	// UNKNOWN_PRODUCER: the row expired idle while this transaction was in
+	// flight), so its outcome cannot be learned from the cluster: Resolve
+	// returns this error again (once) and the producer goes on, registered
+	// anew. Find out by reading the log after AfterLSN.
+	Lost bool
+	// AfterLSN: the transaction, if it committed, has an LSN above this one
+	// (the highest LSN the producer had been answered when it sent it).
+	AfterLSN types.LSN
+	Err      error // the last attempt's error
 }
 
 func (e *InDoubtError) Error() string {
-	return fmt.Sprintf("client: producer %s sequence %d: outcome unknown, call Resolve: %v", e.ProducerID, e.Sequence, e.Err)
+	if e.Lost {
+		return fmt.Sprintf("client: producer %s epoch %d sequence %d: outcome unknown and cannot be learned (the cluster forgot the producer; look for it in the log after lsn %d): %v", e.ProducerID, e.Epoch, e.Sequence, e.AfterLSN, e.Err)
+	}
+	return fmt.Sprintf("client: producer %s epoch %d sequence %d: outcome unknown, call Resolve: %v", e.ProducerID, e.Epoch, e.Sequence, e.Err)
 }
 
 // Is makes errors.Is(err, ErrInDoubt) true.
@@ -85,6 +109,30 @@ func (e *SequenceError) Error() string {
 func (e *SequenceError) Is(target error) bool { return target == ErrSequenceMismatch }
 func (e *SequenceError) Unwrap() error        { return e.Err }
 
+// FencedError is returned once a newer instance registered the
+// producer's name: this instance must stop.
+type FencedError struct {
+	Name     string
+	Epoch    uint64 // this instance's
+	Current  uint64 // the newer instance's (0: unknown)
+	Sequence uint64
+	// InDoubt: an earlier attempt of Sequence may have committed.
+	InDoubt bool
+	Err     error
+}
+
+func (e *FencedError) Error() string {
+	s := fmt.Sprintf("client: producer %q epoch %d fenced by epoch %d (another instance registered the name): stop this one", e.Name, e.Epoch, e.Current)
+	if e.InDoubt {
+		s += fmt.Sprintf("; sequence %d may have committed", e.Sequence)
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrProducerFenced) true.
+func (e *FencedError) Is(target error) bool { return target == ErrProducerFenced }
+func (e *FencedError) Unwrap() error        { return e.Err }
+
 // ConditionError is a failed condition: nothing of the transaction was
 // written.
 type ConditionError struct {
@@ -109,80 +157,190 @@ func (e *ConditionError) Unwrap() error        { return e.Err }
 
 // ProducerConfig configures a Producer.
 type ProducerConfig struct {
-	// ID names the producer (at most 256 bytes). Empty picks a random one:
-	// "p-" and 32 hex digits. Two live producers must never share an id.
+	// ID is the producer's name (at most 256 bytes), registered with the
+	// cluster on first use (InitProducer). Empty picks a random one: "p-"
+	// and 32 hex digits. One live instance per name: an instance that
+	// registers the name fences the older ones (ErrProducerFenced).
 	ID string
-	// NextSequence is the first sequence to send (default 1). Set it only
-	// to continue an id whose next sequence was kept (NextSequence).
-	NextSequence uint64
+	// MaxInFlight is how many of the producer's Appends may wait for their
+	// answer at once (1..MaxProducerInFlight; 0: MaxProducerInFlight).
+	MaxInFlight int
 }
 
-// Producer appends transactions exactly once: it sends every transaction
-// with its id and the next sequence, and resends the same sequence until
-// it gets an answer, so a retry after a lost response or a leader change
+// MaxProducerInFlight is the cluster's window of remembered results per
+// producer (logstore/fsm.ProducerWindow; a test keeps them equal): a
+// producer never has more sequences unanswered than the cluster can
+// answer a retry of.
+const MaxProducerInFlight = 5
+
+// Producer appends transactions exactly once. On first use it registers
+// its name with the cluster (InitProducer), getting an id and an epoch;
+// it numbers its transactions 1, 2, 3, … and resends a sequence until it
+// gets an answer, so a retry after a lost response or a leader change
 // returns the first result (Result.Duplicate) instead of writing again.
 //
-// The cluster remembers only a producer's last sequence, so a Producer has
-// one transaction in flight; concurrent calls wait their turn (within
-// their context). Use several producers for parallel writes.
+// Up to MaxInFlight Appends (concurrent calls) are sent without waiting
+// for the earlier ones' answers; the cluster applies a producer's
+// sequences in order (a sequence that arrives before its predecessor is
+// refused and resent once the predecessor was answered), so the log holds
+// them in the order their sequences were assigned.
 //
-// States: ready; in doubt (the last Append ended with ErrInDoubt: Append
-// refuses until Resolve answered); broken (ErrSequenceMismatch: every call
-// returns that error).
+// States: ready; in doubt (some Append ended with ErrInDoubt: Append
+// refuses until Resolve answered every one); fenced (ErrProducerFenced)
+// or broken (ErrSequenceMismatch): every call returns that error.
+// When the cluster answers UNKNOWN_PRODUCER (the producer's row expired
+// while idle) the producer registers again (a new id) and resends what
+// cannot have been written; what may have been written is reported in
+// doubt with InDoubtError.Lost, never as a success.
 type Producer struct {
-	c  *Client
-	id string
-	// turn is the one-request-in-flight token (capacity 1); its holder owns
-	// the fields below. A channel, not a mutex: waiting for it honours ctx.
-	turn    chan struct{}
-	next    uint64
-	pending *logstorepb.AppendRequest // in doubt; nil when none
-	broken  error
+	c      *Client
+	name   string
+	slots  chan struct{} // one token per Append in flight (capacity MaxInFlight)
+	window int           // MaxInFlight: sequences unanswered at most
+	gaps   atomic.Int64  // answers refusing a sequence as a gap (resent later)
+
+	mu struct {
+		sync.Mutex
+		reg         *registration // nil: register before the next send
+		registering bool
+		next        uint64 // the next sequence of reg
+		// hole is the lowest sequence of reg that will never be written
+		// although later ones were handed out (0: none): nothing after it
+		// can be applied under reg, so the producer registers again (a new
+		// epoch, fencing every copy still on the network) before sending.
+		hole     uint64
+		live     []*flight // sent under reg or an older one, not settled
+		pending  []*flight // in doubt, in sequence order
+		broken   error
+		lastLSN  types.LSN // the highest LSN answered
+		changed  chan struct{}
+		batchers map[*grpc.ClientConn]*appendBatcher // one per node connection (bounded by the nodes)
+		changes  uint64                              // notifyLocked calls: a flight refused as a gap retries at once when it moved
+	}
 }
 
-// NewProducer returns a Producer writing through c.
+// registration is one InitProducer answer.
+type registration struct {
+	id    string
+	epoch uint64
+}
+
+// flight is one transaction the producer sends: its request carries the
+// producer fields of reg.
+type flight struct {
+	req   *logstorepb.AppendRequest
+	reg   *registration
+	maybe bool // some attempt may have committed
+	lost  bool // maybe, and the cluster forgot reg
+	// resolving: sent by Resolve (a Lost outcome is returned, not kept).
+	resolving bool
+	// started is closed when the flight's request was first handed to the
+	// connection: its successor waits for it, so a producer's requests
+	// leave (and mostly arrive) in sequence order and few are refused as
+	// gaps. It belongs to one sequence: assign makes a new one.
+	started chan struct{}
+	after   types.LSN // lastLSN when it was assigned
+	err     error     // the last attempt's error (in doubt)
+}
+
+func (f *flight) inDoubt() *InDoubtError {
+	return &InDoubtError{ProducerID: f.req.ProducerId, Epoch: f.req.ProducerEpoch, Sequence: f.req.Sequence, Lost: f.lost, AfterLSN: f.after, Err: f.err}
+}
+
+// NewProducer returns a Producer writing through c. It registers on first
+// use (Append, Resolve or NextSequence).
 func (c *Client) NewProducer(cfg ProducerConfig) (*Producer, error) {
 	if len(cfg.ID) > maxNameBytes {
 		return nil, fmt.Errorf("client: producer id is %d bytes, limit %d", len(cfg.ID), maxNameBytes)
+	}
+	if cfg.MaxInFlight < 0 || cfg.MaxInFlight > MaxProducerInFlight {
+		return nil, fmt.Errorf("client: producer MaxInFlight %d, want 1..%d", cfg.MaxInFlight, MaxProducerInFlight)
+	}
+	if cfg.MaxInFlight == 0 {
+		cfg.MaxInFlight = MaxProducerInFlight
 	}
 	if cfg.ID == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 		cfg.ID = "p-" + hex.EncodeToString(b[:])
 	}
-	if cfg.NextSequence == 0 {
-		cfg.NextSequence = 1
-	}
-	return &Producer{c: c, id: cfg.ID, next: cfg.NextSequence, turn: make(chan struct{}, 1)}, nil
+	p := &Producer{c: c, name: cfg.ID, slots: make(chan struct{}, cfg.MaxInFlight), window: cfg.MaxInFlight}
+	p.mu.changed = make(chan struct{})
+	return p, nil
 }
 
 // maxNameBytes is the server's limit on producer ids (logstore.MaxNameLen).
 const maxNameBytes = 256
 
-// ID returns the producer's id.
-func (p *Producer) ID() string { return p.id }
+// ID returns the producer's name (ProducerConfig.ID).
+func (p *Producer) ID() string { return p.name }
+
+// RegisteredID returns the id and epoch the cluster gave this producer
+// (empty before the first registration).
+func (p *Producer) RegisteredID() (id string, epoch uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := p.mu.reg; r != nil {
+		return r.id, r.epoch
+	}
+	return "", 0
+}
 
 // NextSequence returns the sequence the next transaction will carry. While
 // a transaction is in doubt it is that transaction's sequence (not used up
 // until Resolve settles it).
 func (p *Producer) NextSequence(ctx context.Context) (uint64, error) {
-	if err := p.acquire(ctx); err != nil {
-		return 0, err
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mu.broken != nil {
+		return 0, p.mu.broken
 	}
-	defer p.release()
-	return p.next, nil
+	if len(p.mu.pending) > 0 {
+		return p.mu.pending[0].req.Sequence, nil
+	}
+	if p.mu.reg == nil || p.mu.hole != 0 {
+		return 1, nil // a new registration starts at 1
+	}
+	return p.mu.next, nil
 }
 
-func (p *Producer) acquire(ctx context.Context) error {
-	select {
-	case p.turn <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// InitProducer registers name (see logstorepb's InitProducer). A retry
+// after an unknown outcome may register twice: the later epoch wins.
+// FEATURE_NOT_ENABLED (the cluster has not reached version 3 yet: a
+// rolling upgrade, or a new cluster before its first version poll) is
+// retried with backoff until ctx ends.
+func (c *Client) InitProducer(ctx context.Context, name string) (id string, epoch uint64, err error) {
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	for backoff := featureBackoffMin; ; backoff = min(2*backoff, featureBackoffMax) {
+		err = c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			resp, err := logstorepb.NewLogStoreClient(cc).InitProducer(ctx, &logstorepb.InitProducerRequest{Name: name})
+			if err == nil {
+				id, epoch = resp.ProducerId, resp.Epoch
+			}
+			return err
+		})
+		if apierr.CodeOf(err) != logstorepb.ErrorCode_FEATURE_NOT_ENABLED {
+			return id, epoch, err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", 0, err
+		case <-t.C:
+		}
 	}
 }
 
-func (p *Producer) release() { <-p.turn }
+// The backoff of InitProducer while the cluster runs below version 3.
+const (
+	featureBackoffMin = 50 * time.Millisecond
+	featureBackoffMax = time.Second
+)
 
 // AppendAtomic appends one transaction writing values to each topic of
 // slices (all topics or none): the simplest way to publish to several
@@ -211,106 +369,405 @@ func sortedTopics(m map[string][][]byte) []string {
 //   - a *ConditionError when a condition did not hold (the sequence is used
 //     up; the producer goes on);
 //   - the server's InvalidArgument error for a malformed transaction
-//     (nothing was written, the sequence is not used up);
-//   - a *InDoubtError (ErrInDoubt) when ctx ended with the outcome unknown:
-//     call Resolve before the next Append;
+//     (nothing was written);
+//   - a *InDoubtError (ErrInDoubt) when ctx ended with the outcome unknown,
+//     or when the cluster forgot the producer while the outcome was
+//     unknown (Lost): call Resolve before the next Append;
+//   - a *FencedError (ErrProducerFenced): a newer instance registered the
+//     name; this one is done;
 //   - a *SequenceError (ErrSequenceMismatch): the producer is broken;
-//   - other errors (ErrClosed, a context error before anything was sent)
-//     when nothing can have been written.
+//   - other errors (ErrClosed, a context error before anything was sent,
+//     TABLE_FULL from the registration) when nothing can have been written.
 func (p *Producer) Append(ctx context.Context, txn *Txn) (*Result, error) {
-	if err := p.acquire(ctx); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err // nothing sent
+	}
+	ctx, cancel := p.c.withDeadline(ctx)
+	defer cancel()
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.slots }()
+	f := &flight{req: txn.Request()}
+	if err := p.assign(ctx, f); err != nil {
 		return nil, err
 	}
-	defer p.release()
-	if p.broken != nil {
-		return nil, p.broken
-	}
-	if p.pending != nil {
-		return nil, &InDoubtError{ProducerID: p.id, Sequence: p.pending.Sequence,
-			Err: errors.New("an earlier transaction is in doubt; Resolve it first")}
-	}
-	req := txn.Request()
-	req.ProducerId, req.Sequence = p.id, p.next
-	return p.send(ctx, req, false)
+	return p.run(ctx, f)
 }
 
-// Resolve resends the in-doubt transaction with its sequence and returns
-// its outcome as Append would: its Result (Duplicate when it had committed
-// before), or the error that settles it. It returns (nil, nil) when
-// nothing is in doubt, and ErrInDoubt again when ctx ends first.
+// Resolve resends the earliest in-doubt transaction with its sequence and
+// returns its outcome as Append would: its Result (Duplicate when it had
+// committed before), or the error that settles it; a Lost one (its
+// outcome cannot be learned) is returned once more as its *InDoubtError
+// and dropped. It returns (nil, nil) when nothing is in doubt, and
+// ErrInDoubt again when ctx ends first.
 func (p *Producer) Resolve(ctx context.Context) (*Result, error) {
-	if err := p.acquire(ctx); err != nil {
-		return nil, err
+	ctx, cancel := p.c.withDeadline(ctx)
+	defer cancel()
+	p.mu.Lock()
+	if p.mu.broken != nil {
+		return nil, p.brokenUnlock()
 	}
-	defer p.release()
-	if p.broken != nil {
-		return nil, p.broken
-	}
-	if p.pending == nil {
+	if len(p.mu.pending) == 0 {
+		p.mu.Unlock()
 		return nil, nil
 	}
-	return p.send(ctx, p.pending, true)
+	f := p.mu.pending[0]
+	p.mu.pending = p.mu.pending[1:]
+	if f.lost {
+		p.notifyLocked()
+		p.mu.Unlock()
+		return nil, f.inDoubt()
+	}
+	f.resolving = true
+	p.mu.live = append(p.mu.live, f)
+	p.mu.Unlock()
+	return p.run(ctx, f)
 }
 
-// send sends req until it has an answer and updates the producer's state.
-// resend is true when an earlier call may have committed req.
-func (p *Producer) send(ctx context.Context, req *logstorepb.AppendRequest, resend bool) (*Result, error) {
-	maybeCommitted := resend // some attempt may have reached Raft
-	conflict := false
-	var resp *logstorepb.AppendResponse
-	err := p.c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
+// batcher is the producer's own batcher on cc: serial (one call in
+// flight), so its pipelined requests leave in sequence order in one
+// AppendBatch call and enter the leader's intake in that order; with
+// several calls in flight the server could take them in any order and
+// refuse the early arrivals as gaps (each costing a round trip).
+func (p *Producer) batcher(cc *grpc.ClientConn) *appendBatcher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.mu.batchers[cc]
+	if b == nil {
+		if p.mu.batchers == nil {
+			p.mu.batchers = map[*grpc.ClientConn]*appendBatcher{}
+		}
+		b = newAppendBatcher(cc, p.c.cfg.MaxBatchBytes)
+		b.serial = true
+		p.mu.batchers[cc] = b
+	}
+	return b
+}
+
+// brokenUnlock returns p.mu.broken and releases p.mu.
+func (p *Producer) brokenUnlock() error {
+	err := p.mu.broken
+	p.mu.Unlock()
+	return err
+}
+
+// notifyLocked wakes every goroutine waiting for a change of p.mu.
+func (p *Producer) notifyLocked() {
+	p.mu.changes++
+	close(p.mu.changed)
+	p.mu.changed = make(chan struct{})
+}
+
+// waitLocked releases p.mu until the next change or ctx's end, and takes
+// it again.
+func (p *Producer) waitLocked(ctx context.Context) error {
+	ch := p.mu.changed
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-ch:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.mu.Lock()
+	return err
+}
+
+// assign gives f the next sequence of the current registration,
+// registering first when there is none (first use, the cluster forgot
+// the producer, or a hole).
+func (p *Producer) assign(ctx context.Context, f *flight) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		switch {
+		case p.mu.broken != nil:
+			return p.mu.broken
+		case len(p.mu.pending) > 0:
+			d := p.mu.pending[0].inDoubt()
+			d.Err = errors.New("an earlier transaction is in doubt; Resolve it first")
+			return d
+		case p.mu.reg != nil && p.mu.hole == 0 && !p.windowFullLocked():
+			r := p.mu.reg
+			f.reg, f.maybe, f.lost, f.after = r, false, false, p.mu.lastLSN
+			f.req.ProducerId, f.req.ProducerEpoch, f.req.Sequence = r.id, r.epoch, p.mu.next
+			f.started = make(chan struct{})
+			p.mu.next++
+			p.mu.live = append(p.mu.live, f)
+			return nil
+		case p.mu.reg != nil && p.mu.hole == 0: // window full: wait for the oldest answer
+			if err := p.waitLocked(ctx); err != nil {
+				return err
+			}
+		case p.mu.registering || len(p.mu.live) > 0:
+			// Let what was sent under the old registration settle first: a
+			// new epoch fences it.
+			if err := p.waitLocked(ctx); err != nil {
+				return err
+			}
+		default:
+			p.mu.registering = true
+			p.mu.Unlock()
+			id, epoch, err := p.c.InitProducer(ctx, p.name)
+			p.mu.Lock()
+			p.mu.registering = false
+			p.notifyLocked()
+			if err != nil {
+				return err // nothing of f was sent
+			}
+			p.mu.reg, p.mu.next, p.mu.hole = &registration{id: id, epoch: epoch}, 1, 0
+		}
+	}
+}
+
+// windowFullLocked reports whether the next sequence would push the
+// oldest unanswered one of the registration out of the cluster's window
+// of remembered results (then a retry of it could not be answered): the
+// in-flight bound is on sequences, not only on calls.
+func (p *Producer) windowFullLocked() bool {
+	for _, f := range p.mu.live {
+		if f.reg == p.mu.reg && p.mu.next >= f.req.Sequence+uint64(p.window) {
+			return true
+		}
+	}
+	return false
+}
+
+// settleLocked removes f from the live flights (and releases its
+// successor's wait for its first send, should it never have sent: only
+// f's own goroutine closes started).
+func (p *Producer) settleLocked(f *flight) {
+	if f.started != nil {
+		select {
+		case <-f.started:
+		default:
+			close(f.started)
+		}
+	}
+	if i := slices.Index(p.mu.live, f); i >= 0 {
+		p.mu.live = slices.Delete(p.mu.live, i, i+1)
+	}
+	p.notifyLocked()
+}
+
+// doubtLocked settles f as in doubt (kept for Resolve) and returns its error.
+func (p *Producer) doubtLocked(f *flight, err error) error {
+	p.settleLocked(f)
+	f.err = err
+	if f.lost && f.resolving {
+		return f.inDoubt() // settled: its outcome cannot be learned
+	}
+	// Every pending flight is of one registration: a new one is made only
+	// while none is pending.
+	i, _ := slices.BinarySearchFunc(p.mu.pending, f, func(a, b *flight) int { return cmp.Compare(a.req.Sequence, b.req.Sequence) })
+	p.mu.pending = slices.Insert(p.mu.pending, i, f)
+	return f.inDoubt()
+}
+
+// unusedLocked settles f as never written: its sequence is free again
+// when it was the last one handed out, else it is a hole.
+func (p *Producer) unusedLocked(f *flight) {
+	p.settleLocked(f)
+	if f.reg != p.mu.reg {
+		return
+	}
+	if f.req.Sequence == p.mu.next-1 {
+		p.mu.next--
+		return
+	}
+	if p.mu.hole == 0 || f.req.Sequence < p.mu.hole {
+		p.mu.hole = f.req.Sequence
+	}
+}
+
+// blockedLocked reports why f, refused as a gap (an earlier sequence not
+// applied), cannot be applied under its registration any more: the
+// registration is gone or replaced, an earlier sequence will never be
+// written (hole), or an earlier one is in doubt. "" while it may still be
+// applied once the earlier flights are answered.
+func (p *Producer) blockedLocked(f *flight) string {
+	switch {
+	case f.reg != p.mu.reg:
+		return "registration replaced"
+	case p.mu.hole != 0 && p.mu.hole < f.req.Sequence:
+		return "hole"
+	}
+	for _, d := range p.mu.pending {
+		if d.reg == f.reg && d.req.Sequence < f.req.Sequence {
+			return "earlier in doubt"
+		}
+	}
+	return ""
+}
+
+// run sends f until it is settled and returns its outcome.
+func (p *Producer) run(ctx context.Context, f *flight) (*Result, error) {
+	for {
+		p.mu.Lock()
+		start := p.mu.changes
+		p.mu.Unlock()
+		resp, conflict, err := p.sendOnce(ctx, f)
+		d := apierr.Detail(err)
+		p.mu.Lock()
+		if resp != nil && resp.Lsn > uint64(p.mu.lastLSN) {
+			p.mu.lastLSN = types.LSN(resp.Lsn)
+		}
+		switch code := d.GetCode(); {
+		case err == nil && conflict:
+			p.settleLocked(f)
+			p.mu.broken = &SequenceError{ProducerID: f.req.ProducerId, Sequence: f.req.Sequence, Conflict: true}
+			return nil, p.brokenUnlock()
+		case err == nil:
+			p.settleLocked(f)
+			p.mu.Unlock()
+			return newResult(resp, f.req.Sequence), nil
+		case code == logstorepb.ErrorCode_CONDITION_FAILED: // the sequence is used up
+			p.settleLocked(f)
+			p.mu.Unlock()
+			return nil, &ConditionError{Group: d.Group, Topic: d.Topic, Actual: types.Offset(d.ActualNextOffset), Err: err}
+		case code == logstorepb.ErrorCode_PRODUCER_FENCED:
+			p.settleLocked(f)
+			if p.mu.broken == nil {
+				p.mu.broken = &FencedError{Name: p.name, Epoch: f.req.ProducerEpoch, Current: d.Epoch, Sequence: f.req.Sequence, InDoubt: f.maybe, Err: err}
+			}
+			return nil, p.brokenUnlock()
+		case code == logstorepb.ErrorCode_UNKNOWN_PRODUCER:
+			if p.mu.reg == f.reg {
+				p.mu.reg = nil // register again before the next send
+			}
+			if f.maybe {
+				f.lost = true
+				err = p.doubtLocked(f, err)
+				p.mu.Unlock()
+				return nil, err
+			}
+			p.settleLocked(f) // nothing written: send it under the new registration
+			p.mu.Unlock()
+			if err := p.assign(ctx, f); err != nil {
+				return nil, err
+			}
+			continue
+		case code == logstorepb.ErrorCode_SEQUENCE_MISMATCH && d.ExpectedSequence < f.req.Sequence:
+			// A gap: an earlier sequence has not been applied (yet).
+			p.gaps.Add(1)
+			if why := p.blockedLocked(f); why != "" {
+				// After a hole nothing of f's registration can be applied
+				// any more, whatever reached the cluster.
+				if f.maybe && why != "hole" {
+					f.lost = why == "registration replaced"
+					err = p.doubtLocked(f, err)
+					p.mu.Unlock()
+					return nil, err
+				}
+				if why == "earlier in doubt" {
+					p.unusedLocked(f)
+					d := p.mu.pending[0].inDoubt()
+					d.Err = errors.New("an earlier transaction is in doubt; Resolve it first (this one was not written)")
+					p.mu.Unlock()
+					return nil, d
+				}
+				p.unusedLocked(f) // never written: send it under a new registration
+				p.mu.Unlock()
+				if err := p.assign(ctx, f); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if p.mu.changes != start { // an earlier flight was answered meanwhile
+				p.mu.Unlock()
+				continue
+			}
+			if werr := p.waitLocked(ctx); werr != nil {
+				err = p.giveUpLocked(ctx, f, err)
+				p.mu.Unlock()
+				return nil, err
+			}
+			p.mu.Unlock()
+			continue
+		case code == logstorepb.ErrorCode_SEQUENCE_MISMATCH || code == logstorepb.ErrorCode_SEQUENCE_TOO_OLD:
+			p.settleLocked(f)
+			p.mu.broken = &SequenceError{ProducerID: f.req.ProducerId, Sequence: f.req.Sequence, Expected: d.ExpectedSequence, InDoubt: f.maybe, Err: err}
+			return nil, p.brokenUnlock()
+		case status.Code(err) == codes.InvalidArgument:
+			// Refused at the edge: the same request always is, so no
+			// attempt can have committed it.
+			p.unusedLocked(f)
+			p.mu.Unlock()
+			return nil, err
+		default:
+			err = p.giveUpLocked(ctx, f, err)
+			p.mu.Unlock()
+			return nil, err
+		}
+	}
+}
+
+// giveUpLocked settles f after its last attempt failed with err: in doubt
+// when an attempt may have committed, else unused.
+func (p *Producer) giveUpLocked(ctx context.Context, f *flight, err error) error {
+	if f.maybe {
+		return p.doubtLocked(f, err)
+	}
+	p.unusedLocked(f)
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (nothing sent was written; last attempt: %v)", cerr, err)
+	}
+	return err
+}
+
+// sendOnce sends f's request until the cluster answers (retrying what is
+// safe to retry) or ctx ends. conflict: the answer is a duplicate although
+// no earlier attempt can have committed.
+func (p *Producer) sendOnce(ctx context.Context, f *flight) (resp *logstorepb.AppendResponse, conflict bool, err error) {
+	var prev chan struct{}
+	p.mu.Lock()
+	for _, g := range p.mu.live {
+		if g.reg == f.reg && g.req.Sequence+1 == f.req.Sequence {
+			prev = g.started
+		}
+	}
+	p.mu.Unlock()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-ctx.Done():
+		}
+	}
+	err = p.c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		if err := ctx.Err(); err != nil {
 			return err // not sent
 		}
-		before := maybeCommitted
+		select {
+		case <-f.started:
+		default:
+			close(f.started)
+		}
+		before := f.maybe
 		var err error
-		resp, err = p.c.appendOn(ctx, cc, req)
+		resp, err = p.batcher(cc).append(ctx, f.req)
 		switch {
 		case err == nil:
 			conflict = resp.Duplicate && !before
 		case !wroteNothing(err):
-			maybeCommitted = true
+			f.maybe = true
 		}
 		return err
 	})
-	d := apierr.Detail(err)
-	switch {
-	case err == nil && conflict:
-		p.broken = &SequenceError{ProducerID: p.id, Sequence: req.Sequence, Conflict: true}
-		return nil, p.broken
-	case err == nil:
-		p.pending, p.next = nil, req.Sequence+1
-		return newResult(resp, req.Sequence), nil
-	case d.GetCode() == logstorepb.ErrorCode_CONDITION_FAILED:
-		p.pending, p.next = nil, req.Sequence+1
-		return nil, &ConditionError{Group: d.Group, Topic: d.Topic, Actual: types.Offset(d.ActualNextOffset), Err: err}
-	case d.GetCode() == logstorepb.ErrorCode_SEQUENCE_MISMATCH:
-		p.broken = &SequenceError{ProducerID: p.id, Sequence: req.Sequence, Expected: d.ExpectedSequence, InDoubt: maybeCommitted, Err: err}
-		return nil, p.broken
-	case status.Code(err) == codes.InvalidArgument:
-		// Refused at the edge: the same request always is, so no earlier
-		// attempt can have committed it. Its sequence stays unused.
-		p.pending = nil
-		return nil, err
-	case !maybeCommitted:
-		p.pending = nil
-		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-			return nil, fmt.Errorf("%w (nothing sent was written; last attempt: %v)", cerr, err)
-		}
-		return nil, err
-	default:
-		p.pending = req
-		return nil, &InDoubtError{ProducerID: p.id, Sequence: req.Sequence, Err: err}
-	}
+	return resp, conflict, err
 }
 
 // wroteNothing reports whether err is an answer proving that this attempt
 // wrote nothing: refused before Raft (validation, NOT_LEADER, QUEUE_FULL,
-// SHUTTING_DOWN) or refused by apply (SEQUENCE_MISMATCH, CONDITION_FAILED,
-// TABLE_FULL).
+// SHUTTING_DOWN) or refused by apply (sequence, producer and condition
+// refusals, TABLE_FULL).
 func wroteNothing(err error) bool {
 	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED, logstorepb.ErrorCode_TABLE_FULL:
+	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_CONDITION_FAILED,
+		logstorepb.ErrorCode_TABLE_FULL, logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED,
+		logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
 		return true
 	}
 	if status.Code(err) == codes.InvalidArgument {

@@ -144,8 +144,9 @@ func TestLostResponseExactlyOnce(t *testing.T) {
 
 	p := newProducer(t, cl, client.ProducerConfig{ID: "lossy"})
 	d.set(func(req *logstorepb.AppendRequest, seen int) (bool, bool) {
+		id, _ := p.RegisteredID()
 		switch {
-		case req.ProducerId != "lossy" || seen > 0:
+		case req.ProducerId != id || seen > 0:
 			return false, false
 		case req.Sequence == 2: // hang: the attempt times out (AttemptTimeout)
 			return true, true
@@ -213,7 +214,7 @@ func TestInDoubtThenResolve(t *testing.T) {
 	_, err = p.Append(short, client.NewTxn().Add("t", []byte("doubt")))
 	cancel()
 	var ide *client.InDoubtError
-	if !errors.As(err, &ide) || !errors.Is(err, client.ErrInDoubt) || ide.Sequence != 2 || ide.ProducerID != p.ID() {
+	if id, _ := p.RegisteredID(); !errors.As(err, &ide) || !errors.Is(err, client.ErrInDoubt) || ide.Sequence != 2 || ide.ProducerID != id {
 		t.Fatalf("append while responses are lost: %v, want *InDoubtError for sequence 2", err)
 	}
 	before := d.lost.Load()
@@ -243,11 +244,12 @@ func TestInDoubtThenResolve(t *testing.T) {
 	}
 }
 
-// TestSequenceMismatchReported: a producer evicted from the bounded table
-// gets a *SequenceError naming the expected sequence and stays broken; two
-// producers sharing an id are caught on the first send; an invalid
-// transaction does not use up a sequence.
-func TestSequenceMismatchReported(t *testing.T) {
+// TestFencedAndTableFullReported: an invalid transaction does not use up a
+// sequence; a new producer when the table is full of recently active ones
+// gets TABLE_FULL (nothing written, nobody evicted); a second instance with
+// the same name fences the first, whose Appends then get a *FencedError
+// (ErrProducerFenced) without writing and without registering again.
+func TestFencedAndTableFullReported(t *testing.T) {
 	c := logstoretest.Start(t, 1, func(cfg *logstore.Config) { cfg.MaxProducers = 2 })
 	cl := newClient(t, c.Addrs()...)
 	ctx := ctxT(t, 60*time.Second)
@@ -261,34 +263,46 @@ func TestSequenceMismatchReported(t *testing.T) {
 	if res, err := one(p1, "p1-a"); err != nil || res.Sequence != 1 {
 		t.Fatalf("after an invalid txn: %+v, %v; want sequence 1", res, err)
 	}
-	for _, id := range []string{"p2", "p3"} { // p1 is the least recently seen: evicted
-		if _, err := one(newProducer(t, cl, client.ProducerConfig{ID: id}), id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_, err := one(p1, "p1-b")
-	var se *client.SequenceError
-	if !errors.As(err, &se) || !errors.Is(err, client.ErrSequenceMismatch) || se.Sequence != 2 || se.Expected != 1 || se.InDoubt || se.Conflict {
-		t.Fatalf("evicted producer: %v (%+v), want sequence 2 expected 1", err, se)
-	}
-	if apierr.CodeOf(err) != logstorepb.ErrorCode_SEQUENCE_MISMATCH {
-		t.Fatalf("detail not reachable through the error: %v", err)
-	}
-	if _, err2 := one(p1, "p1-c"); !errors.Is(err2, client.ErrSequenceMismatch) {
-		t.Fatalf("broken producer appended: %v", err2)
-	}
-
 	a := newProducer(t, cl, client.ProducerConfig{ID: "shared"})
-	b := newProducer(t, cl, client.ProducerConfig{ID: "shared"})
 	if _, err := one(a, "a"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = one(b, "b")
-	if !errors.As(err, &se) || !se.Conflict || se.Sequence != 1 {
-		t.Fatalf("second producer with a shared id: %v, want a conflict", err)
+	_, err := one(newProducer(t, cl, client.ProducerConfig{ID: "p3"}), "p3")
+	if apierr.CodeOf(err) != logstorepb.ErrorCode_TABLE_FULL || status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("third producer in a table of 2: %v, want TABLE_FULL", err)
+	}
+	if res, err := one(p1, "p1-b"); err != nil || res.Sequence != 2 {
+		t.Fatalf("p1 after the refused registration: %+v, %v", res, err)
+	}
+
+	b := newProducer(t, cl, client.ProducerConfig{ID: "shared"})
+	if _, err := one(b, "b"); err != nil {
+		t.Fatalf("second instance of a name: %v", err)
+	}
+	idA, epochA := a.RegisteredID()
+	idB, epochB := b.RegisteredID()
+	if idA != idB || epochB != epochA+1 {
+		t.Fatalf("registrations %s/%d and %s/%d: want one id, the next epoch", idA, epochA, idB, epochB)
+	}
+	_, err = one(a, "a-zombie")
+	var fe *client.FencedError
+	if !errors.As(err, &fe) || !errors.Is(err, client.ErrProducerFenced) || fe.Epoch != epochA || fe.Current != epochB || fe.InDoubt {
+		t.Fatalf("zombie append: %v, want *FencedError epoch %d by %d", err, epochA, epochB)
+	}
+	if apierr.CodeOf(err) != logstorepb.ErrorCode_PRODUCER_FENCED {
+		t.Fatalf("detail not reachable through the error: %v", err)
+	}
+	if _, err := one(a, "a-zombie-2"); !errors.Is(err, client.ErrProducerFenced) {
+		t.Fatalf("fenced producer appended again: %v", err)
+	}
+	if _, epoch := b.RegisteredID(); epoch != epochB {
+		t.Fatalf("the zombie registered again (epoch %d)", epoch)
+	}
+	if _, err := one(b, "b-2"); err != nil {
+		t.Fatalf("the live instance after the zombie: %v", err)
 	}
 	got := valuesIn(readLog(t, cl, leaderHead(t, cl)), "t")
-	if len(got) != 4 || got["p1-b"] != nil || got["b"] != nil {
+	if len(got) != 5 || got["a-zombie"] != nil || got["a-zombie-2"] != nil || got["p3"] != nil {
 		t.Fatalf("log values %v: refused transactions were written", got)
 	}
 }

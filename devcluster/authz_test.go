@@ -126,6 +126,10 @@ var matrix = []rpc{
 		_, err := logstorepb.NewLogStoreClient(sc.store[id]).Append(ctx, &logstorepb.AppendRequest{Slices: orders("m-" + id)})
 		return err
 	}},
+	{"LogStore.InitProducer", []string{producer, consumer, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewLogStoreClient(sc.store[id]).InitProducer(ctx, &logstorepb.InitProducerRequest{Name: "authz-" + id})
+		return err
+	}},
 	{"LogStore.AppendBatch", []string{producer, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
 		_, err := logstorepb.NewLogStoreClient(sc.store[id]).AppendBatch(ctx, &logstorepb.AppendBatchRequest{Requests: []*logstorepb.AppendRequest{{Slices: orders("b-" + id)}}})
 		return err

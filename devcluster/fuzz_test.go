@@ -57,6 +57,7 @@ var fuzzMethods = []fuzzMethod{
 	{logstorepb.LogStore_AppendBatch_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.AppendBatchRequest{Requests: []*logstorepb.AppendRequest{{Slices: orders("x")}}}},
 	{logstorepb.LogStore_DeleteGroup_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.DeleteGroupRequest{Group: "g"}},
 	{logstorepb.LogStore_NextEpoch_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.NextEpochRequest{}},
+	{logstorepb.LogStore_InitProducer_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.InitProducerRequest{Name: "fuzz"}},
 	{logstorepb.LogStore_ReportConsumer_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.ReportConsumerRequest{Consumer: "c", AckedLsn: 1}},
 	{logstorepb.Cluster_AddVoter_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.AddVoterRequest{Id: "n9", RaftAddress: "127.0.0.1:1", ApiAddress: "127.0.0.1:2"}},
 	{logstorepb.Cluster_RemoveServer_FullMethodName, "store", false, devcluster.NobodyIdentity, &logstorepb.RemoveServerRequest{Id: "n1"}},

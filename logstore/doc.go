@@ -35,7 +35,10 @@
 //     limits) and the replicated state, never a clock, the node's Config,
 //     map order or randomness. It lives in package fsm (logstore/fsm),
 //     whose imports a test keeps free of time, os, randomness, this
-//     package and Raft. Per Append: idempotent-producer check (producer id +
+//     package and Raft. Per Append: idempotent-producer check (a producer
+//     registered with InitProducer: id, epoch and a window of its last 5
+//     results, unknown ids refused, older epochs fenced: fsm/producer.go;
+//     or a legacy unregistered producer id +
 //     sequence: the next one writes, the last one again returns the stored
 //     first result with duplicate=true, anything else is SEQUENCE_MISMATCH
 //     with the expected sequence; a new producer starts at 1), conditions

@@ -85,7 +85,11 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 			}
 		}
 	}
-	if req.ProducerId != "" {
+	if req.ProducerEpoch != 0 {
+		if err := validateRegisteredProducer(req); err != nil {
+			return 0, err
+		}
+	} else if req.ProducerId != "" {
 		if err := validName("producer_id", req.ProducerId); err != nil {
 			return 0, err
 		}

@@ -51,6 +51,9 @@ echo "bench player $player_args" >&2
 load_player=$(load)
 # shellcheck disable=SC2086
 "$bin" bench player $player_args > "$work/player.md"
+echo "bench producer in flight" >&2
+load_producer=$(load)
+go test -run '^$' -bench BenchmarkProducerInFlight -benchtime 3000x ./client/ | grep '^|' > "$work/producer.md"
 
 {
   echo "# Benchmarks"
@@ -75,5 +78,11 @@ load_player=$(load)
   echo "\`logplayer bench player${player_args:+ $player_args}\` — a 3-node LogStore and the reference bbolt shards (fsync on) in one process. Load average at start: $load_player."
   echo
   cat "$work/player.md"
+  echo
+  echo "## One producer, 1 and 5 transactions in flight (issue 12)"
+  echo
+  echo "\`go test -run '^\$' -bench BenchmarkProducerInFlight -benchtime 3000x ./client/\` — one registered \`client.Producer\` with \`MaxInFlight\` 1 and 5 (as many closed-loop goroutines as in flight, one 100-byte message per transaction) on an in-process 3-node cluster (raft-wal, fsync on). A *gap refusal* is a sequence that reached the leader before its predecessor (SEQUENCE_MISMATCH) and was resent after the predecessor's answer; a Producer sends through its own serial batcher (one AppendBatch call in flight per node, its requests in sequence order), so they are rare. Load average at start: $load_producer."
+  echo
+  cat "$work/producer.md"
 } > docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md" >&2

@@ -298,6 +298,7 @@ var allowed = map[string][]string{
 	logstorepb.LogStore_CreateTopic_FullMethodName:              {"admin", "admin-by-token"},
 	logstorepb.LogStore_DescribeTopic_FullMethodName:            {"*"},
 	logstorepb.LogStore_ListTopics_FullMethodName:               {"*"},
+	logstorepb.LogStore_InitProducer_FullMethodName:             {"producer-1", "consumer-1"},
 	logstorepb.Cluster_AddVoter_FullMethodName:                  {"admin", "admin-by-token"},
 	logstorepb.Cluster_RemoveServer_FullMethodName:              {"admin", "admin-by-token"},
 	logstorepb.Cluster_TransferLeadership_FullMethodName:        {"admin", "admin-by-token"},

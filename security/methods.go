@@ -55,6 +55,11 @@ var methods = map[string]rule{
 	logstorepb.LogStore_CreateTopic_FullMethodName:   {roles: []Role{RoleAdmin}},
 	logstorepb.LogStore_DescribeTopic_FullMethodName: {},
 	logstorepb.LogStore_ListTopics_FullMethodName:    {},
+	// Registering a producer writes nothing to a topic (the Appends that
+	// follow are checked against the topic grants); every identity that may
+	// Append registers the producer it appends with (read-process-write
+	// consumers too).
+	logstorepb.LogStore_InitProducer_FullMethodName: {roles: []Role{RoleProducer, RoleConsumer}},
 
 	logstorepb.Cluster_AddVoter_FullMethodName:           {roles: []Role{RoleAdmin}},
 	logstorepb.Cluster_RemoveServer_FullMethodName:       {roles: []Role{RoleAdmin}},

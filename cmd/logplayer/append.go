@@ -7,8 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
@@ -24,13 +26,18 @@ transaction's LSN and each topic's first offset as one JSON line.
 A --topic VALUE is JSON (checked and sent compacted) unless --raw; @FILE reads
 a file, @- standard input. --put and --delete encode shard mutations
 (shardpb.Mutation) for the reference shard targets. --producer-id with
---sequence makes the append idempotent: a retry of the same sequence returns
-the first result instead of writing again. --expect TOPIC=OFFSET makes it
+--sequence makes the append idempotent with a legacy unregistered producer id:
+a retry of the same sequence returns the first result instead of writing again
+(while the cluster still holds the id's row). --producer NAME registers NAME
+(fencing any older instance of it) and appends through the SDK's producer:
+its retries within this command never write twice, and an unknown outcome
+exits with an in-doubt error instead of a success. --expect TOPIC=OFFSET makes it
 conditional: it fails, writing nothing, unless TOPIC's next offset is OFFSET.`,
 		examples: []string{
 			`logplayer append --topic orders=@order.json --topic inventory='{"sku":1}'`,
 			`logplayer append --topic orders='{"id":7}' --put shard-0:user/7=alice --put shard-2:sku/1=3 --key user/7`,
 			`echo '{"id":8}' | logplayer append --topic orders=@- --producer-id checkout-1 --sequence 42`,
+			`logplayer append --topic orders='{"id":8}' --producer checkout   # registered producer`,
 			`logplayer append --topic orders='{"id":9}' --expect orders=12   # only if orders' next offset is 12`,
 		},
 		new: func() runner { return &appendCmd{} },
@@ -46,6 +53,7 @@ type appendCmd struct {
 	raw        bool
 	producerID string
 	sequence   uint64
+	producer   string
 	expect     expectArgs
 }
 
@@ -59,6 +67,7 @@ func (c *appendCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.raw, "raw", false, "send --topic values as raw bytes, not checked as JSON")
 	fs.StringVar(&c.producerID, "producer-id", "", "idempotent producer `id` (with --sequence)")
 	fs.Uint64Var(&c.sequence, "sequence", 0, "the producer's `sequence` number of this append (first is 1)")
+	fs.StringVar(&c.producer, "producer", "", "append as the registered producer `NAME` (InitProducer; fences older instances of NAME)")
 	fs.Var(&c.expect, "expect", "condition `TOPIC=OFFSET`: TOPIC's next offset must be OFFSET; repeatable")
 }
 
@@ -67,6 +76,10 @@ type appendResult struct {
 	LSN       uint64            `json:"lsn"`
 	Offsets   map[string]uint64 `json:"offsets"`
 	Duplicate bool              `json:"duplicate,omitempty"`
+	// --producer: the registered id, epoch and sequence used.
+	ProducerID string `json:"producer_id,omitempty"`
+	Epoch      uint64 `json:"epoch,omitempty"`
+	Sequence   uint64 `json:"sequence,omitempty"`
 }
 
 func (c *appendCmd) run(ctx context.Context, s *sys) error {
@@ -75,6 +88,9 @@ func (c *appendCmd) run(ctx context.Context, s *sys) error {
 	}
 	if (c.producerID == "") != (c.sequence == 0) {
 		return usagef("--producer-id and --sequence go together")
+	}
+	if c.producer != "" && c.producerID != "" {
+		return usagef("--producer and --producer-id exclude each other")
 	}
 	var key []byte
 	if c.key != "" {
@@ -92,6 +108,9 @@ func (c *appendCmd) run(ctx context.Context, s *sys) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 	defer cancel()
+	if c.producer != "" {
+		return c.appendRegistered(ctx, s, cl, req)
+	}
 	resp, err := cl.Append(ctx, req)
 	if err != nil {
 		return c.conn.describe(ctx, "append", err)
@@ -118,3 +137,29 @@ func (v *expectArgs) Set(s string) error {
 }
 func (*expectArgs) repeatable() {}
 func (*expectArgs) noEnv()      {}
+
+// appendRegistered appends req through a client.Producer registered as
+// --producer.
+func (c *appendCmd) appendRegistered(ctx context.Context, s *sys, cl *client.Client, req *logstorepb.AppendRequest) error {
+	p, err := cl.NewProducer(client.ProducerConfig{ID: c.producer, MaxInFlight: 1})
+	if err != nil {
+		return usagef("--producer: %v", err)
+	}
+	txn := client.NewTxn()
+	for _, sl := range req.Slices {
+		txn.AddMessages(sl.Topic, sl.Messages...)
+	}
+	for _, cond := range req.Conditions {
+		txn.Expect(cond.Topic, types.Offset(cond.ExpectedNextOffset))
+	}
+	res, err := p.Append(ctx, txn)
+	if err != nil {
+		return c.conn.describe(ctx, "append", err)
+	}
+	id, epoch := p.RegisteredID()
+	out := appendResult{LSN: uint64(res.LSN), Offsets: map[string]uint64{}, Duplicate: res.Duplicate, ProducerID: id, Epoch: epoch, Sequence: res.Sequence}
+	for topic, off := range res.Offsets {
+		out.Offsets[topic] = uint64(off)
+	}
+	return writeJSONLine(s.stdout, out)
+}

@@ -97,6 +97,7 @@ func TestUsageErrors(t *testing.T) {
 		{args: []string{"append"}, want: "nothing to append"},
 		{args: []string{"append", "--topic", `orders={"id":`}, want: "malformed JSON"},
 		{args: []string{"append", "--topic", "o=1", "--sequence", "3"}, want: "--producer-id and --sequence go together"},
+		{args: []string{"append", "--topic", "o=1", "--producer", "p", "--producer-id", "q", "--sequence", "1"}, want: "--producer and --producer-id exclude each other"},
 		{args: []string{"tail", "--offset", "3"}, want: "--offset needs --topic"},
 		{args: []string{"tail", "--from", "0"}, want: "--from must be at least 1"},
 		{args: []string{"status", "--addr", "localhost"}, want: "want host:port"},

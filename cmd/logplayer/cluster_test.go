@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -301,6 +302,24 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	wantRuntimeError(t, code, errOut, "append refused: UNAUTHENTICATED: anonymous caller refused: no identity")
 	code, _, errOut = runCLI(t, nil, "status", addr, "--token-file=", "--tls-ca=")
 	wantRuntimeError(t, code, errOut, "refused status (check --tls-ca, --tls-cert, --token-file)")
+
+	// A registered producer: each run registers the name again (a new
+	// epoch, sequence 1), fencing the run before it.
+	var epochs []float64
+	for i := range 2 {
+		code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `audit={"run":`+strconv.Itoa(i)+`}`, "--producer", "cli-registered")
+		if code != exitOK {
+			t.Fatalf("append --producer %d: exit %d, %q", i, code, errOut)
+		}
+		r := jsonLines(t, out)[0]
+		if r["producer_id"] == "" || r["sequence"] != 1.0 || r["duplicate"] != nil {
+			t.Fatalf("append --producer %d: %v", i, r)
+		}
+		epochs = append(epochs, r["epoch"].(float64))
+	}
+	if epochs[1] != epochs[0]+1 {
+		t.Fatalf("epochs %v: want the second run one above the first", epochs)
+	}
 }
 
 func TestUnreachableCluster(t *testing.T) {

@@ -55,7 +55,6 @@ func (c *statusCmd) flags(fs *flag.FlagSet) {
 
 // statusReport is status's JSON output.
 type statusReport struct {
-<<<<<<< HEAD
 	Nodes  []nodeStatus `json:"nodes"`
 	Leader string       `json:"leader"`
 	Epoch  uint64       `json:"epoch"`
@@ -67,14 +66,6 @@ type statusReport struct {
 	Servers         []serverInfo  `json:"servers"`
 	Consumers       []consumer    `json:"consumers"`
 	Player          *playerReport `json:"player,omitempty"`
-=======
-	Nodes     []nodeStatus  `json:"nodes"`
-	Leader    string        `json:"leader"`
-	Epoch     uint64        `json:"epoch"`
-	Topics    []topicStatus `json:"topics"`
-	Servers   []serverInfo  `json:"servers"`
-	Consumers []consumer    `json:"consumers"`
-	Player    *playerReport `json:"player,omitempty"`
 	// The target registry and the LogPlayer groups (logplayer players).
 	RegisteredTargets uint32               `json:"registered_targets"`
 	PlayerGroups      []playerGroupSummary `json:"player_groups"`
@@ -86,7 +77,6 @@ type playerGroupSummary struct {
 	OwnedTargets  uint32 `json:"owned_targets"`
 	Generation    uint64 `json:"generation"`
 	Reassignments uint64 `json:"reassignments"`
->>>>>>> wip/groupstore
 }
 
 // playerReport is a LogPlayer's ListTargets.

@@ -101,6 +101,8 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 			out[i] = Result{Resp: &logstorepb.AddVoterResponse{}}
 		case *logstorepb.Command_Group:
 			out[i] = m.applyGroup(ts, k.Group)
+		case *logstorepb.Command_InitProducer:
+			out[i] = m.applyInitProducer(ts, k.InitProducer)
 		case *logstorepb.Command_SetClusterVersion:
 			out[i] = m.applySetClusterVersion(k.SetClusterVersion)
 		case *logstorepb.Command_CreateTopic:
@@ -151,6 +153,7 @@ func (m *Machine) sweepProducers(ts int64) {
 			delete(st.producers, id)
 		}
 	}
+	st.sweepRegistered(cutoff)
 }
 
 // applyAppend applies one AppendRequest: producer dedupe, room in the group
@@ -163,6 +166,9 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 	// (not even a producer's sequence), as for TABLE_FULL below.
 	if err := m.checkTopics(req); err != nil {
 		return nil, err
+	}
+	if registered(req) {
+		return m.applyRegisteredAppend(idx, ts, req)
 	}
 	if req.ProducerId == "" {
 		if err := m.groupRoom(req.OffsetCommits); err != nil {

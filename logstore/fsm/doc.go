@@ -18,11 +18,12 @@
 // of State (Status, FetchOffsets, the retention floor) with its own mutex.
 //
 // Apply, per command: an Append goes through the idempotent-producer check
-// (producer id + sequence), room in the capped group-offset table, its
+// (a registered producer's id, epoch and window of 5 sequences, see
+// producer.go; or a legacy producer id + sequence), room in the capped group-offset table, its
 // conditions (a topic's next offset, or a group's committed offset,
 // checked before the txn's own commits), then gets the next dense LSN and
-// dense per-topic offsets; NextEpoch, ReportConsumer, DeleteGroup and
-// member registration change the state only. The entry's transactions go
+// dense per-topic offsets; NextEpoch, ReportConsumer, DeleteGroup,
+// InitProducer and member registration change the state only. The entry's transactions go
 // to the Log in one AppendBatch; a refused write panics (the replica can
 // no longer follow the log). See package logstore's doc for the decisions
 // (bounds, legacy limits) and DESIGN.md §4.

@@ -45,6 +45,11 @@ type State struct {
 	group          groupState // PlayerGroup registry and membership (group.go)
 	// decls are the topic declarations (topics.go).
 	decls topicDecls
+	// Registered producers (producer.go): rows by id, ids by name (the
+	// two agree), and the last id handed out (ids are never reused).
+	registered     map[uint64]*logstorepb.ProducerRow
+	producerNames  map[string]uint64
+	lastProducerID uint64
 }
 
 // NewState returns the empty state (no entry applied).
@@ -56,6 +61,9 @@ func NewState() *State {
 		consumers: map[string]types.LSN{},
 		members:   map[string]*logstorepb.MemberCommand{},
 		group:     newGroupState(),
+
+		registered:    map[uint64]*logstorepb.ProducerRow{},
+		producerNames: map[string]uint64{},
 	}
 }
 
@@ -123,6 +131,8 @@ func (s *State) ToProto() *logstorepb.FSMState {
 		Consumers:                 s.Consumers(),
 		ClusterVersion:            s.clusterVersion,
 		TopicDeclarations:         s.decls.toProto(),
+		RegisteredProducers:       s.registeredToProto(),
+		LastProducerId:            s.lastProducerID,
 	}
 	for _, p := range sortedKeys(s.producers) {
 		out.Producers = append(out.Producers, proto.Clone(s.producers[p]).(*logstorepb.ProducerState))
@@ -181,6 +191,9 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 			return nil, fmt.Errorf("%w: producer row %q has no id or not exactly one result", ErrCorruptState, pr.ProducerId)
 		}
 		s.producers[pr.ProducerId] = pr
+	}
+	if err := s.registeredFromProto(p); err != nil {
+		return nil, err
 	}
 	for _, g := range p.GroupOffsets {
 		s.groups[groupKey{g.Group, g.Topic}] = types.Offset(g.Offset)

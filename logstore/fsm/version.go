@@ -29,9 +29,10 @@ const (
 // changes what apply does, checked in Required) adds one line here with
 // the version that introduced it, and CurrentVersion moves up with it.
 var minVersion = map[string]uint32{
-	kindName(&logstorepb.Command_DeleteGroup{}): 2,
-	kindName(&logstorepb.Command_Group{}):       3, // PlayerGroup (group.go)
-	kindName(&logstorepb.Command_CreateTopic{}): TopicsVersion,
+	kindName(&logstorepb.Command_DeleteGroup{}):  2,
+	kindName(&logstorepb.Command_Group{}):        3, // PlayerGroup (group.go)
+	kindName(&logstorepb.Command_CreateTopic{}):  TopicsVersion,
+	kindName(&logstorepb.Command_InitProducer{}): producerVersion,
 	// SetClusterVersion is not gated (it is what opens the gate): the
 	// leader writes SetClusterVersion(v) only when every voter advertised
 	// v >= 2, and every such binary knows it.
@@ -48,6 +49,9 @@ func Required(c *logstorepb.Command) uint32 {
 	}
 	if v, ok := minVersion[kindName(c.Kind)]; ok {
 		return v
+	}
+	if registered(c.GetAppend()) { // the registered-producer fields change apply
+		return producerVersion
 	}
 	return BaseVersion
 }

@@ -81,6 +81,18 @@ const (
 	// (CreateTopic): the whole transaction was refused, nothing written.
 	// INVALID_ARGUMENT; topic, message_index, topic_declaration.
 	ErrorCode_SCHEMA_MISMATCH ErrorCode = 30
+	// Registered producers (InitProducer; AppendRequest.producer_epoch).
+	// The producer id is not in the table (never registered, or its row
+	// expired idle): nothing was written. The SDK registers again; what it
+	// had in flight may have committed (in doubt). FAILED_PRECONDITION.
+	ErrorCode_UNKNOWN_PRODUCER ErrorCode = 26
+	// A newer instance registered the same name: this one is a zombie and
+	// must stop. Nothing was written. FAILED_PRECONDITION; epoch (current).
+	ErrorCode_PRODUCER_FENCED ErrorCode = 27
+	// The sequence is older than the window of remembered results (the last
+	// 5): it was applied, its result is forgotten. Nothing was written.
+	// FAILED_PRECONDITION; expected_sequence (the next one).
+	ErrorCode_SEQUENCE_TOO_OLD ErrorCode = 28
 )
 
 // Enum value maps for ErrorCode.
@@ -116,6 +128,9 @@ var (
 		40: "FEATURE_NOT_ENABLED",
 		33: "UNKNOWN_TARGET",
 		30: "SCHEMA_MISMATCH",
+		26: "UNKNOWN_PRODUCER",
+		27: "PRODUCER_FENCED",
+		28: "SEQUENCE_TOO_OLD",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -148,6 +163,9 @@ var (
 		"FEATURE_NOT_ENABLED":    40,
 		"UNKNOWN_TARGET":         33,
 		"SCHEMA_MISMATCH":        30,
+		"UNKNOWN_PRODUCER":       26,
+		"PRODUCER_FENCED":        27,
+		"SEQUENCE_TOO_OLD":       28,
 	}
 )
 
@@ -538,6 +556,15 @@ type AppendRequest struct {
 	Sequence      uint64          `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Conditions    []*Condition    `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	OffsetCommits []*OffsetCommit `protobuf:"bytes,5,rep,name=offset_commits,json=offsetCommits,proto3" json:"offset_commits,omitempty"`
+	// Registered producer (cluster version 3): producer_epoch >= 1 marks a
+	// request of a producer registered with InitProducer; producer_id is then
+	// the id InitProducer returned (decimal digits) and sequence its next
+	// sequence (1 after every InitProducer). An id the cluster does not hold
+	// is refused with UNKNOWN_PRODUCER, an older epoch with PRODUCER_FENCED;
+	// the cluster remembers the results of the producer's last 5 sequences
+	// (up to 5 in flight). Without producer_epoch, producer_id is a legacy
+	// unregistered id (see docs/ARCHITECTURE.md, "Registered producers").
+	ProducerEpoch uint64 `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -605,6 +632,13 @@ func (x *AppendRequest) GetOffsetCommits() []*OffsetCommit {
 		return x.OffsetCommits
 	}
 	return nil
+}
+
+func (x *AppendRequest) GetProducerEpoch() uint64 {
+	if x != nil {
+		return x.ProducerEpoch
+	}
+	return 0
 }
 
 type SliceResult struct {
@@ -2679,6 +2713,105 @@ func (x *ErrorDetail) GetTopicDeclaration() string {
 }
 
 // RegisteredTarget is one target of the registry.
+type InitProducerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The producer's stable name (1..256 bytes, logstore.MaxNameLen): one
+	// live instance per name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerRequest) Reset() {
+	*x = InitProducerRequest{}
+	mi := &file_logstore_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerRequest) ProtoMessage() {}
+
+func (x *InitProducerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerRequest.ProtoReflect.Descriptor instead.
+func (*InitProducerRequest) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *InitProducerRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type InitProducerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The registered id, as AppendRequest.producer_id carries it.
+	ProducerId    string `protobuf:"bytes,1,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InitProducerResponse) Reset() {
+	*x = InitProducerResponse{}
+	mi := &file_logstore_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InitProducerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InitProducerResponse) ProtoMessage() {}
+
+func (x *InitProducerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InitProducerResponse.ProtoReflect.Descriptor instead.
+func (*InitProducerResponse) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *InitProducerResponse) GetProducerId() string {
+	if x != nil {
+		return x.ProducerId
+	}
+	return ""
+}
+
+func (x *InitProducerResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type RegisteredTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2696,7 +2829,7 @@ type RegisteredTarget struct {
 
 func (x *RegisteredTarget) Reset() {
 	*x = RegisteredTarget{}
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2841,7 @@ func (x *RegisteredTarget) String() string {
 func (*RegisteredTarget) ProtoMessage() {}
 
 func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2854,7 @@ func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredTarget.ProtoReflect.Descriptor instead.
 func (*RegisteredTarget) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{40}
+	return file_logstore_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RegisteredTarget) GetId() string {
@@ -2761,7 +2894,7 @@ type RegisterTargetRequest struct {
 
 func (x *RegisterTargetRequest) Reset() {
 	*x = RegisterTargetRequest{}
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2773,7 +2906,7 @@ func (x *RegisterTargetRequest) String() string {
 func (*RegisterTargetRequest) ProtoMessage() {}
 
 func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2786,7 +2919,7 @@ func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTargetRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTargetRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{41}
+	return file_logstore_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RegisterTargetRequest) GetTarget() *RegisteredTarget {
@@ -2804,7 +2937,7 @@ type RegisterTargetResponse struct {
 
 func (x *RegisterTargetResponse) Reset() {
 	*x = RegisterTargetResponse{}
-	mi := &file_logstore_proto_msgTypes[42]
+	mi := &file_logstore_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2949,7 @@ func (x *RegisterTargetResponse) String() string {
 func (*RegisterTargetResponse) ProtoMessage() {}
 
 func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[42]
+	mi := &file_logstore_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2962,7 @@ func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTargetResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTargetResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{42}
+	return file_logstore_proto_rawDescGZIP(), []int{44}
 }
 
 type UnregisterTargetRequest struct {
@@ -2841,7 +2974,7 @@ type UnregisterTargetRequest struct {
 
 func (x *UnregisterTargetRequest) Reset() {
 	*x = UnregisterTargetRequest{}
-	mi := &file_logstore_proto_msgTypes[43]
+	mi := &file_logstore_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2986,7 @@ func (x *UnregisterTargetRequest) String() string {
 func (*UnregisterTargetRequest) ProtoMessage() {}
 
 func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[43]
+	mi := &file_logstore_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2999,7 @@ func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterTargetRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterTargetRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{43}
+	return file_logstore_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UnregisterTargetRequest) GetId() string {
@@ -2884,7 +3017,7 @@ type UnregisterTargetResponse struct {
 
 func (x *UnregisterTargetResponse) Reset() {
 	*x = UnregisterTargetResponse{}
-	mi := &file_logstore_proto_msgTypes[44]
+	mi := &file_logstore_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +3029,7 @@ func (x *UnregisterTargetResponse) String() string {
 func (*UnregisterTargetResponse) ProtoMessage() {}
 
 func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[44]
+	mi := &file_logstore_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +3042,7 @@ func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterTargetResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterTargetResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{44}
+	return file_logstore_proto_rawDescGZIP(), []int{46}
 }
 
 type ListRegisteredTargetsRequest struct {
@@ -2922,7 +3055,7 @@ type ListRegisteredTargetsRequest struct {
 
 func (x *ListRegisteredTargetsRequest) Reset() {
 	*x = ListRegisteredTargetsRequest{}
-	mi := &file_logstore_proto_msgTypes[45]
+	mi := &file_logstore_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2934,7 +3067,7 @@ func (x *ListRegisteredTargetsRequest) String() string {
 func (*ListRegisteredTargetsRequest) ProtoMessage() {}
 
 func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[45]
+	mi := &file_logstore_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2947,7 +3080,7 @@ func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegisteredTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegisteredTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{45}
+	return file_logstore_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListRegisteredTargetsRequest) GetGroup() string {
@@ -2975,7 +3108,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_logstore_proto_msgTypes[46]
+	mi := &file_logstore_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2987,7 +3120,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[46]
+	mi := &file_logstore_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3000,7 +3133,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{46}
+	return file_logstore_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Assignment) GetTarget() *RegisteredTarget {
@@ -3048,7 +3181,7 @@ type ListRegisteredTargetsResponse struct {
 
 func (x *ListRegisteredTargetsResponse) Reset() {
 	*x = ListRegisteredTargetsResponse{}
-	mi := &file_logstore_proto_msgTypes[47]
+	mi := &file_logstore_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3193,7 @@ func (x *ListRegisteredTargetsResponse) String() string {
 func (*ListRegisteredTargetsResponse) ProtoMessage() {}
 
 func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[47]
+	mi := &file_logstore_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +3206,7 @@ func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegisteredTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegisteredTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{47}
+	return file_logstore_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListRegisteredTargetsResponse) GetTargets() []*RegisteredTarget {
@@ -3106,7 +3239,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_logstore_proto_msgTypes[48]
+	mi := &file_logstore_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3251,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[48]
+	mi := &file_logstore_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3264,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{48}
+	return file_logstore_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -3180,7 +3313,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_logstore_proto_msgTypes[49]
+	mi := &file_logstore_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3192,7 +3325,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[49]
+	mi := &file_logstore_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3205,7 +3338,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{49}
+	return file_logstore_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GroupHeartbeatResponse) GetLogTimeUnixNano() int64 {
@@ -3254,7 +3387,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_logstore_proto_msgTypes[50]
+	mi := &file_logstore_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3399,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[50]
+	mi := &file_logstore_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3412,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{50}
+	return file_logstore_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -3311,7 +3444,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_logstore_proto_msgTypes[51]
+	mi := &file_logstore_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3323,7 +3456,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[51]
+	mi := &file_logstore_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3336,7 +3469,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{51}
+	return file_logstore_proto_rawDescGZIP(), []int{53}
 }
 
 type DescribeGroupRequest struct {
@@ -3348,7 +3481,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_logstore_proto_msgTypes[52]
+	mi := &file_logstore_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3360,7 +3493,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[52]
+	mi := &file_logstore_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3373,7 +3506,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{52}
+	return file_logstore_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -3397,7 +3530,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_logstore_proto_msgTypes[53]
+	mi := &file_logstore_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3542,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[53]
+	mi := &file_logstore_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3555,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{53}
+	return file_logstore_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3484,7 +3617,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_logstore_proto_msgTypes[54]
+	mi := &file_logstore_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3629,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[54]
+	mi := &file_logstore_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3642,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{54}
+	return file_logstore_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -3569,7 +3702,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_logstore_proto_msgTypes[55]
+	mi := &file_logstore_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3714,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[55]
+	mi := &file_logstore_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3727,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{55}
+	return file_logstore_proto_rawDescGZIP(), []int{57}
 }
 
 // BackupInfo describes the archive a Backup stream carries.
@@ -3611,7 +3744,7 @@ type BackupInfo struct {
 
 func (x *BackupInfo) Reset() {
 	*x = BackupInfo{}
-	mi := &file_logstore_proto_msgTypes[56]
+	mi := &file_logstore_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3756,7 @@ func (x *BackupInfo) String() string {
 func (*BackupInfo) ProtoMessage() {}
 
 func (x *BackupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[56]
+	mi := &file_logstore_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3769,7 @@ func (x *BackupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
 func (*BackupInfo) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{56}
+	return file_logstore_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BackupInfo) GetRaftIndex() uint64 {
@@ -3684,7 +3817,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_logstore_proto_msgTypes[57]
+	mi := &file_logstore_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3696,7 +3829,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[57]
+	mi := &file_logstore_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3709,7 +3842,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{57}
+	return file_logstore_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *BackupChunk) GetInfo() *BackupInfo {
@@ -3742,7 +3875,7 @@ type TopicDeclaration struct {
 
 func (x *TopicDeclaration) Reset() {
 	*x = TopicDeclaration{}
-	mi := &file_logstore_proto_msgTypes[58]
+	mi := &file_logstore_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3754,7 +3887,7 @@ func (x *TopicDeclaration) String() string {
 func (*TopicDeclaration) ProtoMessage() {}
 
 func (x *TopicDeclaration) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[58]
+	mi := &file_logstore_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3767,7 +3900,7 @@ func (x *TopicDeclaration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicDeclaration.ProtoReflect.Descriptor instead.
 func (*TopicDeclaration) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{58}
+	return file_logstore_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *TopicDeclaration) GetTopic() string {
@@ -3800,7 +3933,7 @@ type CreateTopicRequest struct {
 
 func (x *CreateTopicRequest) Reset() {
 	*x = CreateTopicRequest{}
-	mi := &file_logstore_proto_msgTypes[59]
+	mi := &file_logstore_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3812,7 +3945,7 @@ func (x *CreateTopicRequest) String() string {
 func (*CreateTopicRequest) ProtoMessage() {}
 
 func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[59]
+	mi := &file_logstore_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3825,7 +3958,7 @@ func (x *CreateTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicRequest.ProtoReflect.Descriptor instead.
 func (*CreateTopicRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{59}
+	return file_logstore_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *CreateTopicRequest) GetDeclaration() *TopicDeclaration {
@@ -3847,7 +3980,7 @@ type CreateTopicResponse struct {
 
 func (x *CreateTopicResponse) Reset() {
 	*x = CreateTopicResponse{}
-	mi := &file_logstore_proto_msgTypes[60]
+	mi := &file_logstore_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3859,7 +3992,7 @@ func (x *CreateTopicResponse) String() string {
 func (*CreateTopicResponse) ProtoMessage() {}
 
 func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[60]
+	mi := &file_logstore_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3872,7 +4005,7 @@ func (x *CreateTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTopicResponse.ProtoReflect.Descriptor instead.
 func (*CreateTopicResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{60}
+	return file_logstore_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *CreateTopicResponse) GetCreated() bool {
@@ -3901,7 +4034,7 @@ type DescribeTopicRequest struct {
 
 func (x *DescribeTopicRequest) Reset() {
 	*x = DescribeTopicRequest{}
-	mi := &file_logstore_proto_msgTypes[61]
+	mi := &file_logstore_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3913,7 +4046,7 @@ func (x *DescribeTopicRequest) String() string {
 func (*DescribeTopicRequest) ProtoMessage() {}
 
 func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[61]
+	mi := &file_logstore_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3926,7 +4059,7 @@ func (x *DescribeTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicRequest.ProtoReflect.Descriptor instead.
 func (*DescribeTopicRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{61}
+	return file_logstore_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DescribeTopicRequest) GetTopic() string {
@@ -3960,7 +4093,7 @@ type TopicInfo struct {
 
 func (x *TopicInfo) Reset() {
 	*x = TopicInfo{}
-	mi := &file_logstore_proto_msgTypes[62]
+	mi := &file_logstore_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4105,7 @@ func (x *TopicInfo) String() string {
 func (*TopicInfo) ProtoMessage() {}
 
 func (x *TopicInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[62]
+	mi := &file_logstore_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4118,7 @@ func (x *TopicInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicInfo.ProtoReflect.Descriptor instead.
 func (*TopicInfo) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{62}
+	return file_logstore_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *TopicInfo) GetTopic() string {
@@ -4032,7 +4165,7 @@ type DescribeTopicResponse struct {
 
 func (x *DescribeTopicResponse) Reset() {
 	*x = DescribeTopicResponse{}
-	mi := &file_logstore_proto_msgTypes[63]
+	mi := &file_logstore_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4177,7 @@ func (x *DescribeTopicResponse) String() string {
 func (*DescribeTopicResponse) ProtoMessage() {}
 
 func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[63]
+	mi := &file_logstore_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4190,7 @@ func (x *DescribeTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeTopicResponse.ProtoReflect.Descriptor instead.
 func (*DescribeTopicResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{63}
+	return file_logstore_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *DescribeTopicResponse) GetTopic() *TopicInfo {
@@ -4083,7 +4216,7 @@ type ListTopicsRequest struct {
 
 func (x *ListTopicsRequest) Reset() {
 	*x = ListTopicsRequest{}
-	mi := &file_logstore_proto_msgTypes[64]
+	mi := &file_logstore_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4095,7 +4228,7 @@ func (x *ListTopicsRequest) String() string {
 func (*ListTopicsRequest) ProtoMessage() {}
 
 func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[64]
+	mi := &file_logstore_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4108,7 +4241,7 @@ func (x *ListTopicsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsRequest.ProtoReflect.Descriptor instead.
 func (*ListTopicsRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{64}
+	return file_logstore_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListTopicsRequest) GetPageToken() string {
@@ -4147,7 +4280,7 @@ type ListTopicsResponse struct {
 
 func (x *ListTopicsResponse) Reset() {
 	*x = ListTopicsResponse{}
-	mi := &file_logstore_proto_msgTypes[65]
+	mi := &file_logstore_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4292,7 @@ func (x *ListTopicsResponse) String() string {
 func (*ListTopicsResponse) ProtoMessage() {}
 
 func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[65]
+	mi := &file_logstore_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4305,7 @@ func (x *ListTopicsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTopicsResponse.ProtoReflect.Descriptor instead.
 func (*ListTopicsResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{65}
+	return file_logstore_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListTopicsResponse) GetTopics() []*TopicInfo {
@@ -4225,7 +4358,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\fOffsetCommit\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05topic\x18\x02 \x01(\tR\x05topic\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x04R\x06offset\"\x90\x02\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\"\xb7\x02\n" +
 	"\rAppendRequest\x124\n" +
 	"\x06slices\x18\x01 \x03(\v2\x1c.logplayer.logstore.v1.SliceR\x06slices\x12\x1f\n" +
 	"\vproducer_id\x18\x02 \x01(\tR\n" +
@@ -4234,7 +4367,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x04 \x03(\v2 .logplayer.logstore.v1.ConditionR\n" +
 	"conditions\x12J\n" +
-	"\x0eoffset_commits\x18\x05 \x03(\v2#.logplayer.logstore.v1.OffsetCommitR\roffsetCommits\"F\n" +
+	"\x0eoffset_commits\x18\x05 \x03(\v2#.logplayer.logstore.v1.OffsetCommitR\roffsetCommits\x12%\n" +
+	"\x0eproducer_epoch\x18\x06 \x01(\x04R\rproducerEpoch\"F\n" +
 	"\vSliceResult\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12!\n" +
 	"\ffirst_offset\x18\x02 \x01(\x04R\vfirstOffset\"|\n" +
@@ -4380,7 +4514,13 @@ const file_logstore_proto_rawDesc = "" +
 	"\x05group\x18\r \x01(\tR\x05group\x12\x1b\n" +
 	"\ttarget_id\x18\x12 \x01(\tR\btargetId\x12#\n" +
 	"\rmessage_index\x18\x10 \x01(\x04R\fmessageIndex\x12+\n" +
-	"\x11topic_declaration\x18\x11 \x01(\tR\x10topicDeclaration\"\x8d\x01\n" +
+	"\x11topic_declaration\x18\x11 \x01(\tR\x10topicDeclaration\")\n" +
+	"\x13InitProducerRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
+	"\x14InitProducerResponse\x12\x1f\n" +
+	"\vproducer_id\x18\x01 \x01(\tR\n" +
+	"producerId\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\"\x8d\x01\n" +
 	"\x10RegisteredTarget\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -4487,7 +4627,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\xe9\x04\n" +
+	"topicCount*\xaa\x05\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4525,11 +4665,15 @@ const file_logstore_proto_rawDesc = "" +
 	"\x11PERMISSION_DENIED\x10\x19\x12\x17\n" +
 	"\x13FEATURE_NOT_ENABLED\x10(\x12\x12\n" +
 	"\x0eUNKNOWN_TARGET\x10!\x12\x13\n" +
-	"\x0fSCHEMA_MISMATCH\x10\x1e\x1a\x02\x10\x01*X\n" +
+	"\x0fSCHEMA_MISMATCH\x10\x1e\x12\x14\n" +
+	"\x10UNKNOWN_PRODUCER\x10\x1a\x12\x13\n" +
+	"\x0fPRODUCER_FENCED\x10\x1b\x12\x14\n" +
+	"\x10SEQUENCE_TOO_OLD\x10\x1c\x1a\x02\x10\x01*X\n" +
 	"\vTopicSchema\x12\x1c\n" +
 	"\x18TOPIC_SCHEMA_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_SCHEMA_BYTES\x10\x01\x12\x13\n" +
-	"\x0fTOPIC_SCHEMA_KV\x10\x022\xa6\t\n" +
+	"\x0fTOPIC_SCHEMA_KV\x10\x022\x8f\n" +
+	"\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
@@ -4543,7 +4687,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\vCreateTopic\x12).logplayer.logstore.v1.CreateTopicRequest\x1a*.logplayer.logstore.v1.CreateTopicResponse\x12j\n" +
 	"\rDescribeTopic\x12+.logplayer.logstore.v1.DescribeTopicRequest\x1a,.logplayer.logstore.v1.DescribeTopicResponse\x12a\n" +
 	"\n" +
-	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse2\xa0\x03\n" +
+	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse\x12g\n" +
+	"\fInitProducer\x12*.logplayer.logstore.v1.InitProducerRequest\x1a+.logplayer.logstore.v1.InitProducerResponse2\xa0\x03\n" +
 	"\aCluster\x12[\n" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +
@@ -4571,7 +4716,7 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                        // 0: logplayer.logstore.v1.ErrorCode
 	(TopicSchema)(0),                      // 1: logplayer.logstore.v1.TopicSchema
@@ -4615,32 +4760,34 @@ var file_logstore_proto_goTypes = []any{
 	(*TransferLeadershipRequest)(nil),     // 39: logplayer.logstore.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil),    // 40: logplayer.logstore.v1.TransferLeadershipResponse
 	(*ErrorDetail)(nil),                   // 41: logplayer.logstore.v1.ErrorDetail
-	(*RegisteredTarget)(nil),              // 42: logplayer.logstore.v1.RegisteredTarget
-	(*RegisterTargetRequest)(nil),         // 43: logplayer.logstore.v1.RegisterTargetRequest
-	(*RegisterTargetResponse)(nil),        // 44: logplayer.logstore.v1.RegisterTargetResponse
-	(*UnregisterTargetRequest)(nil),       // 45: logplayer.logstore.v1.UnregisterTargetRequest
-	(*UnregisterTargetResponse)(nil),      // 46: logplayer.logstore.v1.UnregisterTargetResponse
-	(*ListRegisteredTargetsRequest)(nil),  // 47: logplayer.logstore.v1.ListRegisteredTargetsRequest
-	(*Assignment)(nil),                    // 48: logplayer.logstore.v1.Assignment
-	(*ListRegisteredTargetsResponse)(nil), // 49: logplayer.logstore.v1.ListRegisteredTargetsResponse
-	(*GroupHeartbeatRequest)(nil),         // 50: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),        // 51: logplayer.logstore.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),             // 52: logplayer.logstore.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),            // 53: logplayer.logstore.v1.LeaveGroupResponse
-	(*DescribeGroupRequest)(nil),          // 54: logplayer.logstore.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                   // 55: logplayer.logstore.v1.GroupMember
-	(*DescribeGroupResponse)(nil),         // 56: logplayer.logstore.v1.DescribeGroupResponse
-	(*BackupRequest)(nil),                 // 57: logplayer.logstore.v1.BackupRequest
-	(*BackupInfo)(nil),                    // 58: logplayer.logstore.v1.BackupInfo
-	(*BackupChunk)(nil),                   // 59: logplayer.logstore.v1.BackupChunk
-	(*TopicDeclaration)(nil),              // 60: logplayer.logstore.v1.TopicDeclaration
-	(*CreateTopicRequest)(nil),            // 61: logplayer.logstore.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),           // 62: logplayer.logstore.v1.CreateTopicResponse
-	(*DescribeTopicRequest)(nil),          // 63: logplayer.logstore.v1.DescribeTopicRequest
-	(*TopicInfo)(nil),                     // 64: logplayer.logstore.v1.TopicInfo
-	(*DescribeTopicResponse)(nil),         // 65: logplayer.logstore.v1.DescribeTopicResponse
-	(*ListTopicsRequest)(nil),             // 66: logplayer.logstore.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),            // 67: logplayer.logstore.v1.ListTopicsResponse
+	(*InitProducerRequest)(nil),           // 42: logplayer.logstore.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),          // 43: logplayer.logstore.v1.InitProducerResponse
+	(*RegisteredTarget)(nil),              // 44: logplayer.logstore.v1.RegisteredTarget
+	(*RegisterTargetRequest)(nil),         // 45: logplayer.logstore.v1.RegisterTargetRequest
+	(*RegisterTargetResponse)(nil),        // 46: logplayer.logstore.v1.RegisterTargetResponse
+	(*UnregisterTargetRequest)(nil),       // 47: logplayer.logstore.v1.UnregisterTargetRequest
+	(*UnregisterTargetResponse)(nil),      // 48: logplayer.logstore.v1.UnregisterTargetResponse
+	(*ListRegisteredTargetsRequest)(nil),  // 49: logplayer.logstore.v1.ListRegisteredTargetsRequest
+	(*Assignment)(nil),                    // 50: logplayer.logstore.v1.Assignment
+	(*ListRegisteredTargetsResponse)(nil), // 51: logplayer.logstore.v1.ListRegisteredTargetsResponse
+	(*GroupHeartbeatRequest)(nil),         // 52: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),        // 53: logplayer.logstore.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),             // 54: logplayer.logstore.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),            // 55: logplayer.logstore.v1.LeaveGroupResponse
+	(*DescribeGroupRequest)(nil),          // 56: logplayer.logstore.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                   // 57: logplayer.logstore.v1.GroupMember
+	(*DescribeGroupResponse)(nil),         // 58: logplayer.logstore.v1.DescribeGroupResponse
+	(*BackupRequest)(nil),                 // 59: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                    // 60: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                   // 61: logplayer.logstore.v1.BackupChunk
+	(*TopicDeclaration)(nil),              // 62: logplayer.logstore.v1.TopicDeclaration
+	(*CreateTopicRequest)(nil),            // 63: logplayer.logstore.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),           // 64: logplayer.logstore.v1.CreateTopicResponse
+	(*DescribeTopicRequest)(nil),          // 65: logplayer.logstore.v1.DescribeTopicRequest
+	(*TopicInfo)(nil),                     // 66: logplayer.logstore.v1.TopicInfo
+	(*DescribeTopicResponse)(nil),         // 67: logplayer.logstore.v1.DescribeTopicResponse
+	(*ListTopicsRequest)(nil),             // 68: logplayer.logstore.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),            // 69: logplayer.logstore.v1.ListTopicsResponse
 }
 var file_logstore_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -4667,21 +4814,21 @@ var file_logstore_proto_depIdxs = []int32{
 	33, // 21: logplayer.logstore.v1.StatusResponse.player_groups:type_name -> logplayer.logstore.v1.PlayerGroupStatus
 	0,  // 22: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
 	2,  // 23: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
-	42, // 24: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	42, // 25: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	42, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	48, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	48, // 28: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	55, // 29: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
-	48, // 30: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	58, // 31: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	44, // 24: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	44, // 25: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	44, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	50, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	50, // 28: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	57, // 29: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
+	50, // 30: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	60, // 31: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
 	1,  // 32: logplayer.logstore.v1.TopicDeclaration.schema:type_name -> logplayer.logstore.v1.TopicSchema
-	60, // 33: logplayer.logstore.v1.CreateTopicRequest.declaration:type_name -> logplayer.logstore.v1.TopicDeclaration
+	62, // 33: logplayer.logstore.v1.CreateTopicRequest.declaration:type_name -> logplayer.logstore.v1.TopicDeclaration
 	1,  // 34: logplayer.logstore.v1.CreateTopicResponse.previous_schema:type_name -> logplayer.logstore.v1.TopicSchema
 	1,  // 35: logplayer.logstore.v1.TopicInfo.schema:type_name -> logplayer.logstore.v1.TopicSchema
-	64, // 36: logplayer.logstore.v1.DescribeTopicResponse.topic:type_name -> logplayer.logstore.v1.TopicInfo
-	64, // 37: logplayer.logstore.v1.ListTopicsResponse.topics:type_name -> logplayer.logstore.v1.TopicInfo
-	60, // 38: logplayer.logstore.v1.ListTopicsResponse.patterns:type_name -> logplayer.logstore.v1.TopicDeclaration
+	66, // 36: logplayer.logstore.v1.DescribeTopicResponse.topic:type_name -> logplayer.logstore.v1.TopicInfo
+	66, // 37: logplayer.logstore.v1.ListTopicsResponse.topics:type_name -> logplayer.logstore.v1.TopicInfo
+	62, // 38: logplayer.logstore.v1.ListTopicsResponse.patterns:type_name -> logplayer.logstore.v1.TopicDeclaration
 	7,  // 39: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
 	10, // 40: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
 	16, // 41: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
@@ -4691,43 +4838,45 @@ var file_logstore_proto_depIdxs = []int32{
 	25, // 45: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
 	27, // 46: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
 	29, // 47: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	61, // 48: logplayer.logstore.v1.LogStore.CreateTopic:input_type -> logplayer.logstore.v1.CreateTopicRequest
-	63, // 49: logplayer.logstore.v1.LogStore.DescribeTopic:input_type -> logplayer.logstore.v1.DescribeTopicRequest
-	66, // 50: logplayer.logstore.v1.LogStore.ListTopics:input_type -> logplayer.logstore.v1.ListTopicsRequest
-	35, // 51: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	37, // 52: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	39, // 53: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	57, // 54: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
-	43, // 55: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
-	45, // 56: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
-	47, // 57: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
-	50, // 58: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
-	52, // 59: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
-	54, // 60: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
-	9,  // 61: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	13, // 62: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	17, // 63: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	20, // 64: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	22, // 65: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	24, // 66: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	26, // 67: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	28, // 68: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	34, // 69: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	62, // 70: logplayer.logstore.v1.LogStore.CreateTopic:output_type -> logplayer.logstore.v1.CreateTopicResponse
-	65, // 71: logplayer.logstore.v1.LogStore.DescribeTopic:output_type -> logplayer.logstore.v1.DescribeTopicResponse
-	67, // 72: logplayer.logstore.v1.LogStore.ListTopics:output_type -> logplayer.logstore.v1.ListTopicsResponse
-	36, // 73: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	38, // 74: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	40, // 75: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	59, // 76: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
-	44, // 77: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
-	46, // 78: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
-	49, // 79: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
-	51, // 80: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
-	53, // 81: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
-	56, // 82: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
-	61, // [61:83] is the sub-list for method output_type
-	39, // [39:61] is the sub-list for method input_type
+	63, // 48: logplayer.logstore.v1.LogStore.CreateTopic:input_type -> logplayer.logstore.v1.CreateTopicRequest
+	65, // 49: logplayer.logstore.v1.LogStore.DescribeTopic:input_type -> logplayer.logstore.v1.DescribeTopicRequest
+	68, // 50: logplayer.logstore.v1.LogStore.ListTopics:input_type -> logplayer.logstore.v1.ListTopicsRequest
+	42, // 51: logplayer.logstore.v1.LogStore.InitProducer:input_type -> logplayer.logstore.v1.InitProducerRequest
+	35, // 52: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	37, // 53: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	39, // 54: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	59, // 55: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	45, // 56: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
+	47, // 57: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
+	49, // 58: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
+	52, // 59: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
+	54, // 60: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
+	56, // 61: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
+	9,  // 62: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	13, // 63: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	17, // 64: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	20, // 65: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	22, // 66: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	24, // 67: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	26, // 68: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	28, // 69: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	34, // 70: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	64, // 71: logplayer.logstore.v1.LogStore.CreateTopic:output_type -> logplayer.logstore.v1.CreateTopicResponse
+	67, // 72: logplayer.logstore.v1.LogStore.DescribeTopic:output_type -> logplayer.logstore.v1.DescribeTopicResponse
+	69, // 73: logplayer.logstore.v1.LogStore.ListTopics:output_type -> logplayer.logstore.v1.ListTopicsResponse
+	43, // 74: logplayer.logstore.v1.LogStore.InitProducer:output_type -> logplayer.logstore.v1.InitProducerResponse
+	36, // 75: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	38, // 76: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	40, // 77: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	61, // 78: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	46, // 79: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
+	48, // 80: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
+	51, // 81: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
+	53, // 82: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
+	55, // 83: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
+	58, // 84: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
+	62, // [62:85] is the sub-list for method output_type
+	39, // [39:62] is the sub-list for method input_type
 	39, // [39:39] is the sub-list for extension type_name
 	39, // [39:39] is the sub-list for extension extendee
 	0,  // [0:39] is the sub-list for field type_name
@@ -4744,7 +4893,7 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   66,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -38,6 +38,7 @@ const (
 	LogStore_CreateTopic_FullMethodName    = "/logplayer.logstore.v1.LogStore/CreateTopic"
 	LogStore_DescribeTopic_FullMethodName  = "/logplayer.logstore.v1.LogStore/DescribeTopic"
 	LogStore_ListTopics_FullMethodName     = "/logplayer.logstore.v1.LogStore/ListTopics"
+	LogStore_InitProducer_FullMethodName   = "/logplayer.logstore.v1.LogStore/InitProducer"
 )
 
 // LogStoreClient is the client API for LogStore service.
@@ -92,6 +93,13 @@ type LogStoreClient interface {
 	// ListTopics pages through the topics (written or declared by name) in
 	// name order, and lists the pattern declarations on the first page.
 	ListTopics(ctx context.Context, in *ListTopicsRequest, opts ...grpc.CallOption) (*ListTopicsResponse, error)
+	// InitProducer registers the producer called name (a Raft command; cluster
+	// version 3) and returns its id and a new epoch. Registering a name again
+	// keeps its id, bumps the epoch (fencing every older instance: their
+	// Appends get PRODUCER_FENCED) and restarts its sequence at 1. A new name
+	// when the producer table is full of recently active producers gets
+	// TABLE_FULL (a row idle for the idle expiry is reclaimed instead).
+	InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error)
 }
 
 type logStoreClient struct {
@@ -240,6 +248,16 @@ func (c *logStoreClient) ListTopics(ctx context.Context, in *ListTopicsRequest, 
 	return out, nil
 }
 
+func (c *logStoreClient) InitProducer(ctx context.Context, in *InitProducerRequest, opts ...grpc.CallOption) (*InitProducerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InitProducerResponse)
+	err := c.cc.Invoke(ctx, LogStore_InitProducer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // LogStoreServer is the server API for LogStore service.
 // All implementations must embed UnimplementedLogStoreServer
 // for forward compatibility.
@@ -292,6 +310,13 @@ type LogStoreServer interface {
 	// ListTopics pages through the topics (written or declared by name) in
 	// name order, and lists the pattern declarations on the first page.
 	ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error)
+	// InitProducer registers the producer called name (a Raft command; cluster
+	// version 3) and returns its id and a new epoch. Registering a name again
+	// keeps its id, bumps the epoch (fencing every older instance: their
+	// Appends get PRODUCER_FENCED) and restarts its sequence at 1. A new name
+	// when the producer table is full of recently active producers gets
+	// TABLE_FULL (a row idle for the idle expiry is reclaimed instead).
+	InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error)
 	mustEmbedUnimplementedLogStoreServer()
 }
 
@@ -337,6 +362,9 @@ func (UnimplementedLogStoreServer) DescribeTopic(context.Context, *DescribeTopic
 }
 func (UnimplementedLogStoreServer) ListTopics(context.Context, *ListTopicsRequest) (*ListTopicsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListTopics not implemented")
+}
+func (UnimplementedLogStoreServer) InitProducer(context.Context, *InitProducerRequest) (*InitProducerResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method InitProducer not implemented")
 }
 func (UnimplementedLogStoreServer) mustEmbedUnimplementedLogStoreServer() {}
 func (UnimplementedLogStoreServer) testEmbeddedByValue()                  {}
@@ -561,6 +589,24 @@ func _LogStore_ListTopics_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _LogStore_InitProducer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InitProducerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(LogStoreServer).InitProducer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: LogStore_InitProducer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(LogStoreServer).InitProducer(ctx, req.(*InitProducerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // LogStore_ServiceDesc is the grpc.ServiceDesc for LogStore service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -607,6 +653,10 @@ var LogStore_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTopics",
 			Handler:    _LogStore_ListTopics_Handler,
+		},
+		{
+			MethodName: "InitProducer",
+			Handler:    _LogStore_InitProducer_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

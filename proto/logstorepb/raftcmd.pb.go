@@ -223,6 +223,7 @@ type Command struct {
 	//	*Command_DeleteGroup
 	//	*Command_Group
 	//	*Command_CreateTopic
+	//	*Command_InitProducer
 	//	*Command_SetClusterVersion
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -329,6 +330,15 @@ func (x *Command) GetCreateTopic() *CreateTopicRequest {
 	return nil
 }
 
+func (x *Command) GetInitProducer() *InitProducerRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_InitProducer); ok {
+			return x.InitProducer
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetSetClusterVersion() *SetClusterVersion {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_SetClusterVersion); ok {
@@ -374,6 +384,11 @@ type Command_CreateTopic struct {
 	CreateTopic *CreateTopicRequest `protobuf:"bytes,7,opt,name=create_topic,json=createTopic,proto3,oneof"`
 }
 
+type Command_InitProducer struct {
+	// Registers a producer name (cluster version 3): logstore/fsm/producer.go.
+	InitProducer *InitProducerRequest `protobuf:"bytes,6,opt,name=init_producer,json=initProducer,proto3,oneof"`
+}
+
 type Command_SetClusterVersion struct {
 	// Raises the committed cluster version (logstore/fsm/version.go); the
 	// leader writes it when every voter supports a higher one. Field 15 so
@@ -394,6 +409,8 @@ func (*Command_DeleteGroup) isCommand_Kind() {}
 func (*Command_Group) isCommand_Kind() {}
 
 func (*Command_CreateTopic) isCommand_Kind() {}
+
+func (*Command_InitProducer) isCommand_Kind() {}
 
 func (*Command_SetClusterVersion) isCommand_Kind() {}
 
@@ -940,6 +957,164 @@ func (x *ProducerState) GetErrorMessage() string {
 	return ""
 }
 
+// ProducerRow is one registered producer (InitProducer): its name, epoch,
+// last applied sequence of that epoch (0: none yet), the results of its
+// last ProducerWindow (5) sequences, ascending, and the log time it was
+// last seen (for idle expiry and reclaiming its row).
+type ProducerRow struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Epoch            uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	LastSequence     uint64                 `protobuf:"varint,4,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
+	LastSeenUnixNano int64                  `protobuf:"varint,5,opt,name=last_seen_unix_nano,json=lastSeenUnixNano,proto3" json:"last_seen_unix_nano,omitempty"`
+	Results          []*ProducerResult      `protobuf:"bytes,6,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ProducerRow) Reset() {
+	*x = ProducerRow{}
+	mi := &file_raftcmd_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerRow) ProtoMessage() {}
+
+func (x *ProducerRow) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerRow.ProtoReflect.Descriptor instead.
+func (*ProducerRow) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ProducerRow) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ProducerRow) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetLastSequence() uint64 {
+	if x != nil {
+		return x.LastSequence
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetLastSeenUnixNano() int64 {
+	if x != nil {
+		return x.LastSeenUnixNano
+	}
+	return 0
+}
+
+func (x *ProducerRow) GetResults() []*ProducerResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ProducerResult is the remembered outcome of one sequence: exactly one of
+// result / error is set.
+type ProducerResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Result        *AppendResponse        `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	Error         *ErrorDetail           `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProducerResult) Reset() {
+	*x = ProducerResult{}
+	mi := &file_raftcmd_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProducerResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProducerResult) ProtoMessage() {}
+
+func (x *ProducerResult) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProducerResult.ProtoReflect.Descriptor instead.
+func (*ProducerResult) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ProducerResult) GetSequence() uint64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *ProducerResult) GetResult() *AppendResponse {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *ProducerResult) GetError() *ErrorDetail {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+func (x *ProducerResult) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
 type TopicState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
@@ -950,7 +1125,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_raftcmd_proto_msgTypes[10]
+	mi := &file_raftcmd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1137,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[10]
+	mi := &file_raftcmd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1150,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{10}
+	return file_raftcmd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TopicState) GetTopic() string {
@@ -1017,13 +1192,17 @@ type FSMState struct {
 	GroupMembers      []*GroupMemberState     `protobuf:"bytes,17,rep,name=group_members,json=groupMembers,proto3" json:"group_members,omitempty"`
 	GroupAssignments  []*GroupAssignmentState `protobuf:"bytes,18,rep,name=group_assignments,json=groupAssignments,proto3" json:"group_assignments,omitempty"`
 	GroupCounters     []*GroupCounters        `protobuf:"bytes,19,rep,name=group_counters,json=groupCounters,proto3" json:"group_counters,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Registered producers (InitProducer), sorted by id, and the last id
+	// handed out (ids are never reused).
+	RegisteredProducers []*ProducerRow `protobuf:"bytes,11,rep,name=registered_producers,json=registeredProducers,proto3" json:"registered_producers,omitempty"`
+	LastProducerId      uint64         `protobuf:"varint,12,opt,name=last_producer_id,json=lastProducerId,proto3" json:"last_producer_id,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *FSMState) Reset() {
 	*x = FSMState{}
-	mi := &file_raftcmd_proto_msgTypes[11]
+	mi := &file_raftcmd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1214,7 @@ func (x *FSMState) String() string {
 func (*FSMState) ProtoMessage() {}
 
 func (x *FSMState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[11]
+	mi := &file_raftcmd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1227,7 @@ func (x *FSMState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMState.ProtoReflect.Descriptor instead.
 func (*FSMState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{11}
+	return file_raftcmd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FSMState) GetLastLsn() uint64 {
@@ -1163,6 +1342,20 @@ func (x *FSMState) GetGroupCounters() []*GroupCounters {
 	return nil
 }
 
+func (x *FSMState) GetRegisteredProducers() []*ProducerRow {
+	if x != nil {
+		return x.RegisteredProducers
+	}
+	return nil
+}
+
+func (x *FSMState) GetLastProducerId() uint64 {
+	if x != nil {
+		return x.LastProducerId
+	}
+	return 0
+}
+
 var File_raftcmd_proto protoreflect.FileDescriptor
 
 const file_raftcmd_proto_rawDesc = "" +
@@ -1182,7 +1375,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	" \x01(\x04R\x14maxRegisteredTargets\x12\x1d\n" +
 	"\n" +
 	"max_topics\x18\a \x01(\x04R\tmaxTopics\x124\n" +
-	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\"\xed\x04\n" +
+	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\"\xc0\x05\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
@@ -1191,7 +1384,8 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
 	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12;\n" +
 	"\x05group\x18\b \x01(\v2#.logplayer.logstore.v1.GroupCommandH\x00R\x05group\x12N\n" +
-	"\fcreate_topic\x18\a \x01(\v2).logplayer.logstore.v1.CreateTopicRequestH\x00R\vcreateTopic\x12Z\n" +
+	"\fcreate_topic\x18\a \x01(\v2).logplayer.logstore.v1.CreateTopicRequestH\x00R\vcreateTopic\x12Q\n" +
+	"\rinit_producer\x18\x06 \x01(\v2*.logplayer.logstore.v1.InitProducerRequestH\x00R\finitProducer\x12Z\n" +
 	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
 	"\x04kind\"\xa7\x02\n" +
 	"\fGroupCommand\x12R\n" +
@@ -1234,12 +1428,24 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x13last_seen_unix_nano\x18\x03 \x01(\x03R\x10lastSeenUnixNano\x12=\n" +
 	"\x06result\x18\x04 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\x06result\x128\n" +
 	"\x05error\x18\x05 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x05error\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"C\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"\xdc\x01\n" +
+	"\vProducerRow\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12#\n" +
+	"\rlast_sequence\x18\x04 \x01(\x04R\flastSequence\x12-\n" +
+	"\x13last_seen_unix_nano\x18\x05 \x01(\x03R\x10lastSeenUnixNano\x12?\n" +
+	"\aresults\x18\x06 \x03(\v2%.logplayer.logstore.v1.ProducerResultR\aresults\"\xca\x01\n" +
+	"\x0eProducerResult\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12=\n" +
+	"\x06result\x18\x02 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\x06result\x128\n" +
+	"\x05error\x18\x03 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x05error\x12#\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"C\n" +
 	"\n" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xf4\a\n" +
+	"nextOffset\"\xf5\b\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -1257,7 +1463,9 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x12registered_targets\x18\x10 \x03(\v2'.logplayer.logstore.v1.RegisteredTargetR\x11registeredTargets\x12L\n" +
 	"\rgroup_members\x18\x11 \x03(\v2'.logplayer.logstore.v1.GroupMemberStateR\fgroupMembers\x12X\n" +
 	"\x11group_assignments\x18\x12 \x03(\v2+.logplayer.logstore.v1.GroupAssignmentStateR\x10groupAssignments\x12K\n" +
-	"\x0egroup_counters\x18\x13 \x03(\v2$.logplayer.logstore.v1.GroupCountersR\rgroupCountersB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	"\x0egroup_counters\x18\x13 \x03(\v2$.logplayer.logstore.v1.GroupCountersR\rgroupCounters\x12U\n" +
+	"\x14registered_producers\x18\v \x03(\v2\".logplayer.logstore.v1.ProducerRowR\x13registeredProducers\x12(\n" +
+	"\x10last_producer_id\x18\f \x01(\x04R\x0elastProducerIdB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_raftcmd_proto_rawDescOnce sync.Once
@@ -1271,7 +1479,7 @@ func file_raftcmd_proto_rawDescGZIP() []byte {
 	return file_raftcmd_proto_rawDescData
 }
 
-var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_raftcmd_proto_goTypes = []any{
 	(*Entry)(nil),                 // 0: logplayer.logstore.v1.Entry
 	(*ApplyLimits)(nil),           // 1: logplayer.logstore.v1.ApplyLimits
@@ -1283,53 +1491,61 @@ var file_raftcmd_proto_goTypes = []any{
 	(*SetClusterVersion)(nil),     // 7: logplayer.logstore.v1.SetClusterVersion
 	(*MemberCommand)(nil),         // 8: logplayer.logstore.v1.MemberCommand
 	(*ProducerState)(nil),         // 9: logplayer.logstore.v1.ProducerState
-	(*TopicState)(nil),            // 10: logplayer.logstore.v1.TopicState
-	(*FSMState)(nil),              // 11: logplayer.logstore.v1.FSMState
-	(*AppendRequest)(nil),         // 12: logplayer.logstore.v1.AppendRequest
-	(*NextEpochRequest)(nil),      // 13: logplayer.logstore.v1.NextEpochRequest
-	(*ReportConsumerRequest)(nil), // 14: logplayer.logstore.v1.ReportConsumerRequest
-	(*DeleteGroupRequest)(nil),    // 15: logplayer.logstore.v1.DeleteGroupRequest
-	(*CreateTopicRequest)(nil),    // 16: logplayer.logstore.v1.CreateTopicRequest
-	(*RegisteredTarget)(nil),      // 17: logplayer.logstore.v1.RegisteredTarget
-	(*GroupHeartbeatRequest)(nil), // 18: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*LeaveGroupRequest)(nil),     // 19: logplayer.logstore.v1.LeaveGroupRequest
-	(*AppendResponse)(nil),        // 20: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 21: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 22: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 23: logplayer.logstore.v1.Consumer
-	(*TopicDeclaration)(nil),      // 24: logplayer.logstore.v1.TopicDeclaration
+	(*ProducerRow)(nil),           // 10: logplayer.logstore.v1.ProducerRow
+	(*ProducerResult)(nil),        // 11: logplayer.logstore.v1.ProducerResult
+	(*TopicState)(nil),            // 12: logplayer.logstore.v1.TopicState
+	(*FSMState)(nil),              // 13: logplayer.logstore.v1.FSMState
+	(*AppendRequest)(nil),         // 14: logplayer.logstore.v1.AppendRequest
+	(*NextEpochRequest)(nil),      // 15: logplayer.logstore.v1.NextEpochRequest
+	(*ReportConsumerRequest)(nil), // 16: logplayer.logstore.v1.ReportConsumerRequest
+	(*DeleteGroupRequest)(nil),    // 17: logplayer.logstore.v1.DeleteGroupRequest
+	(*CreateTopicRequest)(nil),    // 18: logplayer.logstore.v1.CreateTopicRequest
+	(*InitProducerRequest)(nil),   // 19: logplayer.logstore.v1.InitProducerRequest
+	(*RegisteredTarget)(nil),      // 20: logplayer.logstore.v1.RegisteredTarget
+	(*GroupHeartbeatRequest)(nil), // 21: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*LeaveGroupRequest)(nil),     // 22: logplayer.logstore.v1.LeaveGroupRequest
+	(*AppendResponse)(nil),        // 23: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 24: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 25: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 26: logplayer.logstore.v1.Consumer
+	(*TopicDeclaration)(nil),      // 27: logplayer.logstore.v1.TopicDeclaration
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
 	1,  // 1: logplayer.logstore.v1.Entry.limits:type_name -> logplayer.logstore.v1.ApplyLimits
-	12, // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
-	13, // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
-	14, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
+	14, // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
+	15, // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
+	16, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
 	8,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	15, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
+	17, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
 	3,  // 7: logplayer.logstore.v1.Command.group:type_name -> logplayer.logstore.v1.GroupCommand
-	16, // 8: logplayer.logstore.v1.Command.create_topic:type_name -> logplayer.logstore.v1.CreateTopicRequest
-	7,  // 9: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
-	17, // 10: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	18, // 11: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
-	19, // 12: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
-	20, // 13: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	21, // 14: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	10, // 15: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	9,  // 16: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	22, // 17: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	23, // 18: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	8,  // 19: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	24, // 20: logplayer.logstore.v1.FSMState.topic_declarations:type_name -> logplayer.logstore.v1.TopicDeclaration
-	17, // 21: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	4,  // 22: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
-	5,  // 23: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
-	6,  // 24: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	18, // 8: logplayer.logstore.v1.Command.create_topic:type_name -> logplayer.logstore.v1.CreateTopicRequest
+	19, // 9: logplayer.logstore.v1.Command.init_producer:type_name -> logplayer.logstore.v1.InitProducerRequest
+	7,  // 10: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	20, // 11: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	21, // 12: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
+	22, // 13: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
+	23, // 14: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	24, // 15: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	11, // 16: logplayer.logstore.v1.ProducerRow.results:type_name -> logplayer.logstore.v1.ProducerResult
+	23, // 17: logplayer.logstore.v1.ProducerResult.result:type_name -> logplayer.logstore.v1.AppendResponse
+	24, // 18: logplayer.logstore.v1.ProducerResult.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	12, // 19: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	9,  // 20: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	25, // 21: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	26, // 22: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	8,  // 23: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	27, // 24: logplayer.logstore.v1.FSMState.topic_declarations:type_name -> logplayer.logstore.v1.TopicDeclaration
+	20, // 25: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	4,  // 26: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
+	5,  // 27: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
+	6,  // 28: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
+	10, // 29: logplayer.logstore.v1.FSMState.registered_producers:type_name -> logplayer.logstore.v1.ProducerRow
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -1346,6 +1562,7 @@ func file_raftcmd_proto_init() {
 		(*Command_DeleteGroup)(nil),
 		(*Command_Group)(nil),
 		(*Command_CreateTopic)(nil),
+		(*Command_InitProducer)(nil),
 		(*Command_SetClusterVersion)(nil),
 	}
 	file_raftcmd_proto_msgTypes[3].OneofWrappers = []any{
@@ -1360,7 +1577,7 @@ func file_raftcmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftcmd_proto_rawDesc), len(file_raftcmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
