@@ -37,8 +37,9 @@ const (
 	// DefaultMaxMessageBytes bounds one message's value+key+headers.
 	DefaultMaxMessageBytes = 1 << 20
 	// DefaultMaxRequestBytes bounds one encoded AppendRequest; the gRPC
-	// server's MaxRecvMsgSize is set grpcRecvSlack above it so an oversize
-	// request gets a typed REQUEST_TOO_LARGE instead of a transport error.
+	// server's MaxRecvMsgSize is set grpcRecvSlack above one AppendBatch
+	// (AppendBatchRequestFactor requests, edge.go) so an oversize request
+	// gets a typed REQUEST_TOO_LARGE instead of a transport error.
 	DefaultMaxRequestBytes = 4 << 20
 	grpcRecvSlack          = 64 << 10
 

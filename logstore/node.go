@@ -295,10 +295,10 @@ func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 }
 
 // ServerOptions are the gRPC server options the node's services need: a
-// receive limit MaxRequestBytes plus slack, so an oversize Append gets the
-// typed error instead of gRPC's.
+// receive limit of one full AppendBatch plus slack (edge.go), so an
+// oversize Append gets the typed error instead of gRPC's.
 func (n *Node) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(n.cfg.MaxRequestBytes + grpcRecvSlack)}
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes())}
 }
 
 // Registry is the registry holding the node's metrics (Config.Registry).
