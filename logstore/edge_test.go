@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/grpcedge/edgetest"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -83,5 +84,28 @@ func TestOversizeBatch(t *testing.T) {
 	}
 	if d := apierr.Detail(err); d.Limit != 4*req {
 		t.Fatalf("limit %d, want %d", d.Limit, 4*req)
+	}
+}
+
+// TestMalformedRequest: bytes that are not a valid request answer
+// INVALID_ARGUMENT with an ErrorDetail (not gRPC's INTERNAL "failed to
+// unmarshal"), for a unary and a streaming RPC, and write nothing.
+func TestMalformedRequest(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	c.waitLeader()
+	cc := edgetest.Conn(t, c.Nodes[0].APIAddr())
+	ctx := ctxT(t, 30*time.Second)
+	edgetest.WantInvalid(t, "Append", edgetest.Unary(ctx, cc, logstorepb.LogStore_Append_FullMethodName, edgetest.Garbage))
+	edgetest.WantInvalid(t, "AppendBatch", edgetest.Unary(ctx, cc, logstorepb.LogStore_AppendBatch_FullMethodName, edgetest.Garbage))
+	edgetest.WantInvalid(t, "Read", edgetest.Stream(ctx, cc, logstorepb.LogStore_Read_FullMethodName, edgetest.Garbage))
+	// A string field with invalid UTF-8 is malformed too (topic "\xff").
+	edgetest.WantInvalid(t, "Append bad utf8", edgetest.Unary(ctx, cc, logstorepb.LogStore_Append_FullMethodName,
+		[]byte{0x0a, 0x03, 0x0a, 0x01, 0xff}))
+	st, err := rawConn(t, c.Nodes[0].APIAddr()).Status(ctx, &logstorepb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.HeadLsn != 0 {
+		t.Fatalf("head %d, want 0 (nothing written)", st.HeadLsn)
 	}
 }
