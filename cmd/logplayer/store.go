@@ -60,6 +60,7 @@ type storeCmd struct {
 	maxBatchBytes                     sizeValue
 	maxMessageBytes, maxRequestBytes  sizeValue
 	retentionBytes                    sizeValue
+	intakeQueueBytes                  sizeValue
 	retentionAge, snapshotInterval    time.Duration
 	heartbeatTimeout, electionTimeout time.Duration
 
@@ -79,6 +80,8 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 		"once, on the one survivor of a quorum lost for good: make this node the only voter (acknowledged writes it lacked are lost); grow it again with cluster add")
 	fs.Var(&c.peers, "peer", "initial voter `ID=RAFT_ADDR/API_ADDR` (repeat for each; ignored once the node has Raft state)")
 	fs.IntVar(&c.intakeQueue, "intake-queue", logstore.DefaultIntakeQueue, "appends waiting for the aggregator; beyond it Append answers RESOURCE_EXHAUSTED")
+	c.intakeQueueBytes.bytes = logstore.DefaultIntakeQueueBytes
+	fs.Var(&c.intakeQueueBytes, "intake-queue-bytes", "request `bytes` waiting for the aggregator at most; beyond it Append answers RESOURCE_EXHAUSTED (QUEUE_FULL)")
 	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
 	c.maxBatchBytes.bytes = logstore.DefaultMaxBatchBytes
 	fs.Var(&c.maxBatchBytes, "max-batch-bytes", "request `bytes` in one Raft entry at most")
@@ -106,6 +109,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		Logger:            s.log,
 		Registry:          serve.ProcessRegistry(),
 		IntakeQueue:       c.intakeQueue,
+		IntakeQueueBytes:  c.intakeQueueBytes.bytes,
 		MaxBatchTxns:      c.maxBatchTxns,
 		MaxBatchBytes:     int(c.maxBatchBytes.bytes),
 		MaxMessageBytes:   int(c.maxMessageBytes.bytes),
