@@ -1,6 +1,7 @@
 package logstore_test
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -107,5 +108,43 @@ func TestMalformedRequest(t *testing.T) {
 	}
 	if st.HeadLsn != 0 {
 		t.Fatalf("head %d, want 0 (nothing written)", st.HeadLsn)
+	}
+}
+
+// TestReadUnknownTopic: a ReadTopic of a topic that was never written
+// answers NOT_FOUND UNKNOWN_TOPIC naming the topic, with and without
+// follow (a typo must not wait forever); a written topic read past its end
+// is not an error.
+func TestReadUnknownTopic(t *testing.T) {
+	c := startCluster(t, 1, nil)
+	c.waitLeader()
+	ls := rawConn(t, c.Nodes[0].APIAddr())
+	ctx := ctxT(t, 30*time.Second)
+	read := func(topic string, follow bool) error {
+		st, err := ls.ReadTopic(ctx, &logstorepb.ReadTopicRequest{Topic: topic, Follow: follow})
+		if err != nil {
+			return err
+		}
+		_, err = st.Recv()
+		return err
+	}
+	for _, follow := range []bool{false, true} {
+		err := read("no-such-topic", follow)
+		if status.Code(err) != codes.NotFound || apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC {
+			t.Fatalf("follow=%v: %v, want NOT_FOUND UNKNOWN_TOPIC", follow, err)
+		}
+		if d := apierr.Detail(err); d.Topic != "no-such-topic" {
+			t.Fatalf("detail topic %q", d.Topic)
+		}
+	}
+	if _, err := ls.Append(ctx, &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: "a", Messages: []*logstorepb.Message{msg(1)}}}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ls.ReadTopic(ctx, &logstorepb.ReadTopicRequest{Topic: "a", FromOffset: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != io.EOF {
+		t.Fatalf("read past the end of a written topic: %v, want io.EOF", err)
 	}
 }
