@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/storeconn"
@@ -21,6 +22,10 @@ var (
 	// offset. The reader refuses it (a server bug); its position is
 	// unchanged, so the next call reads on from there.
 	ErrContinuity = errors.New("client: read stream broke continuity")
+	// ErrUnknownTopic: a TopicReader's topic was never written (the
+	// leader, or every node, said so; apierr.Detail(err).Topic names it).
+	// Set TopicReaderConfig.WaitForTopic to wait for it instead.
+	ErrUnknownTopic = errors.New("client: unknown topic")
 )
 
 // continuityErr turns a *storeconn.ContinuityError from node's stream into
@@ -115,6 +120,10 @@ func (r *Reader) Next(ctx context.Context) (*Transaction, error) {
 // Close ends the reader's stream.
 func (r *Reader) Close() { r.r.Close() }
 
+// TopicWaitInterval is how often a TopicReader with WaitForTopic asks
+// again for a topic that does not exist yet.
+const TopicWaitInterval = 500 * time.Millisecond
+
 // TopicReaderConfig says what a TopicReader reads.
 type TopicReaderConfig struct {
 	Topic string
@@ -123,6 +132,11 @@ type TopicReaderConfig struct {
 	// Limit stops the reader (io.EOF) after that many messages; 0 follows
 	// the topic forever.
 	Limit uint64
+	// WaitForTopic makes Next wait for a topic that was never written
+	// (asking again every TopicWaitInterval) instead of returning
+	// ErrUnknownTopic: for a reader started before the topic's first
+	// writer. Off, a misspelt topic fails at once.
+	WaitForTopic bool
 }
 
 // TopicReader follows one topic by offset from any node, and resumes after
@@ -172,7 +186,16 @@ func (r *TopicReader) Next(ctx context.Context) (*TopicMessage, error) {
 			continue // a stream that ended before Limit: reopen from the position
 		}
 		if err != nil {
-			return nil, belowRetention(err)
+			if apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC {
+				return nil, belowRetention(err)
+			}
+			if !r.cfg.WaitForTopic {
+				return nil, fmt.Errorf("%w: %w", ErrUnknownTopic, err)
+			}
+			if err := storeconn.Sleep(ctx, TopicWaitInterval); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		want := r.next
 		for _, m := range resp.Messages {

@@ -96,7 +96,7 @@ func TestReadersResumeAcrossNodeFailures(t *testing.T) {
 	}()
 	go func() {
 		defer wg.Done()
-		r, err := rcl.NewTopicReader(client.TopicReaderConfig{Topic: "x"})
+		r, err := rcl.NewTopicReader(client.TopicReaderConfig{Topic: "x", WaitForTopic: true}) // started with the writer
 		if err != nil {
 			readErr <- err
 			return

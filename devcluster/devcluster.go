@@ -438,7 +438,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.playerStop, c.playerDone = pcancel, make(chan error, 1)
 	go func() { c.playerDone <- c.Player.Run(pctx) }()
-	c.admin = serve.StartGRPC("admin", lis.admin, logplayer.NewAdminServer(c.Player).Register, log, adminOpts...)
+	c.admin = serve.StartAdmin(lis.admin, logplayer.NewAdminServer(c.Player).Register, log, adminOpts...)
 	log.Info("admin endpoint", "addr", c.admin.Addr())
 
 	if lis.metrics != nil {

@@ -158,6 +158,11 @@ type aggregator struct {
 	taken    atomic.Int64  // requests run took from intake (tests wait on it)
 	stopOnce sync.Once
 
+	// maxIntakeBytes bounds the bytes waiting in intake
+	// (Config.IntakeQueueBytes); intakeBytes counts them (intakebytes.go).
+	maxIntakeBytes int64
+	intakeBytes    atomic.Int64
+
 	// limits is stamped into every entry (Config.applyLimits; read only).
 	limits *logstorepb.ApplyLimits
 }
@@ -174,8 +179,8 @@ func buildAggregator(r applier, cfg *Config, m *metrics) *aggregator {
 		raft: r, metrics: m, now: cfg.Now,
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
 		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
-		limits:   cfg.applyLimits(),
-		intake:   make(chan *pending, cfg.IntakeQueue),
+		limits: cfg.applyLimits(),
+		intake: make(chan *pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),
 		stop:     make(chan struct{}),
@@ -212,11 +217,15 @@ func (a *aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error
 		return nil, apierr.ErrShuttingDown
 	default:
 	}
+	if !a.reserveIntake(size) {
+		return nil, apierr.ErrQueueFull
+	}
 	select {
 	case a.intake <- p:
-		a.metrics.intakeDepth.Set(float64(len(a.intake)))
+		a.setIntakeGauges()
 		return p, nil
 	default:
+		a.releaseIntake(size)
 		return nil, apierr.ErrQueueFull
 	}
 }
@@ -327,7 +336,7 @@ func (a *aggregator) run() {
 		select {
 		case p := <-intake:
 			a.takeResolutions(&b) // before p, which may be a client one answered
-			n := len(b.batch)
+			n, took := len(b.batch), b.bytes
 			b.batch, b.bytes = append(b.batch, p), b.bytes+p.size
 		fill:
 			for len(b.batch) < a.maxTxns && b.bytes < a.maxBytes {
@@ -340,7 +349,7 @@ func (a *aggregator) run() {
 			}
 			b.convoy.arrived(len(b.batch)-n, time.Now())
 			a.taken.Add(int64(len(b.batch) - n))
-			a.metrics.intakeDepth.Set(float64(len(a.intake)))
+			a.releaseIntake(b.bytes - took)
 		case r := <-a.freed:
 			a.resolved(&b, r, time.Now())
 		case <-holdC:
@@ -437,6 +446,7 @@ func (a *aggregator) drain() {
 	for {
 		select {
 		case p := <-a.intake:
+			a.releaseIntake(p.size)
 			p.done <- fsm.Result{Err: apierr.ErrShuttingDown}
 		default:
 			return

@@ -26,6 +26,9 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 			fmt.Sprintf("an AppendBatch holds 1 to %d requests, not %d", MaxAppendBatchRequests, n),
 			func(d *logstorepb.ErrorDetail) { d.Limit = MaxAppendBatchRequests })
 	}
+	if err := validateBatchSize(req, s.n.cfg.maxBatchCallBytes()); err != nil {
+		return nil, err
+	}
 	if s.n.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}

@@ -20,6 +20,9 @@ const (
 	// to keep 4 entries of 1024 txns queued behind the in-flight ones, small
 	// enough (8192 × ≤4 MiB worst case, a few MiB typical) to bound memory.
 	DefaultIntakeQueue = 8192
+	// DefaultIntakeQueueBytes bounds the encoded bytes of the requests
+	// waiting for the aggregator (intakebytes.go): 64 full-size requests.
+	DefaultIntakeQueueBytes = 256 << 20
 	// DefaultMaxBatchTxns bounds the commands in one Raft entry.
 	DefaultMaxBatchTxns = 1024
 	// DefaultMaxBatchBytes bounds an entry's encoded request bytes (soft: one
@@ -37,8 +40,9 @@ const (
 	// DefaultMaxMessageBytes bounds one message's value+key+headers.
 	DefaultMaxMessageBytes = 1 << 20
 	// DefaultMaxRequestBytes bounds one encoded AppendRequest; the gRPC
-	// server's MaxRecvMsgSize is set grpcRecvSlack above it so an oversize
-	// request gets a typed REQUEST_TOO_LARGE instead of a transport error.
+	// server's MaxRecvMsgSize is set grpcRecvSlack above one AppendBatch
+	// (AppendBatchRequestFactor requests, edge.go) so an oversize request
+	// gets a typed REQUEST_TOO_LARGE instead of a transport error.
 	DefaultMaxRequestBytes = 4 << 20
 	grpcRecvSlack          = 64 << 10
 
@@ -152,6 +156,7 @@ type Config struct {
 	Now func() time.Time
 
 	IntakeQueue        int
+	IntakeQueueBytes   int64
 	MaxBatchTxns       int
 	MaxBatchBytes      int
 	MaxInflightEntries int
@@ -263,6 +268,7 @@ func (c *Config) validate() error {
 		c.Now = time.Now
 	}
 	defaultInt(&c.IntakeQueue, DefaultIntakeQueue)
+	defaultInt(&c.IntakeQueueBytes, DefaultIntakeQueueBytes)
 	defaultInt(&c.MaxBatchTxns, DefaultMaxBatchTxns)
 	defaultInt(&c.MaxBatchBytes, DefaultMaxBatchBytes)
 	defaultInt(&c.MaxInflightEntries, DefaultMaxInflightEntries)
@@ -297,7 +303,7 @@ func (c *Config) validate() error {
 		name string
 		n    int64
 	}{
-		{"IntakeQueue", int64(c.IntakeQueue)}, {"MaxBatchTxns", int64(c.MaxBatchTxns)},
+		{"IntakeQueue", int64(c.IntakeQueue)}, {"IntakeQueueBytes", c.IntakeQueueBytes}, {"MaxBatchTxns", int64(c.MaxBatchTxns)},
 		{"MaxBatchBytes", int64(c.MaxBatchBytes)}, {"MaxInflightEntries", int64(c.MaxInflightEntries)}, {"PipelineMinTxns", int64(c.PipelineMinTxns)},
 		{"MaxMessageBytes", int64(c.MaxMessageBytes)}, {"MaxRequestBytes", int64(c.MaxRequestBytes)},
 		{"ReadBatchTxns", int64(c.ReadBatchTxns)}, {"ReadBatchBytes", int64(c.ReadBatchBytes)},
@@ -309,6 +315,9 @@ func (c *Config) validate() error {
 		if v.n < 0 {
 			return fmt.Errorf("%w: %s = %d is negative", ErrConfig, v.name, v.n)
 		}
+	}
+	if c.IntakeQueueBytes < int64(c.MaxRequestBytes) {
+		return fmt.Errorf("%w: IntakeQueueBytes %d below MaxRequestBytes %d", ErrConfig, c.IntakeQueueBytes, c.MaxRequestBytes)
 	}
 	if c.MaxMessageBytes > c.MaxRequestBytes {
 		return fmt.Errorf("%w: MaxMessageBytes %d above MaxRequestBytes %d", ErrConfig, c.MaxMessageBytes, c.MaxRequestBytes)

@@ -86,8 +86,10 @@
 //     forces it (warning + logstore_retention_forced_deletes_total).
 //   - Edge validation (validate.go): topics are 1..249 characters of
 //     [a-zA-Z0-9._-]; a message (value+key+headers) is at most
-//     MaxMessageBytes (1 MiB), a request at most MaxRequestBytes (4 MiB;
-//     gRPC's MaxRecvMsgSize is 64 KiB above so the typed error wins).
+//     MaxMessageBytes (1 MiB), a request at most MaxRequestBytes (4 MiB),
+//     an AppendBatch call at most 4 x MaxRequestBytes in all (edge.go;
+//     gRPC's MaxRecvMsgSize is 64 KiB above that, so the typed
+//     REQUEST_TOO_LARGE wins for any single request up to 16 MiB).
 //
 // # Read path
 //

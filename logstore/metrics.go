@@ -18,6 +18,7 @@ type metrics struct {
 	batchTxns           prometheus.Histogram
 	batchBytes          prometheus.Histogram
 	intakeDepth         prometheus.Gauge
+	intakeBytes         prometheus.Gauge
 	inflightEntries     prometheus.Gauge
 	commitDuration      prometheus.Histogram
 	applyDuration       prometheus.Histogram
@@ -53,6 +54,9 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		}),
 		intakeDepth: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_intake_queue_depth", Help: "Requests waiting in the leader's intake queue.", ConstLabels: labels,
+		}),
+		intakeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_intake_queue_bytes", Help: "Encoded bytes of the requests waiting in the leader's intake queue (bound: IntakeQueueBytes).", ConstLabels: labels,
 		}),
 		inflightEntries: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_inflight_entries", Help: "Raft entries the aggregator has in flight.", ConstLabels: labels,
@@ -95,7 +99,7 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		}),
 	}
 	for _, c := range []prometheus.Collector{
-		m.appendDuration, m.appendBatchRequests, m.batchTxns, m.batchBytes, m.intakeDepth, m.inflightEntries, m.commitDuration,
+		m.appendDuration, m.appendBatchRequests, m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
 		m.applyDuration, m.headLSN, m.firstLSN, m.segmentBytes, m.retentionDeleted, m.forcedDeletes,
 		m.snapshotDuration, m.snapshotBytes, m.isLeader, m.readStreams,
 	} {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/internal/grpcedge"
 	"github.com/logplayer/logplayer/internal/raftlog"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
@@ -296,10 +297,12 @@ func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 }
 
 // ServerOptions are the gRPC server options the node's services need: a
-// receive limit MaxRequestBytes plus slack, so an oversize Append gets the
-// typed error instead of gRPC's.
+// receive limit of one full AppendBatch plus slack (edge.go), so an
+// oversize Append gets the typed error instead of gRPC's, and the edge's
+// codec and interceptors (internal/grpcedge), so malformed bytes get
+// INVALID_ARGUMENT.
 func (n *Node) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(n.cfg.MaxRequestBytes + grpcRecvSlack)}
+	return append(grpcedge.ServerOptions(), grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes()))
 }
 
 // Registry is the registry holding the node's metrics (Config.Registry).

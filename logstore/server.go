@@ -302,7 +302,11 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 	// The topic's next offset, read before the lookup: the segment log holds
 	// every offset below it unless retention removed it.
 	var next types.Offset
-	n.fsm.withState(func(st *fsm.State) { next = st.NextOffset(req.Topic) })
+	known := false
+	n.fsm.withState(func(st *fsm.State) { next, known = st.NextOffset(req.Topic), topicKnown(st, req.Topic) })
+	if !known {
+		return unknownTopic(req.Topic)
+	}
 	from := head + 1 // offset not written by head: every later message of the topic is above head
 	lsn, err := n.seg.TopicOffsetLSN(req.Topic, types.Offset(req.FromOffset))
 	switch {

@@ -32,6 +32,7 @@ var ctxT = targettest.Context
 type running struct {
 	sh   *shard.Shard
 	cc   *grpc.ClientConn
+	addr string
 	stop func()
 }
 
@@ -48,7 +49,7 @@ func start(t testing.TB, cfg shard.Config) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1) // the Serve result
 	go func() { done <- sh.Serve(ctx, lis) }()
-	r := &running{sh: sh, cc: targettest.Dial(t, lis.Addr().String())}
+	r := &running{sh: sh, cc: targettest.Dial(t, lis.Addr().String()), addr: lis.Addr().String()}
 	stopped := false
 	r.stop = func() {
 		if stopped {

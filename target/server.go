@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/logplayer/logplayer/internal/grpcedge"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/types"
@@ -26,9 +27,11 @@ const gracefulStopMax = 5 * time.Second
 const MaxBatchBytes = 64 << 20
 
 // ServerOptions are the grpc.ServerOptions a server carrying the Target
-// service should use: the receive size limit MaxBatchBytes.
+// service should use: the receive size limit MaxBatchBytes, and the edge's
+// codec and interceptors (internal/grpcedge) so bytes that are not a valid
+// request answer INVALID_ARGUMENT with an ErrorDetail.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxBatchBytes)}
+	return append(grpcedge.ServerOptions(), grpc.MaxRecvMsgSize(MaxBatchBytes))
 }
 
 // Server runs the Target service for one Store. Create it with NewServer,

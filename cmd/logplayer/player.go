@@ -156,7 +156,7 @@ func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger, opts ...grpc
 	if err != nil {
 		return nil, fmt.Errorf("admin endpoint: %w", err)
 	}
-	a := serve.StartGRPC("admin", lis, logplayer.NewAdminServer(p).Register, log, opts...)
+	a := serve.StartAdmin(lis, logplayer.NewAdminServer(p).Register, log, opts...)
 	log.Info("admin endpoint", "addr", a.Addr())
 	return a, nil
 }

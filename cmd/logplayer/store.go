@@ -61,6 +61,7 @@ type storeCmd struct {
 	maxBatchBytes                     sizeValue
 	maxMessageBytes, maxRequestBytes  sizeValue
 	retentionBytes                    sizeValue
+	intakeQueueBytes                  sizeValue
 	retentionAge, snapshotInterval    time.Duration
 	heartbeatTimeout, electionTimeout time.Duration
 
@@ -82,6 +83,8 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.intakeQueue, "intake-queue", logstore.DefaultIntakeQueue, "appends waiting for the aggregator; beyond it Append answers RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.maxTopics, "max-topics", logstore.DefaultMaxTopics, "topics with messages at most; an append adding one beyond it is refused (TABLE_FULL)")
 	fs.IntVar(&c.maxTopicDeclarations, "max-topic-declarations", logstore.DefaultMaxTopicDeclarations, "topic declarations (topic create) at most")
+	c.intakeQueueBytes.bytes = logstore.DefaultIntakeQueueBytes
+	fs.Var(&c.intakeQueueBytes, "intake-queue-bytes", "request `bytes` waiting for the aggregator at most; beyond it Append answers RESOURCE_EXHAUSTED (QUEUE_FULL)")
 	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
 	c.maxBatchBytes.bytes = logstore.DefaultMaxBatchBytes
 	fs.Var(&c.maxBatchBytes, "max-batch-bytes", "request `bytes` in one Raft entry at most")
@@ -109,6 +112,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		Logger:               s.log,
 		Registry:             serve.ProcessRegistry(),
 		IntakeQueue:          c.intakeQueue,
+		IntakeQueueBytes:     c.intakeQueueBytes.bytes,
 		MaxTopics:            c.maxTopics,
 		MaxTopicDeclarations: c.maxTopicDeclarations,
 		MaxBatchTxns:         c.maxBatchTxns,

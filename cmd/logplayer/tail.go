@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strconv"
 
@@ -27,7 +28,9 @@ and slices (topic, first offset, messages). With --topic it prints one topic's
 messages by offset instead, one per line.
 
 Without --follow it stops at the head the cluster had when it started (or at
---to); with --follow it waits for new transactions until interrupted.
+--to); with --follow it waits for new transactions until interrupted. A
+--topic that was never written is an error (UNKNOWN_TOPIC), so a misspelt
+name fails at once; --follow --wait-for-topic waits for its first message.
 Message values are shown as JSON when they are JSON, decoded when they are
 shard mutations, as text when UTF-8, else in base64.`,
 		examples: []string{
@@ -50,6 +53,7 @@ type tailCmd struct {
 	follow    bool
 	limit     uint64
 	offsetSet bool
+	waitTopic bool
 }
 
 func (c *tailCmd) flags(fs *flag.FlagSet) {
@@ -70,6 +74,7 @@ func (c *tailCmd) flags(fs *flag.FlagSet) {
 	})
 	fs.BoolVar(&c.follow, "follow", false, "keep waiting for new data until interrupted")
 	fs.Uint64Var(&c.limit, "limit", 0, "stop after this many `lines` (0: no limit)")
+	fs.BoolVar(&c.waitTopic, "wait-for-topic", false, "with --topic and --follow: wait for a topic that was never written (default: fail with UNKNOWN_TOPIC)")
 }
 
 func (c *tailCmd) run(ctx context.Context, s *sys) error {
@@ -78,6 +83,9 @@ func (c *tailCmd) run(ctx context.Context, s *sys) error {
 	}
 	if c.topic != "" && (c.from != 1 || c.to != 0 || c.newOnly || len(c.filter.items) > 0) {
 		return usagef("--topic reads by offset: it does not combine with --from, --to, --new or --filter")
+	}
+	if c.waitTopic && (c.topic == "" || !c.follow) {
+		return usagef("--wait-for-topic needs --topic and --follow")
 	}
 	if c.from == 0 {
 		return usagef("--from must be at least 1 (LSNs start at 1)")
@@ -150,13 +158,13 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 	if !c.follow {
 		// The topic's end as the leader sees it (DescribeTopic: Status
 		// lists only the first topics).
-		end := uint64(0)
+		end, known := uint64(0), false
 		dctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 		info, err := cl.DescribeTopic(dctx, c.topic)
 		cancel()
 		switch {
 		case err == nil:
-			end = info.NextOffset
+			end, known = info.NextOffset, true
 		case status.Code(err) == codes.Unimplemented: // a leader older than DescribeTopic: its Status lists every topic
 			st, err := c.conn.leaderStatus(ctx, cl, "tail")
 			if err != nil {
@@ -164,11 +172,14 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 			}
 			for _, t := range st.Topics {
 				if t.Topic == c.topic {
-					end = t.NextOffset
+					end, known = t.NextOffset, true
 				}
 			}
 		case apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC:
-			return c.conn.describe(dctx, "tail", err)
+			return c.conn.describe(ctx, "tail", err)
+		}
+		if !known {
+			return c.unknownTopic(ctx)
 		}
 		if end <= c.offset {
 			return nil
@@ -177,7 +188,7 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 			limit = end - c.offset
 		}
 	}
-	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: types.Offset(c.offset), Limit: limit})
+	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: types.Offset(c.offset), Limit: limit, WaitForTopic: c.waitTopic})
 	if err != nil {
 		return err
 	}
@@ -187,6 +198,9 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
+		if errors.Is(err, client.ErrUnknownTopic) {
+			return c.unknownTopic(ctx)
+		}
 		if err != nil {
 			return c.conn.describe(ctx, "tail", err)
 		}
@@ -194,4 +208,9 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 			return err
 		}
 	}
+}
+
+// unknownTopic is tail's answer for a topic that was never written.
+func (c *tailCmd) unknownTopic(ctx context.Context) error {
+	return fmt.Errorf("%w (to wait for its first message: --follow --wait-for-topic)", c.conn.describe(ctx, "tail", apierr.UnknownTopic(c.topic)))
 }

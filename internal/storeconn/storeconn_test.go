@@ -28,6 +28,7 @@ type fakeNode struct {
 	head       uint64
 	breakAfter int
 	reads      []uint64 // from_lsn of each Read
+	role       string   // what Status answers ("": Status fails)
 }
 
 func (n *fakeNode) NextEpoch(context.Context, *logstorepb.NextEpochRequest, ...grpc.CallOption) (*logstorepb.NextEpochResponse, error) {

@@ -56,9 +56,12 @@ type Stream[R any] struct {
 	cancel context.CancelFunc
 	sent   bool       // the open stream delivered a response
 	where  func() any // the position, for log records; may be nil
-	// below holds the nodes that answered below retention since the last
-	// response (the position has not moved since).
+	// below holds the nodes that answered below retention or
+	// UNKNOWN_TOPIC (unknowntopic.go) since the last response (the
+	// position has not moved since).
 	below map[int]bool
+	// preferLeader: the next open asks the leader (unknowntopic.go).
+	preferLeader bool
 }
 
 // NewStream returns a Stream that opens its server streams with open; it
@@ -121,7 +124,8 @@ func (s *Stream[R]) connect(ctx context.Context) error {
 	if s.p.ProbeLeader {
 		s.c.ProbeLeader(ctx)
 	}
-	s.node = s.c.Pick(s.p.Leader)
+	s.node = s.c.Pick(s.p.Leader || s.preferLeader)
+	s.preferLeader = false
 	if n := s.c.Len(); s.below[s.node] {
 		// The leader (or the cursor) already said below retention: ask a
 		// node that has not.
@@ -154,6 +158,12 @@ func (s *Stream[R]) connect(ctx context.Context) error {
 func (s *Stream[R]) retry(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if isUnknownTopic(err) {
+		if s.unknownTopic(ctx) {
+			return err
+		}
+		return nil
 	}
 	if _, below := apierr.BelowRetention(err); below {
 		if s.below == nil {
