@@ -25,6 +25,7 @@ import (
 var (
 	duration  = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
 	headReads = flag.Bool("head-reads", false, "TestNemesis: also record reads to the head (the leader's Status head_lsn taken as the log's head when it answered; Status is not documented as linearizable)")
+	plaintext = flag.Bool("nemesis-plaintext", false, "TestNemesis: run the system without TLS and tokens (the default is the production configuration: TLS on every connection, bearer tokens and a policy, as `logplayer dev`)")
 	artifact  = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
 )
 
@@ -104,7 +105,7 @@ func TestNemesis(t *testing.T) {
 		seeds = append(slices.Clone(nemesisCISeeds), rand.Uint64())
 		d = nemesisCIDuration
 	}
-	t.Logf("seeds %v, %v of faults each", seeds, d)
+	t.Logf("seeds %v, %v of faults each; %s", seeds, d, securityMode())
 	for _, s := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			defer func() {
@@ -135,6 +136,9 @@ type nemesisCluster struct {
 func startNemesisCluster(t *testing.T) *nemesisCluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
+	if !*plaintext {
+		c.tls = writeTLSTokens(t, filepath.Join(c.dir, "tls"))
+	}
 	nc := &nemesisCluster{cluster: c}
 	for i := range storeNodes {
 		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
@@ -160,6 +164,9 @@ func startNemesisCluster(t *testing.T) *nemesisCluster {
 				raft = nc.raftLinks[i][j].addr
 			}
 			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, raft, p.api))
+		}
+		if c.tls != nil {
+			args = append(args, c.tls.args(n.id)...)
 		}
 		if err := os.WriteFile(nc.clocks[i], nil, 0o644); err != nil {
 			t.Fatal(err)
@@ -243,6 +250,9 @@ type nemesis struct {
 	began    time.Time
 	refusals *refusalWatch
 	counts   map[string]int
+	// inFlight counts the recorded Appends in flight: each cut says how
+	// many it interrupted.
+	inFlight *inFlight
 }
 
 // dur draws a duration in [lo, hi].
@@ -289,7 +299,7 @@ func (n *nemesis) step(k int) {
 	jump := n.dur(time.Minute, clockJumpMax)
 	n.counts[kind]++
 	logf := func(format string, args ...any) {
-		t.Logf("%v: fault %d %s: %s", since(n.began), k, kind, fmt.Sprintf(format, args...))
+		t.Logf("%v: fault %d %s: %s (%d recorded appends in flight)", since(n.began), k, kind, fmt.Sprintf(format, args...), n.inFlight.now())
 	}
 	switch kind {
 	case faultKillStore, faultKillLeader:
@@ -390,15 +400,22 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 		appendEvery, readEvery = soakAppendEvery, soakReadEvery
 		t.Logf("soak: at most one append every %v, one read every %v per reader", appendEvery, readEvery)
 	}
-	app := newHistAppender(c.client, hist, appendEvery)
+	dl, fl := newDeadlines(s), &inFlight{}
+	app := newHistAppender(c.client, hist, appendEvery, dl, fl)
 	defer app.stop()
 	ld := startLoad(t, app, c.shards, s)
 	readers := startReaders(c, hist, readEvery)
 	defer readers.stop()
+	probeEv := probeEvery
+	if d > soakFrom {
+		probeEv = probeSoakEvery
+	}
+	probes := startProber(c, hist, dl, fl, probeEv)
+	defer probes.stop()
 	c.waitAcked(ld)
 	t.Logf("%v: cluster up, %d acknowledged; seed %d, faults for %v", since(began), ld.acks.n.Load(), s, d)
 
-	n := &nemesis{nc: nc, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), began: began, refusals: refusals, counts: map[string]int{}}
+	n := &nemesis{nc: nc, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), began: began, refusals: refusals, counts: map[string]int{}, inFlight: fl}
 	faultsBegan := time.Now()
 	k := 0
 	for time.Since(faultsBegan) < d {
@@ -413,6 +430,7 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 	// heals itself). Writes must go on, then every target reach the head.
 	c.waitAcked(ld)
 	readers.stop()
+	probes.stop()
 	res, err := ld.stop()
 	if err != nil {
 		t.Fatalf("workload: %v", err)
@@ -442,8 +460,8 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 	for _, p := range c.allProcs() {
 		p.checkLog()
 	}
-	checkHistory(t, c, hist, head, next, states, applied)
-	t.Logf("%v: seed %d: %d faults (%s), %d operations recorded", since(began), s, k, n.summary(), len(hist.Ops()))
+	oc := checkHistory(t, c, hist, head, next, states, applied)
+	t.Logf("%v: seed %d (%s): %d faults (%s), %d operations recorded: %s", since(began), s, securityMode(), k, n.summary(), len(hist.Ops()), oc)
 }
 
 // summary lists the fault counts by kind.
@@ -481,7 +499,7 @@ func readShards(t *testing.T, shards []*shardNode) (next map[string]map[string]u
 // state, next offsets and applied LSN against the log replayed), and log
 // timestamps that never decrease (leader clocks jumped).
 func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint64,
-	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) {
+	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) outcomeCounts {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
@@ -499,7 +517,10 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 			t.Errorf("lsn %d: leader timestamp %d below lsn %d's %d", tx.Lsn, tx.TimestampUnixNano, log[i-1].Lsn, log[i-1].TimestampUnixNano)
 		}
 	}
-	ops := histcheck.Resolve(oneEffectPerID(hist.Ops()), final)
+	raw := hist.Ops()
+	ops := histcheck.Resolve(oneEffectPerID(slices.Clone(raw)), final)
+	oc := countOutcomes(raw, ops)
+	t.Logf("outcomes: %s", oc)
 	vis := filepath.Join(t.TempDir(), "linearizability.html")
 	if *artifact != "" {
 		vis = filepath.Join(*artifact, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+"-linearizability.html")
@@ -531,6 +552,15 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 		}
 	}
 	t.Logf("checked %d transactions of the log, %d targets", len(log), len(targets))
+	return oc
+}
+
+// securityMode names how the system runs (-nemesis-plaintext).
+func securityMode() string {
+	if *plaintext {
+		return "plaintext"
+	}
+	return "TLS, tokens and a policy"
 }
 
 // logTxnID names a transaction read from the log as the workload did its
@@ -591,6 +621,8 @@ type histAppender struct {
 	inner demo.Appender
 	rec   *histcheck.Recorder
 	pace  *time.Ticker // nil: not paced
+	dl    *deadlines   // each call's own deadline
+	fl    *inFlight
 	mu    struct {
 		sync.Mutex
 		busy []bool
@@ -599,8 +631,8 @@ type histAppender struct {
 
 // newHistAppender records inner's appends in rec; every > 0 paces them
 // (one per tick, for all callers together).
-func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration) *histAppender {
-	h := &histAppender{inner: inner, rec: rec}
+func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration, dl *deadlines, fl *inFlight) *histAppender {
+	h := &histAppender{inner: inner, rec: rec, dl: dl, fl: fl}
 	if every > 0 {
 		h.pace = time.NewTicker(every)
 	}
@@ -644,8 +676,12 @@ func (h *histAppender) Append(ctx context.Context, req *logstorepb.AppendRequest
 	}
 	slot := h.slot()
 	defer h.free(slot)
+	ctx, cancel := context.WithTimeout(ctx, h.dl.next())
+	defer cancel()
+	h.fl.enter()
 	call := h.rec.Now()
 	resp, err := h.inner.Append(ctx, req)
+	h.fl.leave()
 	h.rec.Append(slot, txnID(req.Slices), req, call, resp, err)
 	return resp, err
 }
