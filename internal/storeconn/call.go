@@ -27,7 +27,10 @@ type Attempt func(ctx context.Context, node int, ls logstorepb.LogStoreClient) e
 
 // Call runs attempt on one node after another until it succeeds, fails
 // with an error p does not retry, or ctx ends; it returns the last
-// attempt's error. A NOT_LEADER answer naming another node sends the next
+// attempt's error, except that when an earlier attempt's outcome was
+// unknown (retried under a MaybeApplied policy) and the last one was
+// refused before Raft, it returns an UNKNOWN_OUTCOME error naming both:
+// the request may have been applied. A NOT_LEADER answer naming another node sends the next
 // attempt there at once (twice in a row, when nodes name each other during
 // an election, it backs off first); any other retried failure, and every
 // failure with an unknown outcome, moves the rotation past the node.
@@ -39,6 +42,7 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 	}
 	b := c.newBackoff()
 	redirected := false // the last attempt followed a NOT_LEADER redirect at once
+	var maybe error     // the first attempt whose outcome is unknown
 	for {
 		node := c.Pick(p.Leader)
 		err := c.attempt(ctx, p, node, attempt)
@@ -46,6 +50,9 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 			return nil
 		}
 		out := outcome(err)
+		if out > apierr.NotApplied && maybe == nil {
+			maybe = err
+		}
 		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
 			if to, ok := c.resolve(d.LeaderAddress); ok && to != node {
 				c.SetLeader(to)
@@ -61,15 +68,26 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 			c.Failed(node)
 		}
 		if out > p.Retry || ctx.Err() != nil {
-			return err
+			return keepUnknown(maybe, err)
 		}
 		wait := b.NextBackOff()
 		c.cfg.Logger.Debug("logstore call failed, trying again",
 			"call", p.Name, "node", node, "retry_in", wait, "err", err)
 		if sleep(ctx, wait) != nil {
-			return err
+			return keepUnknown(maybe, err)
 		}
 	}
+}
+
+// keepUnknown is the error of a call that ends with last: an
+// UNKNOWN_OUTCOME error naming both when last was refused before Raft
+// (NotApplied) after an attempt whose outcome was unknown (maybe; nil:
+// none), else last.
+func keepUnknown(maybe, last error) error {
+	if maybe == nil || outcome(last) != apierr.NotApplied {
+		return last
+	}
+	return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_OUTCOME, "outcome unknown: an attempt ended with %v; the last one: %v", maybe, last)
 }
 
 func (c *Conn) resolve(addr string) (int, bool) {
