@@ -94,6 +94,12 @@ const (
 // -seed is given). Every fault is printed with its time; a failure prints the command
 // that replays the seed's schedule.
 func TestNemesis(t *testing.T) {
+	runSeeds(t, "TestNemesis", "", func(t *testing.T) faultNet { return newProxyNet(t) })
+}
+
+// runSeeds runs the seeds the flags ask for (see TestNemesis) on the
+// network newNet makes; test and tags name the test in the replay command.
+func runSeeds(t *testing.T, test, tags string, newNet func(t *testing.T) faultNet) {
 	d := *duration
 	var seeds []uint64
 	switch {
@@ -110,60 +116,153 @@ func TestNemesis(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("replay: go test ./e2e -count=1 -run 'TestNemesis' -seed %d -duration %v -v", s, d)
+					var extra string
+					if tags != "" {
+						extra = " -tags " + tags
+					}
+					if *plaintext {
+						extra += " -nemesis-plaintext"
+					}
+					t.Logf("replay: go test%s ./e2e -count=1 -run '%s$' -seed %d -duration %v -v", extra, test, s, d)
 				}
 			}()
-			runNemesis(t, s, d)
+			runNemesis(t, s, d, newNet)
 		})
 	}
 }
 
-// nemesisCluster is the cluster with a proxy on every link the nemesis
-// can cut and a clock offset file per store node.
+// nemesisCluster is the cluster on a faultNet (the network the nemesis
+// can cut) with a clock offset file per store node.
 type nemesisCluster struct {
 	*cluster
+	net faultNet
+	// clocks[i] is the file node i reads its clock offset from.
+	clocks []string
+}
+
+// faultNet is the network of a nemesis run: where each process listens
+// and dials, and how a link is cut. proxyNet (in-test TCP proxies) is the
+// default; netnsNet (-tags netns) runs each store node and the LogPlayer in
+// its own network namespace and drops packets.
+type faultNet interface {
+	// name describes the network for the logs.
+	name() string
+	// store is store node i's API, Raft and metrics address, as the test,
+	// the LogPlayer and (Raft) the other nodes reach it; peerRaft is the
+	// Raft address node i is given for node j.
+	store(i int) (api, raft, metrics string)
+	peerRaft(i, j int) string
+	// shard is where shard i listens (its API, reached by the test) and
+	// target where the LogPlayer reaches it.
+	shard(i int) (addr, target string)
+	// player is the LogPlayer's admin and metrics address.
+	player() (admin, metrics string)
+	// wrap is the command prefix of store node i's process (i < 0: the
+	// LogPlayer's); nil: none.
+	wrap(i int) []string
+	// hosts are extra names the certificates must carry (nil: 127.0.0.1
+	// and localhost only).
+	hosts() []string
+	// isolate cuts (or heals) every Raft link to and from node i; cutTarget
+	// the LogPlayer's link to shard i only.
+	isolate(i int, cut bool)
+	cutTarget(i int, cut bool)
+}
+
+// proxyNet is the default faultNet: everything on 127.0.0.1, a TCP proxy
+// on every Raft link and every LogPlayer-to-shard link.
+type proxyNet struct {
+	t      testing.TB
+	stores [][3]string // api, raft, metrics
+	shards [][2]string // addr, proxy address
 	// raftLinks[i][j] carries node i's Raft connections to node j (nil
 	// for i == j): node i is given it as j's Raft address.
 	raftLinks [][]*proxy
 	// targetLinks[i] carries the LogPlayer's connections to shard i.
 	targetLinks []*proxy
-	// clocks[i] is the file node i reads its clock offset from.
-	clocks []string
 }
 
-// startNemesisCluster starts the system as startCluster does, through the
-// proxies, with the nemesis build of the binary.
-func startNemesisCluster(t *testing.T) *nemesisCluster {
+func newProxyNet(t testing.TB) *proxyNet {
+	pn := &proxyNet{t: t}
+	for range storeNodes {
+		pn.stores = append(pn.stores, [3]string{freeAddr(t), freeAddr(t), freeAddr(t)})
+	}
+	pn.raftLinks = make([][]*proxy, storeNodes)
+	for i := range storeNodes {
+		pn.raftLinks[i] = make([]*proxy, storeNodes)
+		for j := range storeNodes {
+			if i != j {
+				pn.raftLinks[i][j] = newProxy(t, fmt.Sprintf("n%d->n%d", i+1, j+1), pn.stores[j][1])
+			}
+		}
+	}
+	for i := range shardCount {
+		addr := freeAddr(t)
+		pn.targetLinks = append(pn.targetLinks, newProxy(t, "player->"+demo.ShardTopic(i), addr))
+		pn.shards = append(pn.shards, [2]string{addr, pn.targetLinks[i].addr})
+	}
+	return pn
+}
+
+func (pn *proxyNet) name() string { return "in-test TCP proxies on 127.0.0.1" }
+func (pn *proxyNet) store(i int) (string, string, string) {
+	return pn.stores[i][0], pn.stores[i][1], pn.stores[i][2]
+}
+func (pn *proxyNet) peerRaft(i, j int) string {
+	if i == j {
+		return pn.stores[i][1]
+	}
+	return pn.raftLinks[i][j].addr
+}
+func (pn *proxyNet) shard(i int) (string, string) { return pn.shards[i][0], pn.shards[i][1] }
+func (pn *proxyNet) player() (string, string)     { return freeAddr(pn.t), freeAddr(pn.t) }
+func (pn *proxyNet) wrap(int) []string            { return nil }
+func (pn *proxyNet) hosts() []string              { return nil }
+
+func (pn *proxyNet) isolate(i int, cut bool) {
+	for j := range storeNodes {
+		if j == i {
+			continue
+		}
+		for _, p := range []*proxy{pn.raftLinks[i][j], pn.raftLinks[j][i]} {
+			if cut {
+				p.cut()
+			} else {
+				p.heal()
+			}
+		}
+	}
+}
+
+func (pn *proxyNet) cutTarget(i int, cut bool) {
+	if cut {
+		pn.targetLinks[i].cut()
+	} else {
+		pn.targetLinks[i].heal()
+	}
+}
+
+// startNemesisCluster starts the system as startCluster does, on fn, with
+// the nemesis build of the binary.
+func startNemesisCluster(t *testing.T, fn faultNet) *nemesisCluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
 	if !*plaintext {
-		c.tls = writeTLSTokens(t, filepath.Join(c.dir, "tls"))
+		c.tls = writeTLSTokens(t, filepath.Join(c.dir, "tls"), fn.hosts())
 	}
-	nc := &nemesisCluster{cluster: c}
+	nc := &nemesisCluster{cluster: c, net: fn}
 	for i := range storeNodes {
-		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
+		n := &storeNode{id: fmt.Sprintf("n%d", i+1)}
+		n.api, n.raft, n.metrics = fn.store(i)
 		c.stores = append(c.stores, n)
 		nc.clocks = append(nc.clocks, filepath.Join(c.dir, n.id+".clock"))
-	}
-	nc.raftLinks = make([][]*proxy, storeNodes)
-	for i, from := range c.stores {
-		nc.raftLinks[i] = make([]*proxy, storeNodes)
-		for j, to := range c.stores {
-			if i != j {
-				nc.raftLinks[i][j] = newProxy(t, from.id+"->"+to.id, to.raft)
-			}
-		}
 	}
 	for i, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
 			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
 			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
 		for j, p := range c.stores {
-			raft := p.raft
-			if i != j {
-				raft = nc.raftLinks[i][j].addr
-			}
-			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, raft, p.api))
+			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, fn.peerRaft(i, j), p.api))
 		}
 		if c.tls != nil {
 			args = append(args, c.tls.args(n.id)...)
@@ -173,22 +272,21 @@ func startNemesisCluster(t *testing.T) *nemesisCluster {
 		}
 		n.proc = newProc(t, c.dir, n.id, args...)
 		n.proc.bin, n.proc.env = nemesisBuild, []string{"LOGPLAYER_NEMESIS_CLOCK_FILE=" + nc.clocks[i]}
+		n.proc.wrap = fn.wrap(i)
 		n.proc.start()
 	}
 	c.connect()
 
-	for i := range shardCount {
-		s := c.addShard(i, nemesisBuild)
-		nc.targetLinks = append(nc.targetLinks, newProxy(t, "player->"+s.id, s.addr))
-	}
 	args := c.playerArgs()
-	for i, s := range c.shards {
-		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, nc.targetLinks[i].addr, s.id))
+	for i := range shardCount {
+		addr, target := fn.shard(i)
+		s := c.addShardAt(i, nemesisBuild, addr)
+		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, target, s.id))
 	}
-	c.admin, c.playerMetrics = freeAddr(t), freeAddr(t)
+	c.admin, c.playerMetrics = fn.player()
 	args = append(args, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
 	c.player = newProc(t, c.dir, "player", args...)
-	c.player.bin = nemesisBuild
+	c.player.bin, c.player.wrap = nemesisBuild, fn.wrap(-1)
 	c.player.start()
 	return nc
 }
@@ -198,22 +296,6 @@ func (nc *nemesisCluster) setClock(i int, offset time.Duration) {
 	nc.t.Helper()
 	if err := os.WriteFile(nc.clocks[i], []byte(offset.String()), 0o644); err != nil {
 		nc.t.Fatal(err)
-	}
-}
-
-// isolate cuts (or heals) every Raft link to and from node i.
-func (nc *nemesisCluster) isolate(i int, cut bool) {
-	for j := range storeNodes {
-		if j == i {
-			continue
-		}
-		for _, p := range []*proxy{nc.raftLinks[i][j], nc.raftLinks[j][i]} {
-			if cut {
-				p.cut()
-			} else {
-				p.heal()
-			}
-		}
 	}
 }
 
@@ -352,15 +434,15 @@ func (n *nemesis) step(k int) {
 	case faultIsolateLead, faultSplit:
 		i := n.storeFor(kind, other)
 		logf("Raft links of %s cut from the other two nodes for %v", nc.stores[i].id, hold)
-		nc.isolate(i, true)
+		nc.net.isolate(i, true)
 		keep(hold)
-		nc.isolate(i, false)
+		nc.net.isolate(i, false)
 	case faultCutTarget:
 		s := nc.shards[shardIx]
 		logf("LogPlayer -> %s cut for %v (the test still reaches it)", s.id, hold)
-		nc.targetLinks[shardIx].cut()
+		nc.net.cutTarget(shardIx, true)
 		keep(hold)
-		nc.targetLinks[shardIx].heal()
+		nc.net.cutTarget(shardIx, false)
 	case faultClockForward, faultClockBack:
 		i := n.leaderIndex()
 		if kind == faultClockBack {
@@ -385,11 +467,13 @@ func keep(d time.Duration) {
 }
 
 // runNemesis is one seed's run: start, faults for d, heal, checks.
-func runNemesis(t *testing.T, s uint64, d time.Duration) {
+func runNemesis(t *testing.T, s uint64, d time.Duration, newNet func(t *testing.T) faultNet) {
 	began := time.Now()
 	nemesisBuild.get(t)
 	t.Logf("%v: binary built", since(began))
-	nc := startNemesisCluster(t)
+	fn := newNet(t)
+	t.Logf("network: %s; %s", fn.name(), securityMode())
+	nc := startNemesisCluster(t, fn)
 	c := nc.cluster
 	// A target the LogPlayer gave up on (a pause or a cut) keeps that
 	// stream until the new one supersedes it: refused as superseded.

@@ -42,9 +42,9 @@ func writeTLS(t testing.TB, dir, root string, hosts []string) *e2eTLS {
 
 // writeTLSTokens is writeTLS with a bearer token for testIdentity too, and
 // the servers configured as the dev cluster's (e2eTLS.tokens).
-func writeTLSTokens(t testing.TB, dir string) *e2eTLS {
+func writeTLSTokens(t testing.TB, dir string, hosts []string) *e2eTLS {
 	t.Helper()
-	return writeSecurity(t, dir, dir, nil, true)
+	return writeSecurity(t, dir, dir, hosts, true)
 }
 
 func writeSecurity(t testing.TB, dir, root string, hosts []string, tokens bool) *e2eTLS {

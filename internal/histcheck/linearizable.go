@@ -40,7 +40,7 @@ type LinearizableReport struct {
 	Unknown    int
 	NotWritten int // the unknown outcomes Resolve settled as not written
 	Reads      int
-	Elapsed time.Duration
+	Elapsed    time.Duration
 	// Visualization is the file written for a violation ("" if none).
 	Visualization string
 }
