@@ -2,6 +2,8 @@ package storeconn
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -29,11 +31,13 @@ type Attempt func(ctx context.Context, node int, ls logstorepb.LogStoreClient) e
 // with an error p does not retry, or ctx ends; it returns the last
 // attempt's error, except that when an earlier attempt's outcome was
 // unknown (retried under a MaybeApplied policy) and the last one was
-// refused before Raft, it returns an UNKNOWN_OUTCOME error naming both:
-// the request may have been applied. A NOT_LEADER answer naming another node sends the next
-// attempt there at once (twice in a row, when nodes name each other during
-// an election, it backs off first); any other retried failure, and every
-// failure with an unknown outcome, moves the rotation past the node.
+// refused before Raft, it returns an UNKNOWN_OUTCOME error naming both
+// (the request may have been applied), and when no node could be reached
+// before ctx ended, ctx's error wrapping the last (see callErr). A
+// NOT_LEADER answer naming another node sends the next attempt there at
+// once (twice in a row, when nodes name each other during an election, it
+// backs off first); any other retried failure, and every failure with an
+// unknown outcome, moves the rotation past the node.
 func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 	if _, ok := ctx.Deadline(); !ok && c.cfg.CallTimeout > 0 {
 		var cancel context.CancelFunc
@@ -68,26 +72,30 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 			c.Failed(node)
 		}
 		if out > p.Retry || ctx.Err() != nil {
-			return keepUnknown(maybe, err)
+			return callErr(ctx, maybe, err)
 		}
 		wait := b.NextBackOff()
 		c.cfg.Logger.Debug("logstore call failed, trying again",
 			"call", p.Name, "node", node, "retry_in", wait, "err", err)
 		if sleep(ctx, wait) != nil {
-			return keepUnknown(maybe, err)
+			return callErr(ctx, maybe, err)
 		}
 	}
 }
 
-// keepUnknown is the error of a call that ends with last: an
-// UNKNOWN_OUTCOME error naming both when last was refused before Raft
-// (NotApplied) after an attempt whose outcome was unknown (maybe; nil:
-// none), else last.
-func keepUnknown(maybe, last error) error {
-	if maybe == nil || outcome(last) != apierr.NotApplied {
-		return last
+// callErr is the error of a call that ends with last: an UNKNOWN_OUTCOME
+// error naming both when last was refused before Raft (NotApplied) after
+// an attempt whose outcome was unknown (maybe; nil: none); ctx's error
+// wrapping last when no node could be reached before ctx ended
+// (ErrUnreachable is internal: a caller tests the deadline); else last.
+func callErr(ctx context.Context, maybe, last error) error {
+	if maybe != nil && outcome(last) == apierr.NotApplied {
+		return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_OUTCOME, "outcome unknown: an attempt ended with %v; the last one: %v", maybe, last)
 	}
-	return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_OUTCOME, "outcome unknown: an attempt ended with %v; the last one: %v", maybe, last)
+	if cerr := ctx.Err(); cerr != nil && errors.Is(last, ErrUnreachable) {
+		return fmt.Errorf("%w: %w", cerr, last)
+	}
+	return last
 }
 
 func (c *Conn) resolve(addr string) (int, bool) {

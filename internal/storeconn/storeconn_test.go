@@ -350,3 +350,28 @@ func TestCallKeepsUnknownOutcome(t *testing.T) {
 		})
 	}
 }
+
+// TestCallUnreachableUntilDeadline: a call that could reach no node before
+// its deadline ends with an error that is the deadline's (what a caller
+// outside this module can test: ErrUnreachable is internal), and still
+// wraps ErrUnreachable. The demo workload, given short deadlines by
+// TestNemesis, stopped on the bare ErrUnreachable (not retryable to it)
+// while the leader was killed.
+func TestCallUnreachableUntilDeadline(t *testing.T) {
+	c, err := New(Config{
+		Nodes: 2,
+		Node: func(context.Context, int) (logstorepb.LogStoreClient, error) {
+			return nil, fmt.Errorf("%w: test", ErrUnreachable)
+		},
+		InitialBackoff: time.Microsecond, MaxBackoff: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = c.Call(ctx, Policy{Retry: apierr.MaybeApplied}, nextEpoch)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("error %v: want one wrapping context.DeadlineExceeded and ErrUnreachable", err)
+	}
+}
