@@ -43,7 +43,9 @@ var termKey = []byte("CurrentTerm")
 // takes new entries after its last and reopens cleanly.
 func TestPowerLoss(t *testing.T) {
 	var wedged atomic.Int64
-	defer func() { t.Logf("%d of 40 seeds left raft-wal wedged on a sealed tail after the power loss", wedged.Load()) }()
+	defer func() {
+		t.Logf("%d of 40 seeds left raft-wal wedged on a sealed tail after the power loss", wedged.Load())
+	}()
 	for seed := uint64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
