@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/logplayer/logplayer/internal/vfs"
 )
@@ -138,4 +139,84 @@ func TestPowerLoss(t *testing.T) {
 			t.Logf("acknowledged through %d (term %d) when the power went; %d entries survived", wantLast, wantTerm, last)
 		})
 	}
+}
+
+// blockingMeta holds every CommitState after block is set until the test
+// ends: the background rotation that follows a seal stops before its
+// metadata commit, as if the power went right then.
+type blockingMeta struct {
+	*MetaStore
+	block   atomic.Bool
+	blocked chan struct{} // closed at the first held commit
+	once    sync.Once
+	release chan struct{}
+}
+
+func (b *blockingMeta) CommitState(st types.PersistentState) error {
+	if !b.block.Load() {
+		return b.MetaStore.CommitState(st)
+	}
+	b.once.Do(func() { close(b.blocked) })
+	<-b.release
+	return errors.New("test: power gone")
+}
+
+// TestSealedTailWedge reproduces, without timing, the state TestPowerLoss
+// finds for some seeds: the power goes after the StoreLogs that sealed the
+// tail segment and before the rotation committed the metadata. raft-wal
+// v0.4.2 reopens it and then refuses every StoreLogs with ErrSealed (see
+// the package doc). The test asserts that behaviour: when an upgrade of
+// raft-wal recovers from it, this fails, and the docs should say so.
+func TestSealedTailWedge(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	if err := mem.MkdirAll(walDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	meta := &blockingMeta{MetaStore: NewMetaStore(mem), blocked: make(chan struct{}), release: make(chan struct{})}
+	w, err := raftwal.Open(walDir, raftwal.WithSegmentFiler(segment.NewFiler(walDir, VFS{FS: mem})),
+		raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.block.Store(true)
+	var acked atomic.Uint64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := uint64(1); ; i++ {
+			select {
+			case <-meta.blocked:
+				return
+			default:
+			}
+			// A StoreLogs after the seal waits for the held rotation: it
+			// returns only when the test releases it.
+			if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entryData(i)}}); err != nil {
+				return
+			}
+			acked.Store(i)
+		}
+	})
+	select {
+	case <-meta.blocked:
+	case <-time.After(time.Minute):
+		t.Fatal("no segment rotation after a minute of appends")
+	}
+	wantLast := acked.Load()
+	crashed := mem.CrashClone(rand.New(rand.NewPCG(1, 2)))
+	close(meta.release)
+	wg.Wait()
+	_ = w.Close()
+
+	w2 := openWAL(t, crashed)
+	defer w2.Close()
+	last, err := w2.LastIndex()
+	if err != nil || last < wantLast {
+		t.Fatalf("last index %d (%v), StoreLogs had returned through %d", last, err, wantLast)
+	}
+	err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 2, Data: entryData(last + 1)}})
+	if !errors.Is(err, raftwal.ErrSealed) {
+		t.Fatalf("StoreLogs after the crash: %v; raft-wal v0.4.2 answered ErrSealed here (the wedge the package doc describes): "+
+			"if it recovers now, update the docs and this test", err)
+	}
+	t.Logf("reopened with entries 1..%d (acknowledged through %d); StoreLogs: %v", last, wantLast, err)
 }
