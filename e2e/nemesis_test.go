@@ -88,11 +88,17 @@ const (
 // (histcheck.CheckAcks, CheckTargets, and the checks of verify), and that
 // log timestamps never decrease.
 //
+// The system runs with TLS, bearer tokens and a policy, as in production
+// (-nemesis-plaintext: without). Recorded calls have short deadlines and a
+// prober appends without a producer id (nemesis_probe_test.go), so the
+// history holds unknown outcomes; the summary counts appends by outcome.
+//
 // go test ./e2e -run Nemesis: the CI mode (nemesisCISeeds and one random
 // seed, nemesisCIDuration each); -seed N runs only seed N; -duration D
 // sets the fault time (the soak: -duration 30m, one random seed unless
-// -seed is given). Every fault is printed with its time; a failure prints the command
-// that replays the seed's schedule.
+// -seed is given). Every fault is printed with its time; a failure prints
+// the command that replays the seed's schedule. TestNemesisNetns (-tags
+// netns) is the same on network namespaces.
 func TestNemesis(t *testing.T) {
 	runSeeds(t, "TestNemesis", "", func(t *testing.T) faultNet { return newProxyNet(t) })
 }
