@@ -120,7 +120,13 @@ func startCluster(t testing.TB) *cluster {
 // to c.shards.
 func (c *cluster) addShard(i int, bin *builtBinary) *shardNode {
 	c.t.Helper()
-	s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(c.t), metrics: freeAddr(c.t)}
+	return c.addShardAt(i, bin, freeAddr(c.t))
+}
+
+// addShardAt is addShard with the shard's API on addr.
+func (c *cluster) addShardAt(i int, bin *builtBinary, addr string) *shardNode {
+	c.t.Helper()
+	s := &shardNode{id: demo.ShardTopic(i), addr: addr, metrics: freeAddr(c.t)}
 	s.dir = filepath.Join(c.dir, s.id)
 	args := []string{"shard", "--id", s.id, "--addr", s.addr, "--data-dir", s.dir, "--metrics-addr", s.metrics}
 	var opts []grpc.DialOption

@@ -66,6 +66,18 @@
 //     visualization and JSON history to -artifact-dir on a violation),
 //     CheckAcks, CheckTargets (each shard's durable state = the log
 //     replayed), log timestamps non-decreasing, and what verify checks.
+//     The system runs as in production (and as `logplayer dev`): TLS on
+//     every connection, bearer tokens and a policy (the test connects with
+//     a token); -nemesis-plaintext runs it without. Every recorded Append
+//     has a short deadline (0.25-2 s) and a prober appends without a
+//     producer id, so faults that cut calls in flight leave unknown
+//     outcomes in the history (settled by the final log; the counts of ok,
+//     failed and unknown are printed).
+//   - TestNemesisNetns (go test -tags netns ./e2e -run NemesisNetns, as
+//     root; the same flags): TestNemesis with real partitions: each store
+//     node and the LogPlayer in its own network namespace on one bridge
+//     (in a hub namespace), cut with iptables DROP rules inside the cut
+//     node's namespace (nemesis_netns_test.go).
 //
 // Goroutines (test code): one waiter per child process (reaps it, closes
 // its done channel); the workload's producers (demo.Run) and one

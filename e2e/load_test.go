@@ -52,13 +52,13 @@ func (a *ackLog) Append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 }
 
 // txnID is the id of a workload transaction: the key of its orders message
-// ("" when it has none). S is a request's or a read transaction's slice.
+// (or of its probe message, TestNemesis's prober; "" when it has none). S is a request's or a read transaction's slice.
 func txnID[S interface {
 	GetTopic() string
 	GetMessages() []*logstorepb.Message
 }](slices []S) string {
 	for _, s := range slices {
-		if s.GetTopic() == demo.OrdersTopic && len(s.GetMessages()) > 0 {
+		if (s.GetTopic() == demo.OrdersTopic || s.GetTopic() == probeTopic) && len(s.GetMessages()) > 0 {
 			return string(s.GetMessages()[0].Key)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 var (
 	duration  = flag.Duration("duration", 0, "TestNemesis: how long faults are injected per seed (0: the CI mode, nemesisCIDuration per seed)")
 	headReads = flag.Bool("head-reads", false, "TestNemesis: also record reads to the head (the leader's Status head_lsn taken as the log's head when it answered; Status is not documented as linearizable)")
+	plaintext = flag.Bool("nemesis-plaintext", false, "TestNemesis: run the system without TLS and tokens (the default is the production configuration: TLS on every connection, bearer tokens and a policy, as `logplayer dev`)")
 	artifact  = flag.String("artifact-dir", "", "TestNemesis: directory for the linearizability visualization of a violation (default: the test's temporary directory, kept only on failure by -test.v output)")
 )
 
@@ -87,12 +88,24 @@ const (
 // (histcheck.CheckAcks, CheckTargets, and the checks of verify), and that
 // log timestamps never decrease.
 //
+// The system runs with TLS, bearer tokens and a policy, as in production
+// (-nemesis-plaintext: without). Recorded calls have short deadlines and a
+// prober appends without a producer id (nemesis_probe_test.go), so the
+// history holds unknown outcomes; the summary counts appends by outcome.
+//
 // go test ./e2e -run Nemesis: the CI mode (nemesisCISeeds and one random
 // seed, nemesisCIDuration each); -seed N runs only seed N; -duration D
 // sets the fault time (the soak: -duration 30m, one random seed unless
-// -seed is given). Every fault is printed with its time; a failure prints the command
-// that replays the seed's schedule.
+// -seed is given). Every fault is printed with its time; a failure prints
+// the command that replays the seed's schedule. TestNemesisNetns (-tags
+// netns) is the same on network namespaces.
 func TestNemesis(t *testing.T) {
+	runSeeds(t, "TestNemesis", "", func(t *testing.T) faultNet { return newProxyNet(t) })
+}
+
+// runSeeds runs the seeds the flags ask for (see TestNemesis) on the
+// network newNet makes; test and tags name the test in the replay command.
+func runSeeds(t *testing.T, test, tags string, newNet func(t *testing.T) faultNet) {
 	d := *duration
 	var seeds []uint64
 	switch {
@@ -104,84 +117,182 @@ func TestNemesis(t *testing.T) {
 		seeds = append(slices.Clone(nemesisCISeeds), rand.Uint64())
 		d = nemesisCIDuration
 	}
-	t.Logf("seeds %v, %v of faults each", seeds, d)
+	t.Logf("seeds %v, %v of faults each; %s", seeds, d, securityMode())
 	for _, s := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 			defer func() {
 				if t.Failed() {
-					t.Logf("replay: go test ./e2e -count=1 -run 'TestNemesis' -seed %d -duration %v -v", s, d)
+					var extra string
+					if tags != "" {
+						extra = " -tags " + tags
+					}
+					if *plaintext {
+						extra += " -nemesis-plaintext"
+					}
+					t.Logf("replay: go test%s ./e2e -count=1 -run '%s$' -seed %d -duration %v -v", extra, test, s, d)
 				}
 			}()
-			runNemesis(t, s, d)
+			runNemesis(t, s, d, newNet)
 		})
 	}
 }
 
-// nemesisCluster is the cluster with a proxy on every link the nemesis
-// can cut and a clock offset file per store node.
+// nemesisCluster is the cluster on a faultNet (the network the nemesis
+// can cut) with a clock offset file per store node.
 type nemesisCluster struct {
 	*cluster
+	net faultNet
+	// clocks[i] is the file node i reads its clock offset from.
+	clocks []string
+}
+
+// faultNet is the network of a nemesis run: where each process listens
+// and dials, and how a link is cut. proxyNet (in-test TCP proxies) is the
+// default; netnsNet (-tags netns) runs each store node and the LogPlayer in
+// its own network namespace and drops packets.
+type faultNet interface {
+	// name describes the network for the logs.
+	name() string
+	// store is store node i's API, Raft and metrics address, as the test,
+	// the LogPlayer and (Raft) the other nodes reach it; peerRaft is the
+	// Raft address node i is given for node j.
+	store(i int) (api, raft, metrics string)
+	peerRaft(i, j int) string
+	// shard is where shard i listens (its API, reached by the test) and
+	// target where the LogPlayer reaches it.
+	shard(i int) (addr, target string)
+	// player is the LogPlayer's admin and metrics address.
+	player() (admin, metrics string)
+	// wrap is the command prefix of store node i's process (i < 0: the
+	// LogPlayer's); nil: none.
+	wrap(i int) []string
+	// hosts are extra names the certificates must carry (nil: 127.0.0.1
+	// and localhost only).
+	hosts() []string
+	// isolate cuts (or heals) every Raft link to and from node i; cutTarget
+	// the LogPlayer's link to shard i only.
+	isolate(i int, cut bool)
+	cutTarget(i int, cut bool)
+}
+
+// proxyNet is the default faultNet: everything on 127.0.0.1, a TCP proxy
+// on every Raft link and every LogPlayer-to-shard link.
+type proxyNet struct {
+	t      testing.TB
+	stores [][3]string // api, raft, metrics
+	shards [][2]string // addr, proxy address
 	// raftLinks[i][j] carries node i's Raft connections to node j (nil
 	// for i == j): node i is given it as j's Raft address.
 	raftLinks [][]*proxy
 	// targetLinks[i] carries the LogPlayer's connections to shard i.
 	targetLinks []*proxy
-	// clocks[i] is the file node i reads its clock offset from.
-	clocks []string
 }
 
-// startNemesisCluster starts the system as startCluster does, through the
-// proxies, with the nemesis build of the binary.
-func startNemesisCluster(t *testing.T) *nemesisCluster {
-	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
-	nc := &nemesisCluster{cluster: c}
-	for i := range storeNodes {
-		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
-		c.stores = append(c.stores, n)
-		nc.clocks = append(nc.clocks, filepath.Join(c.dir, n.id+".clock"))
+func newProxyNet(t testing.TB) *proxyNet {
+	pn := &proxyNet{t: t}
+	for range storeNodes {
+		pn.stores = append(pn.stores, [3]string{freeAddr(t), freeAddr(t), freeAddr(t)})
 	}
-	nc.raftLinks = make([][]*proxy, storeNodes)
-	for i, from := range c.stores {
-		nc.raftLinks[i] = make([]*proxy, storeNodes)
-		for j, to := range c.stores {
+	pn.raftLinks = make([][]*proxy, storeNodes)
+	for i := range storeNodes {
+		pn.raftLinks[i] = make([]*proxy, storeNodes)
+		for j := range storeNodes {
 			if i != j {
-				nc.raftLinks[i][j] = newProxy(t, from.id+"->"+to.id, to.raft)
+				pn.raftLinks[i][j] = newProxy(t, fmt.Sprintf("n%d->n%d", i+1, j+1), pn.stores[j][1])
 			}
 		}
+	}
+	for i := range shardCount {
+		addr := freeAddr(t)
+		pn.targetLinks = append(pn.targetLinks, newProxy(t, "player->"+demo.ShardTopic(i), addr))
+		pn.shards = append(pn.shards, [2]string{addr, pn.targetLinks[i].addr})
+	}
+	return pn
+}
+
+func (pn *proxyNet) name() string { return "in-test TCP proxies on 127.0.0.1" }
+func (pn *proxyNet) store(i int) (string, string, string) {
+	return pn.stores[i][0], pn.stores[i][1], pn.stores[i][2]
+}
+func (pn *proxyNet) peerRaft(i, j int) string {
+	if i == j {
+		return pn.stores[i][1]
+	}
+	return pn.raftLinks[i][j].addr
+}
+func (pn *proxyNet) shard(i int) (string, string) { return pn.shards[i][0], pn.shards[i][1] }
+func (pn *proxyNet) player() (string, string)     { return freeAddr(pn.t), freeAddr(pn.t) }
+func (pn *proxyNet) wrap(int) []string            { return nil }
+func (pn *proxyNet) hosts() []string              { return nil }
+
+func (pn *proxyNet) isolate(i int, cut bool) {
+	for j := range storeNodes {
+		if j == i {
+			continue
+		}
+		for _, p := range []*proxy{pn.raftLinks[i][j], pn.raftLinks[j][i]} {
+			if cut {
+				p.cut()
+			} else {
+				p.heal()
+			}
+		}
+	}
+}
+
+func (pn *proxyNet) cutTarget(i int, cut bool) {
+	if cut {
+		pn.targetLinks[i].cut()
+	} else {
+		pn.targetLinks[i].heal()
+	}
+}
+
+// startNemesisCluster starts the system as startCluster does, on fn, with
+// the nemesis build of the binary.
+func startNemesisCluster(t *testing.T, fn faultNet) *nemesisCluster {
+	t.Helper()
+	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
+	if !*plaintext {
+		c.tls = writeTLSTokens(t, filepath.Join(c.dir, "tls"), fn.hosts())
+	}
+	nc := &nemesisCluster{cluster: c, net: fn}
+	for i := range storeNodes {
+		n := &storeNode{id: fmt.Sprintf("n%d", i+1)}
+		n.api, n.raft, n.metrics = fn.store(i)
+		c.stores = append(c.stores, n)
+		nc.clocks = append(nc.clocks, filepath.Join(c.dir, n.id+".clock"))
 	}
 	for i, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
 			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
 			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
 		for j, p := range c.stores {
-			raft := p.raft
-			if i != j {
-				raft = nc.raftLinks[i][j].addr
-			}
-			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, raft, p.api))
+			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, fn.peerRaft(i, j), p.api))
+		}
+		if c.tls != nil {
+			args = append(args, c.tls.args(n.id)...)
 		}
 		if err := os.WriteFile(nc.clocks[i], nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		n.proc = newProc(t, c.dir, n.id, args...)
 		n.proc.bin, n.proc.env = nemesisBuild, []string{"LOGPLAYER_NEMESIS_CLOCK_FILE=" + nc.clocks[i]}
+		n.proc.wrap = fn.wrap(i)
 		n.proc.start()
 	}
 	c.connect()
 
-	for i := range shardCount {
-		s := c.addShard(i, nemesisBuild)
-		nc.targetLinks = append(nc.targetLinks, newProxy(t, "player->"+s.id, s.addr))
-	}
 	args := c.playerArgs()
-	for i, s := range c.shards {
-		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, nc.targetLinks[i].addr, s.id))
+	for i := range shardCount {
+		addr, target := fn.shard(i)
+		s := c.addShardAt(i, nemesisBuild, addr)
+		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, target, s.id))
 	}
-	c.admin, c.playerMetrics = freeAddr(t), freeAddr(t)
+	c.admin, c.playerMetrics = fn.player()
 	args = append(args, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
 	c.player = newProc(t, c.dir, "player", args...)
-	c.player.bin = nemesisBuild
+	c.player.bin, c.player.wrap = nemesisBuild, fn.wrap(-1)
 	c.player.start()
 	return nc
 }
@@ -191,22 +302,6 @@ func (nc *nemesisCluster) setClock(i int, offset time.Duration) {
 	nc.t.Helper()
 	if err := os.WriteFile(nc.clocks[i], []byte(offset.String()), 0o644); err != nil {
 		nc.t.Fatal(err)
-	}
-}
-
-// isolate cuts (or heals) every Raft link to and from node i.
-func (nc *nemesisCluster) isolate(i int, cut bool) {
-	for j := range storeNodes {
-		if j == i {
-			continue
-		}
-		for _, p := range []*proxy{nc.raftLinks[i][j], nc.raftLinks[j][i]} {
-			if cut {
-				p.cut()
-			} else {
-				p.heal()
-			}
-		}
 	}
 }
 
@@ -243,6 +338,9 @@ type nemesis struct {
 	began    time.Time
 	refusals *refusalWatch
 	counts   map[string]int
+	// inFlight counts the recorded Appends in flight: each cut says how
+	// many it interrupted.
+	inFlight *inFlight
 }
 
 // dur draws a duration in [lo, hi].
@@ -289,7 +387,7 @@ func (n *nemesis) step(k int) {
 	jump := n.dur(time.Minute, clockJumpMax)
 	n.counts[kind]++
 	logf := func(format string, args ...any) {
-		t.Logf("%v: fault %d %s: %s", since(n.began), k, kind, fmt.Sprintf(format, args...))
+		t.Logf("%v: fault %d %s: %s (%d recorded appends in flight)", since(n.began), k, kind, fmt.Sprintf(format, args...), n.inFlight.now())
 	}
 	switch kind {
 	case faultKillStore, faultKillLeader:
@@ -342,15 +440,15 @@ func (n *nemesis) step(k int) {
 	case faultIsolateLead, faultSplit:
 		i := n.storeFor(kind, other)
 		logf("Raft links of %s cut from the other two nodes for %v", nc.stores[i].id, hold)
-		nc.isolate(i, true)
+		nc.net.isolate(i, true)
 		keep(hold)
-		nc.isolate(i, false)
+		nc.net.isolate(i, false)
 	case faultCutTarget:
 		s := nc.shards[shardIx]
 		logf("LogPlayer -> %s cut for %v (the test still reaches it)", s.id, hold)
-		nc.targetLinks[shardIx].cut()
+		nc.net.cutTarget(shardIx, true)
 		keep(hold)
-		nc.targetLinks[shardIx].heal()
+		nc.net.cutTarget(shardIx, false)
 	case faultClockForward, faultClockBack:
 		i := n.leaderIndex()
 		if kind == faultClockBack {
@@ -375,11 +473,13 @@ func keep(d time.Duration) {
 }
 
 // runNemesis is one seed's run: start, faults for d, heal, checks.
-func runNemesis(t *testing.T, s uint64, d time.Duration) {
+func runNemesis(t *testing.T, s uint64, d time.Duration, newNet func(t *testing.T) faultNet) {
 	began := time.Now()
 	nemesisBuild.get(t)
 	t.Logf("%v: binary built", since(began))
-	nc := startNemesisCluster(t)
+	fn := newNet(t)
+	t.Logf("network: %s; %s", fn.name(), securityMode())
+	nc := startNemesisCluster(t, fn)
 	c := nc.cluster
 	// A target the LogPlayer gave up on (a pause or a cut) keeps that
 	// stream until the new one supersedes it: refused as superseded.
@@ -390,15 +490,22 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 		appendEvery, readEvery = soakAppendEvery, soakReadEvery
 		t.Logf("soak: at most one append every %v, one read every %v per reader", appendEvery, readEvery)
 	}
-	app := newHistAppender(c.client, hist, appendEvery)
+	dl, fl := newDeadlines(s), &inFlight{}
+	app := newHistAppender(c.client, hist, appendEvery, dl, fl)
 	defer app.stop()
 	ld := startLoad(t, app, c.shards, s)
 	readers := startReaders(c, hist, readEvery)
 	defer readers.stop()
+	probeEv := probeEvery
+	if d > soakFrom {
+		probeEv = probeSoakEvery
+	}
+	probes := startProber(c, hist, dl, fl, probeEv)
+	defer probes.stop()
 	c.waitAcked(ld)
 	t.Logf("%v: cluster up, %d acknowledged; seed %d, faults for %v", since(began), ld.acks.n.Load(), s, d)
 
-	n := &nemesis{nc: nc, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), began: began, refusals: refusals, counts: map[string]int{}}
+	n := &nemesis{nc: nc, rng: rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15)), began: began, refusals: refusals, counts: map[string]int{}, inFlight: fl}
 	faultsBegan := time.Now()
 	k := 0
 	for time.Since(faultsBegan) < d {
@@ -413,6 +520,7 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 	// heals itself). Writes must go on, then every target reach the head.
 	c.waitAcked(ld)
 	readers.stop()
+	probes.stop()
 	res, err := ld.stop()
 	if err != nil {
 		t.Fatalf("workload: %v", err)
@@ -442,8 +550,8 @@ func runNemesis(t *testing.T, s uint64, d time.Duration) {
 	for _, p := range c.allProcs() {
 		p.checkLog()
 	}
-	checkHistory(t, c, hist, head, next, states, applied)
-	t.Logf("%v: seed %d: %d faults (%s), %d operations recorded", since(began), s, k, n.summary(), len(hist.Ops()))
+	oc := checkHistory(t, c, hist, head, next, states, applied)
+	t.Logf("%v: seed %d (%s): %d faults (%s), %d operations recorded: %s", since(began), s, securityMode(), k, n.summary(), len(hist.Ops()), oc)
 }
 
 // summary lists the fault counts by kind.
@@ -481,7 +589,7 @@ func readShards(t *testing.T, shards []*shardNode) (next map[string]map[string]u
 // state, next offsets and applied LSN against the log replayed), and log
 // timestamps that never decrease (leader clocks jumped).
 func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint64,
-	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) {
+	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) outcomeCounts {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 	defer cancel()
@@ -499,7 +607,10 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 			t.Errorf("lsn %d: leader timestamp %d below lsn %d's %d", tx.Lsn, tx.TimestampUnixNano, log[i-1].Lsn, log[i-1].TimestampUnixNano)
 		}
 	}
-	ops := histcheck.Resolve(oneEffectPerID(hist.Ops()), final)
+	raw := hist.Ops()
+	ops := histcheck.Resolve(oneEffectPerID(slices.Clone(raw)), final)
+	oc := countOutcomes(raw, ops)
+	t.Logf("outcomes: %s", oc)
 	vis := filepath.Join(t.TempDir(), "linearizability.html")
 	if *artifact != "" {
 		vis = filepath.Join(*artifact, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+"-linearizability.html")
@@ -531,6 +642,15 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 		}
 	}
 	t.Logf("checked %d transactions of the log, %d targets", len(log), len(targets))
+	return oc
+}
+
+// securityMode names how the system runs (-nemesis-plaintext).
+func securityMode() string {
+	if *plaintext {
+		return "plaintext"
+	}
+	return "TLS, tokens and a policy"
 }
 
 // logTxnID names a transaction read from the log as the workload did its
@@ -591,6 +711,8 @@ type histAppender struct {
 	inner demo.Appender
 	rec   *histcheck.Recorder
 	pace  *time.Ticker // nil: not paced
+	dl    *deadlines   // each call's own deadline
+	fl    *inFlight
 	mu    struct {
 		sync.Mutex
 		busy []bool
@@ -599,8 +721,8 @@ type histAppender struct {
 
 // newHistAppender records inner's appends in rec; every > 0 paces them
 // (one per tick, for all callers together).
-func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration) *histAppender {
-	h := &histAppender{inner: inner, rec: rec}
+func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration, dl *deadlines, fl *inFlight) *histAppender {
+	h := &histAppender{inner: inner, rec: rec, dl: dl, fl: fl}
 	if every > 0 {
 		h.pace = time.NewTicker(every)
 	}
@@ -644,8 +766,12 @@ func (h *histAppender) Append(ctx context.Context, req *logstorepb.AppendRequest
 	}
 	slot := h.slot()
 	defer h.free(slot)
+	ctx, cancel := context.WithTimeout(ctx, h.dl.next())
+	defer cancel()
+	h.fl.enter()
 	call := h.rec.Now()
 	resp, err := h.inner.Append(ctx, req)
+	h.fl.leave()
 	h.rec.Append(slot, txnID(req.Slices), req, call, resp, err)
 	return resp, err
 }

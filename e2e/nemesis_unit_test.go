@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/logplayer/logplayer/internal/histcheck"
@@ -65,5 +67,52 @@ func TestOneEffectPerID(t *testing.T) {
 	dup := []histcheck.Txn{{LSN: 1, ID: "a", Slices: sl(0)}, {LSN: 2, ID: "a", Slices: sl(1)}}
 	if _, err := histcheck.CheckLinearizable(histcheck.Resolve(oneEffectPerID(twice), dup), histcheck.LinearizableConfig{}); err == nil {
 		t.Error("a transaction acknowledged at two LSNs passes")
+	}
+}
+
+// TestRefusalAfterUnknownAttempt is the history TestNemesis recorded (seed
+// 1, with short call deadlines) before internal/storeconn kept unknown
+// outcomes: a producer's Append whose first attempt wrote but whose call
+// ended with the last attempt's NOT_LEADER (recorded as failed), then the
+// workload's retry answered as a duplicate. Taken at its word, the
+// refusal leaves the duplicate answer as the only writer, invoked after a
+// later LSN returned: not linearizable. Recorded as the client now
+// reports it (unknown), it is.
+func TestRefusalAfterUnknownAttempt(t *testing.T) {
+	sl := func(off uint64) []histcheck.Slice {
+		return []histcheck.Slice{{Topic: "t", FirstOffset: off, Messages: 1}}
+	}
+	log := []histcheck.Txn{{LSN: 1, ID: "a", Slices: sl(0)}, {LSN: 2, ID: "b", Slices: sl(1)}}
+	history := func(first histcheck.Outcome) []histcheck.Op {
+		return []histcheck.Op{
+			{Client: 0, Kind: histcheck.KindAppend, Call: 1, Return: 2, ID: "a", Slices: sl(0), Outcome: first},
+			{Client: 1, Kind: histcheck.KindAppend, Call: 3, Return: 4, ID: "b", Slices: sl(1), Outcome: histcheck.OK, LSN: 2},
+			{Client: 0, Kind: histcheck.KindAppend, Call: 5, Return: 6, ID: "a", Slices: sl(0), Outcome: histcheck.OK, LSN: 1, Duplicate: true},
+		}
+	}
+	if _, err := histcheck.CheckLinearizable(histcheck.Resolve(oneEffectPerID(history(histcheck.Failed)), log), histcheck.LinearizableConfig{}); !errors.Is(err, histcheck.ErrNotLinearizable) {
+		t.Errorf("first attempt recorded as refused: %v, want ErrNotLinearizable", err)
+	}
+	if _, err := histcheck.CheckLinearizable(histcheck.Resolve(oneEffectPerID(history(histcheck.Unknown)), log), histcheck.LinearizableConfig{}); err != nil {
+		t.Errorf("first attempt recorded as unknown: %v", err)
+	}
+}
+
+// TestCountOutcomes: the summary counts what the clients saw, and how the
+// final log settled each unknown outcome.
+func TestCountOutcomes(t *testing.T) {
+	sl := []histcheck.Slice{{Topic: "t", Messages: 1}}
+	raw := []histcheck.Op{
+		{Client: 0, Kind: histcheck.KindAppend, Call: 1, ID: "a", Slices: sl, Outcome: histcheck.OK, LSN: 1},
+		{Client: 0, Kind: histcheck.KindAppend, Call: 2, ID: "b", Slices: sl, Outcome: histcheck.Failed},
+		{Client: probeClient, Kind: histcheck.KindAppend, Call: 3, ID: "probe-1", Slices: sl, Outcome: histcheck.Unknown},
+		{Client: probeClient, Kind: histcheck.KindAppend, Call: 4, ID: "probe-2", Slices: sl, Outcome: histcheck.Unknown},
+		{Client: readerClient0, Kind: histcheck.KindRead, Call: 5, Return: 6, From: 1, To: 1, Txns: []histcheck.Txn{{LSN: 1, ID: "a"}}},
+	}
+	log := []histcheck.Txn{{LSN: 1, ID: "a", Slices: sl}, {LSN: 2, ID: "probe-1", Slices: sl}}
+	got := countOutcomes(raw, histcheck.Resolve(oneEffectPerID(slices.Clone(raw)), log))
+	want := outcomeCounts{ok: 1, failed: 1, unknown: 2, probeUnknown: 2, unknownInLog: 1, unknownNotInLog: 1, reads: 1}
+	if got != want {
+		t.Errorf("got %+v, want %+v", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,6 +156,10 @@ type proc struct {
 	// test's environment.
 	bin *builtBinary
 	env []string
+	// wrap, when set, is a command the binary runs under (its arguments
+	// first): `ip netns exec NAME`, which execs the binary in place, so the
+	// process's pid stays the one signalled.
+	wrap []string
 
 	mu struct {
 		sync.Mutex
@@ -200,6 +205,9 @@ func (p *proc) start() {
 		bin = build
 	}
 	cmd := exec.Command(bin.get(p.t), p.args...)
+	if len(p.wrap) > 0 {
+		cmd = exec.Command(p.wrap[0], append(append(slices.Clone(p.wrap[1:]), bin.get(p.t)), p.args...)...)
+	}
 	if p.env != nil {
 		cmd.Env = append(os.Environ(), p.env...)
 	}

@@ -26,12 +26,33 @@ const (
 type e2eTLS struct {
 	dir  string // on the host
 	root string // as the processes see it
+	// tokens: the servers also take bearer tokens (--auth-tokens) and ask
+	// for client certificates instead of requiring them, as `logplayer
+	// dev` runs by default; the test connects with its token
+	// (testIdentity.token) over TLS, without a client certificate.
+	tokens bool
 }
 
 // writeTLS issues a CA, a node certificate per component (valid for
 // hosts too: the Docker aliases) and the test's client certificate.
 func writeTLS(t testing.TB, dir, root string, hosts []string) *e2eTLS {
 	t.Helper()
+	return writeSecurity(t, dir, root, hosts, false)
+}
+
+// writeTLSTokens is writeTLS with a bearer token for testIdentity too, and
+// the servers configured as the dev cluster's (e2eTLS.tokens).
+func writeTLSTokens(t testing.TB, dir string, hosts []string) *e2eTLS {
+	t.Helper()
+	return writeSecurity(t, dir, dir, hosts, true)
+}
+
+func writeSecurity(t testing.TB, dir, root string, hosts []string, tokens bool) *e2eTLS {
+	t.Helper()
+	var toks []string
+	if tokens {
+		toks = []string{testIdentity}
+	}
 	nodes := []security.NodeSpec{{Name: "player", Hosts: hosts}}
 	for i := range storeNodes {
 		nodes = append(nodes, security.NodeSpec{Name: fmt.Sprintf("n%d", i+1), Hosts: hosts})
@@ -39,7 +60,7 @@ func writeTLS(t testing.TB, dir, root string, hosts []string) *e2eTLS {
 	for i := range shardCount {
 		nodes = append(nodes, security.NodeSpec{Name: demo.ShardTopic(i), Hosts: hosts})
 	}
-	if _, err := security.WriteBundle(security.BundleOptions{Dir: dir, Nodes: nodes, Clients: []string{testIdentity}}); err != nil {
+	if _, err := security.WriteBundle(security.BundleOptions{Dir: dir, Nodes: nodes, Clients: []string{testIdentity}, Tokens: toks}); err != nil {
 		t.Fatal(err)
 	}
 	policy := fmt.Sprintf(`{"grants": [
@@ -51,19 +72,33 @@ func writeTLS(t testing.TB, dir, root string, hosts []string) *e2eTLS {
 	if err := os.WriteFile(filepath.Join(dir, policyFile), []byte(policy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &e2eTLS{dir: dir, root: root}
+	return &e2eTLS{dir: dir, root: root, tokens: tokens}
 }
 
 // args are the security flags of component name (its certificate).
 func (s *e2eTLS) args(name string) []string {
 	p := func(f string) string { return filepath.Join(s.root, f) }
-	return []string{"--tls-cert", p(name + ".crt"), "--tls-key", p(name + ".key"), "--tls-ca", p(security.CACertFile),
-		"--tls-client-auth", "require", "--auth-policy", p(policyFile)}
+	args := []string{"--tls-cert", p(name + ".crt"), "--tls-key", p(name + ".key"), "--tls-ca", p(security.CACertFile),
+		"--auth-policy", p(policyFile)}
+	if s.tokens {
+		return append(args, "--tls-client-auth", "request", "--auth-tokens", p(security.TokensFile))
+	}
+	return append(args, "--tls-client-auth", "require")
 }
 
 // dialOptions connect as testIdentity.
 func (s *e2eTLS) dialOptions(t testing.TB) []grpc.DialOption {
 	t.Helper()
+	if s.tokens {
+		opts, err := security.GRPCDialOptions(security.ClientSettings{
+			TLS:       security.ClientOptions{Files: security.Files{CAFile: filepath.Join(s.dir, security.CACertFile)}},
+			TokenFile: filepath.Join(s.dir, testIdentity+".token"),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return opts
+	}
 	opts, err := security.GRPCDialOptions(security.ClientSettings{TLS: security.ClientOptions{Files: security.Files{
 		CAFile:   filepath.Join(s.dir, security.CACertFile),
 		CertFile: filepath.Join(s.dir, testIdentity+".crt"),

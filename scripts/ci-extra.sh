@@ -7,7 +7,11 @@
 #   3. the container check (scripts/docker-e2e.sh) and the multi-host
 #      partition test (e2e TestDockerPartition: leader, shard and LogPlayer
 #      cut off with docker network disconnect, a shard docker-killed), when a
-#      Docker engine works.
+#      Docker engine works;
+#   4. the nemesis on real partitions (e2e TestNemesisNetns, -tags netns:
+#      store nodes and the LogPlayer in network namespaces, iptables DROP;
+#      one random seed, 20 s of faults, about 40 s), when run as root with
+#      iproute2 and iptables.
 # The binary is built once, static, and used for both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,4 +39,11 @@ if docker info >/dev/null 2>&1; then
   go test -tags docker -count=1 -timeout 10m -run TestDockerPartition ./e2e/
 else
   echo "--- container check skipped: no working Docker engine (docker info failed)"
+fi
+
+if [ "$(id -u)" = 0 ] && command -v ip >/dev/null 2>&1 && command -v iptables >/dev/null 2>&1; then
+  echo "--- nemesis on network namespaces (-tags netns; one random seed, printed, 20 s of faults)"
+  go test -tags netns -count=1 -timeout 10m -run 'TestNemesisNetns$' ./e2e/ -duration 20s
+else
+  echo "--- netns nemesis skipped: needs root, iproute2 and iptables"
 fi

@@ -34,16 +34,20 @@ type LinearizableConfig struct {
 type LinearizableReport struct {
 	Result  porcupine.CheckResult
 	Appends int // checked: acknowledged and unknown (definite failures have no effect and are left out)
-	Unknown int // appends with an unknown outcome among them (resolved or not)
-	Reads   int
-	Elapsed time.Duration
+	// Unknown counts the appends whose outcome the client did not learn:
+	// left to the search, or settled by Resolve either way (written: among
+	// Appends; not written: NotWritten, left out like a failure).
+	Unknown    int
+	NotWritten int // the unknown outcomes Resolve settled as not written
+	Reads      int
+	Elapsed    time.Duration
 	// Visualization is the file written for a violation ("" if none).
 	Visualization string
 }
 
 func (r LinearizableReport) String() string {
-	return fmt.Sprintf("%s: %d appends (%d unknown), %d reads, checked in %v", r.Result, r.Appends, r.Unknown, r.Reads,
-		r.Elapsed.Round(time.Millisecond))
+	return fmt.Sprintf("%s: %d appends checked, %d unknown outcomes (%d of them settled as not written), %d reads, checked in %v",
+		r.Result, r.Appends, r.Unknown, r.NotWritten, r.Reads, r.Elapsed.Round(time.Millisecond))
 }
 
 // CheckLinearizable checks ops against the model log (see the package
@@ -105,6 +109,10 @@ func operations(ops []Op, rep *LinearizableReport) ([]porcupine.Operation, error
 		case op.Kind == KindRead:
 			rep.Reads++
 		case op.Outcome == Failed:
+			if op.Resolved {
+				rep.Unknown++
+				rep.NotWritten++
+			}
 			continue
 		case op.Outcome == Unknown || op.Resolved:
 			rep.Appends++

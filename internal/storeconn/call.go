@@ -2,6 +2,8 @@ package storeconn
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -27,10 +29,15 @@ type Attempt func(ctx context.Context, node int, ls logstorepb.LogStoreClient) e
 
 // Call runs attempt on one node after another until it succeeds, fails
 // with an error p does not retry, or ctx ends; it returns the last
-// attempt's error. A NOT_LEADER answer naming another node sends the next
-// attempt there at once (twice in a row, when nodes name each other during
-// an election, it backs off first); any other retried failure, and every
-// failure with an unknown outcome, moves the rotation past the node.
+// attempt's error, except that when an earlier attempt's outcome was
+// unknown (retried under a MaybeApplied policy) and the last one was
+// refused before Raft, it returns an UNKNOWN_OUTCOME error naming both
+// (the request may have been applied), and when no node could be reached
+// before ctx ended, ctx's error wrapping the last (see callErr). A
+// NOT_LEADER answer naming another node sends the next attempt there at
+// once (twice in a row, when nodes name each other during an election, it
+// backs off first); any other retried failure, and every failure with an
+// unknown outcome, moves the rotation past the node.
 func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 	if _, ok := ctx.Deadline(); !ok && c.cfg.CallTimeout > 0 {
 		var cancel context.CancelFunc
@@ -39,6 +46,7 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 	}
 	b := c.newBackoff()
 	redirected := false // the last attempt followed a NOT_LEADER redirect at once
+	var maybe error     // the first attempt whose outcome is unknown
 	for {
 		node := c.Pick(p.Leader)
 		err := c.attempt(ctx, p, node, attempt)
@@ -46,6 +54,9 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 			return nil
 		}
 		out := outcome(err)
+		if out > apierr.NotApplied && maybe == nil {
+			maybe = err
+		}
 		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
 			if to, ok := c.resolve(d.LeaderAddress); ok && to != node {
 				c.SetLeader(to)
@@ -61,15 +72,30 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 			c.Failed(node)
 		}
 		if out > p.Retry || ctx.Err() != nil {
-			return err
+			return callErr(ctx, maybe, err)
 		}
 		wait := b.NextBackOff()
 		c.cfg.Logger.Debug("logstore call failed, trying again",
 			"call", p.Name, "node", node, "retry_in", wait, "err", err)
 		if sleep(ctx, wait) != nil {
-			return err
+			return callErr(ctx, maybe, err)
 		}
 	}
+}
+
+// callErr is the error of a call that ends with last: an UNKNOWN_OUTCOME
+// error naming both when last was refused before Raft (NotApplied) after
+// an attempt whose outcome was unknown (maybe; nil: none); ctx's error
+// wrapping last when no node could be reached before ctx ended
+// (ErrUnreachable is internal: a caller tests the deadline); else last.
+func callErr(ctx context.Context, maybe, last error) error {
+	if maybe != nil && outcome(last) == apierr.NotApplied {
+		return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_OUTCOME, "outcome unknown: an attempt ended with %v; the last one: %v", maybe, last)
+	}
+	if cerr := ctx.Err(); cerr != nil && errors.Is(last, ErrUnreachable) {
+		return fmt.Errorf("%w: %w", cerr, last)
+	}
+	return last
 }
 
 func (c *Conn) resolve(addr string) (int, bool) {

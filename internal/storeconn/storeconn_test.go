@@ -311,3 +311,68 @@ func TestStreamBelowRetentionOnOneNodeReadsAnother(t *testing.T) {
 		t.Fatalf("asked %v, want the leader first and each node at most once", asked)
 	}
 }
+
+// TestCallKeepsUnknownOutcome: an idempotent request whose first attempt
+// ended with an unknown outcome, then refused before Raft until its
+// deadline, may have been applied: the call's error says its outcome is
+// unknown, not the last refusal (which alone would read as "not applied").
+// TestNemesis found it: a producer's Append that timed out on a leader
+// that was being cut off came back as NOT_LEADER.
+func TestCallKeepsUnknownOutcome(t *testing.T) {
+	notLeader := apierr.Newf(logstorepb.ErrorCode_NOT_LEADER, "follower")
+	refusals := func() []error {
+		out := make([]error, 100000)
+		for i := range out {
+			out[i] = notLeader
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		first error
+		want  apierr.Outcome
+	}{
+		{"after an unknown outcome", status.Error(codes.Unavailable, "connection reset"), apierr.MaybeApplied},
+		{"after refusals only", notLeader, apierr.NotApplied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes, _ := fakeCluster(2)
+			nodes[0].script = append([]error{tc.first}, refusals()...)
+			nodes[1].script = refusals()
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			err := newConn(t, nodes, nil).Call(ctx, Policy{Retry: apierr.MaybeApplied}, nextEpoch)
+			if err == nil {
+				t.Fatal("call succeeded")
+			}
+			if got := apierr.Classify(err); got != tc.want {
+				t.Fatalf("error %v classified %v, want %v", err, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCallUnreachableUntilDeadline: a call that could reach no node before
+// its deadline ends with an error that is the deadline's (what a caller
+// outside this module can test: ErrUnreachable is internal), and still
+// wraps ErrUnreachable. The demo workload, given short deadlines by
+// TestNemesis, stopped on the bare ErrUnreachable (not retryable to it)
+// while the leader was killed.
+func TestCallUnreachableUntilDeadline(t *testing.T) {
+	c, err := New(Config{
+		Nodes: 2,
+		Node: func(context.Context, int) (logstorepb.LogStoreClient, error) {
+			return nil, fmt.Errorf("%w: test", ErrUnreachable)
+		},
+		InitialBackoff: time.Microsecond, MaxBackoff: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err = c.Call(ctx, Policy{Retry: apierr.MaybeApplied}, nextEpoch)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("error %v: want one wrapping context.DeadlineExceeded and ErrUnreachable", err)
+	}
+}
