@@ -73,6 +73,7 @@ type member struct {
 		generation uint64
 		renewals   uint64
 		lapses     uint64
+		lastLapse  time.Time
 		gained     uint64
 		lost       uint64
 		lastErr    string
@@ -275,6 +276,9 @@ func (g *member) renewed(ctx context.Context, sent time.Duration, resp *logstore
 func (g *member) checkLapse() {
 	g.applyMu.Lock()
 	defer g.applyMu.Unlock()
+	if g.cfg.noLeaseCheck {
+		return
+	}
 	if until := g.p.leaseUntil.Load(); until == 0 || int64(g.since()) < until {
 		return // renewed meanwhile, or shutting down
 	}
@@ -282,6 +286,7 @@ func (g *member) checkLapse() {
 	g.m.lapses.Inc()
 	g.st.Lock()
 	g.st.lapses++
+	g.st.lastLapse = time.Now()
 	g.st.Unlock()
 	g.log.Warn("group lease lapsed: stopped delivering to every target until renewed", "targets", len(g.owned))
 	g.stopAllLocked("lease lapsed")

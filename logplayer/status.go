@@ -51,7 +51,9 @@ type GroupStatus struct {
 	Generation     uint64
 	// Renewals, Lapses, Gained and Lost count since the member started.
 	Renewals, Lapses, Gained, Lost uint64
-	LastError                      string
+	// LastLapse is when the lease last lapsed (zero: never).
+	LastLapse time.Time
+	LastError string
 }
 
 // Group returns the group membership, or false in single-player mode.
@@ -68,7 +70,7 @@ func (p *Player) Group() (GroupStatus, bool) {
 	defer g.st.Unlock()
 	s.Lease, s.Generation = time.Duration(g.st.leaseNanos), g.st.generation
 	s.Renewals, s.Lapses, s.Gained, s.Lost = g.st.renewals, g.st.lapses, g.st.gained, g.st.lost
-	s.LastError = g.st.lastErr
+	s.LastError, s.LastLapse = g.st.lastErr, g.st.lastLapse
 	return s, true
 }
 
