@@ -11,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/proto/playerpb"
 )
 
 // testLease is the group lease of these tests: long enough that a loaded
@@ -118,6 +119,26 @@ func TestGroupSharesTargets(t *testing.T) {
 	}
 	if err := a.p.AddTarget(context.Background(), targets[0].config()); err != ErrGroupManaged {
 		t.Errorf("AddTarget on a member: %v", err)
+	}
+	// a gained all four, then lost two to b.
+	if g, l := testmetric.Value(t, a.reg, "logplayer_group_reassignments_total", map[string]string{"change": "gained"}),
+		testmetric.Value(t, a.reg, "logplayer_group_reassignments_total", map[string]string{"change": "lost"}); g != 4 || l != 2 {
+		t.Errorf("a: gained %v, lost %v; want 4, 2", g, l)
+	}
+	if n := testmetric.Value(t, b.reg, "logplayer_group_lease_renewal_seconds", nil); n == 0 {
+		t.Error("no lease renewal observed")
+	}
+	resp, err := NewAdminServer(b.p).ListTargets(context.Background(), &playerpb.ListTargetsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := resp.Group; g == nil || g.Group != "g" || g.MemberId != "b" || g.LeaseRemainingNanos <= 0 || g.TargetsGained != 2 {
+		t.Errorf("ListTargets group %v", g)
+	}
+	for _, ts := range resp.Targets {
+		if ts.Epoch != fg.token(ts.Config.Id) {
+			t.Errorf("ListTargets: %s epoch %d, token %d", ts.Config.Id, ts.Epoch, fg.token(ts.Config.Id))
+		}
 	}
 	a.stop(t)
 	b.stop(t)
