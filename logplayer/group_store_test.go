@@ -1,0 +1,76 @@
+package logplayer
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/testwait"
+)
+
+// Two group members on a real 3-node LogStore (the PlayerGroup service:
+// registry, leases in log time, assignments with tokens): the first
+// registers the targets, both share them; one dies without leaving (its
+// connections cut, then its process ends) and the other takes its targets
+// over; under continuous load every target ends with exactly the log for
+// its topics.
+func TestGroupRealLogStore(t *testing.T) {
+	ls := startLogStore(t)
+	cl, err := client.New(client.Config{Addrs: ls.addrs(), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	targets := shardsAndRecorder(t, "shard-0", "shard-2")
+	prod := startProducer(cl, newWorkload(11, "shard-0", "shard-1", "shard-2"))
+	defer func() {
+		select {
+		case <-prod.stop:
+		default:
+			prod.halt()
+		}
+	}()
+	prod.waitMore(t, 30)
+
+	member := func(id string, register []*testTarget) *playerRun {
+		return startPlayer(t, nil, register, func(c *Config) {
+			c.PlayerID = id
+			c.LogStore = ls.addrs()
+			c.Group = &GroupConfig{Name: "players", LeaveTimeout: 500 * time.Millisecond}
+		})
+	}
+	a := member("a", targets)
+	testwait.For(t, testwait.Max, "a to own every target", func() bool { return len(owned(a.p)) == len(targets) })
+	b := member("b", nil)
+	waitSplit(t, targets, a.p, b.p)
+	prod.waitMore(t, 60)
+	for _, p := range []*Player{a.p, b.p} {
+		for _, s := range p.Targets() {
+			if s.HelloEpoch == 0 {
+				t.Errorf("%s: target %s has no token", p.cfg.PlayerID, s.ID)
+			}
+		}
+	}
+
+	// b dies without leaving: its LogStore connections go first (no
+	// heartbeat, no Leave can reach the store), then its process.
+	killed := time.Now()
+	b.p.Close()
+	b.stop(t)
+	testwait.For(t, testwait.Max, "a to own every target", func() bool { return len(owned(a.p)) == len(targets) })
+	t.Logf("failover of %d targets took %v (lease %v)", len(targets)/2, time.Since(killed), 3*time.Second)
+	prod.waitMore(t, 60)
+	prod.halt()
+
+	head := ls.head()
+	for _, tt := range targets {
+		testwait.For(t, testwait.Max, fmt.Sprintf("target %s to apply lsn %d", tt.id, head), func() bool { return tt.applied() >= head })
+	}
+	a.stop(t)
+	log := readLog(t, cl, head)
+	if uint64(len(log)) != head {
+		t.Fatalf("read %d transactions, head %d", len(log), head)
+	}
+	checkTargets(t, log, targets...)
+}
