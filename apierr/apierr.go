@@ -16,7 +16,7 @@
 //	SEQUENCE_MISMATCH, CONDITION_FAILED,
 //	MEMBERSHIP                         FAILED_PRECONDITION
 //	BELOW_RETENTION                    OUT_OF_RANGE
-//	UNKNOWN_TOPIC                      NOT_FOUND
+//	UNKNOWN_TOPIC, UNKNOWN_TARGET      NOT_FOUND
 //	INTERNAL                           INTERNAL
 //
 // Target refusals (the target SDK's Deliver stream) use the same mapping:
@@ -73,7 +73,7 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_BELOW_RETENTION:
 		return codes.OutOfRange
-	case logstorepb.ErrorCode_UNKNOWN_TOPIC:
+	case logstorepb.ErrorCode_UNKNOWN_TOPIC, logstorepb.ErrorCode_UNKNOWN_TARGET:
 		return codes.NotFound
 	case logstorepb.ErrorCode_STALE_EPOCH:
 		return codes.FailedPrecondition

@@ -157,6 +157,32 @@ var matrix = []rpc{
 		_, err := logstorepb.NewLogStoreClient(sc.store[id]).Status(ctx, &logstorepb.StatusRequest{})
 		return err
 	}},
+	// PlayerGroup: writes with unknown ids or invalid requests (refused by
+	// the handler after the authorizer let them through: no change).
+	{"PlayerGroup.RegisterTarget", []string{admin, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).RegisterTarget(ctx, &logstorepb.RegisterTargetRequest{})
+		return err
+	}},
+	{"PlayerGroup.UnregisterTarget", []string{admin, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).UnregisterTarget(ctx, &logstorepb.UnregisterTargetRequest{Id: "matrix-none"})
+		return err
+	}},
+	{"PlayerGroup.ListRegisteredTargets", everyIdentity, false, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).ListRegisteredTargets(ctx, &logstorepb.ListRegisteredTargetsRequest{})
+		return err
+	}},
+	{"PlayerGroup.Heartbeat", []string{player}, true, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).Heartbeat(ctx, &logstorepb.GroupHeartbeatRequest{Group: "matrix"})
+		return err
+	}},
+	{"PlayerGroup.LeaveGroup", []string{player}, true, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).LeaveGroup(ctx, &logstorepb.LeaveGroupRequest{Group: "matrix", MemberId: "none"})
+		return err
+	}},
+	{"PlayerGroup.DescribeGroup", everyIdentity, false, func(ctx context.Context, sc *secureCluster, id string) error {
+		_, err := logstorepb.NewPlayerGroupClient(sc.store[id]).DescribeGroup(ctx, &logstorepb.DescribeGroupRequest{Group: "matrix"})
+		return err
+	}},
 	{"Cluster.AddVoter", []string{admin, cli}, true, func(ctx context.Context, sc *secureCluster, id string) error {
 		_, err := logstorepb.NewClusterClient(sc.store[id]).AddVoter(ctx, &logstorepb.AddVoterRequest{})
 		return err

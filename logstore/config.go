@@ -156,6 +156,9 @@ type Config struct {
 	ReadBatchBytes     int
 	MaxProducers       int
 	ProducerIdleExpiry time.Duration
+	// GroupLease is a PlayerGroup member's lease in log time (default
+	// DefaultGroupLease); the leader stamps it into every entry (group.go).
+	GroupLease time.Duration
 
 	SegmentBytes int64
 
@@ -259,6 +262,7 @@ func (c *Config) validate() error {
 	defaultInt(&c.ReadBatchBytes, DefaultReadBatchBytes)
 	defaultInt(&c.MaxProducers, DefaultMaxProducers)
 	defaultDur(&c.ProducerIdleExpiry, DefaultProducerIdleExpiry)
+	defaultDur(&c.GroupLease, DefaultGroupLease)
 	defaultInt(&c.SegmentBytes, DefaultSegmentBytes)
 	defaultInt(&c.RetentionBytes, DefaultRetentionBytes)
 	defaultDur(&c.RetentionAge, DefaultRetentionAge)
@@ -304,7 +308,7 @@ func (c *Config) validate() error {
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		return fmt.Errorf("%w: LeaderLeaseTimeout %v above HeartbeatTimeout %v", ErrConfig, c.LeaderLeaseTimeout, c.HeartbeatTimeout)
 	}
-	if c.ProducerIdleExpiry < 0 || c.RetentionAge < 0 || c.RetentionInterval < 0 {
+	if c.ProducerIdleExpiry < 0 || c.GroupLease < 0 || c.RetentionAge < 0 || c.RetentionInterval < 0 {
 		return fmt.Errorf("%w: negative duration", ErrConfig)
 	}
 	return nil
@@ -318,5 +322,7 @@ func (c *Config) applyLimits() *logstorepb.ApplyLimits {
 		ProducerIdleExpiryNanos: int64(c.ProducerIdleExpiry),
 		MaxConsumers:            MaxConsumers,
 		MaxGroupOffsets:         MaxGroupOffsets,
+		GroupLeaseNanos:         int64(c.GroupLease),
+		MaxRegisteredTargets:    MaxRegisteredTargets,
 	}
 }

@@ -12,7 +12,8 @@ func TestConfigStampsItsLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := fsm.LimitsOf(cfg.applyLimits())
-	want := fsm.Limits{MaxProducers: 7, ProducerIdleNanos: int64(DefaultProducerIdleExpiry), MaxConsumers: MaxConsumers, MaxGroupOffsets: MaxGroupOffsets}
+	want := fsm.Limits{MaxProducers: 7, ProducerIdleNanos: int64(DefaultProducerIdleExpiry), MaxConsumers: MaxConsumers, MaxGroupOffsets: MaxGroupOffsets,
+		GroupLeaseNanos: int64(DefaultGroupLease), MaxRegisteredTargets: MaxRegisteredTargets}
 	if got != want {
 		t.Fatalf("stamped limits %+v, want %+v", got, want)
 	}

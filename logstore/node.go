@@ -285,13 +285,14 @@ func (n *Node) ID() string { return n.cfg.ID }
 // APIAddr returns the address the node's API is served on (Config.APIAddr).
 func (n *Node) APIAddr() string { return n.cfg.APIAddr }
 
-// RegisterServices registers the node's gRPC services (LogStore, Cluster)
-// on s. Serve s with ServerOptions; stop it before Close (after EndReads,
-// so its read streams end at once).
+// RegisterServices registers the node's gRPC services (LogStore, Cluster,
+// PlayerGroup) on s. Serve s with ServerOptions; stop it before Close
+// (after EndReads, so its read streams end at once).
 func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 	srv := &server{n: n}
 	logstorepb.RegisterLogStoreServer(s, srv)
 	logstorepb.RegisterClusterServer(s, srv)
+	logstorepb.RegisterPlayerGroupServer(s, newGroupServer(srv))
 }
 
 // ServerOptions are the gRPC server options the node's services need: a

@@ -153,6 +153,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		resp.Epoch = uint64(st.Epoch())
 		resp.ClusterVersion = st.ClusterVersion()
 		topics, resp.Consumers, members = st.Topics(), st.Consumers(), st.Members()
+		resp.RegisteredTargets, resp.PlayerGroups = uint32(len(st.RegisteredTargets())), st.GroupStatuses()
 	})
 	for _, t := range topics {
 		resp.Topics = append(resp.Topics, &logstorepb.TopicStatus{Topic: t.Topic, NextOffset: t.NextOffset})

@@ -68,7 +68,8 @@ var commands []*command
 var helpOrder = []string{
 	"dev", "store", "player", "shard",
 	"append", "tail", "status", "cluster add", "cluster remove", "cluster transfer",
-	"group delete", "backup save", "backup restore", "certs", "demo", "bench store", "bench player", "bench chart", "version",
+	"group delete", "target add", "target remove", "target list", "target describe", "players",
+	"backup save", "backup restore", "certs", "demo", "bench store", "bench player", "bench chart", "version",
 }
 
 // register adds c to the table (from each command file's init).

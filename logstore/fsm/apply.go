@@ -71,6 +71,7 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 	st.lastTimestamp, st.lastIndex = ts, idx
 	m.lim = LimitsOf(e.Limits)
 	m.sweepProducers(ts)
+	m.expireGroupMembers(ts)
 	out := make([]Result, len(e.Commands))
 	for i, c := range e.Commands {
 		// An unknown kind (from a newer leader) or one above the committed
@@ -98,6 +99,8 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 				st.members[k.Member.Id] = k.Member
 			}
 			out[i] = Result{Resp: &logstorepb.AddVoterResponse{}}
+		case *logstorepb.Command_Group:
+			out[i] = m.applyGroup(ts, k.Group)
 		case *logstorepb.Command_SetClusterVersion:
 			out[i] = m.applySetClusterVersion(k.SetClusterVersion)
 		default: // a kind Gate lets through but this switch lacks: refuse, do not crash

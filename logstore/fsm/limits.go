@@ -37,6 +37,9 @@ type Limits struct {
 	ProducerIdleNanos int64 // log time after which an idle producer is dropped
 	MaxConsumers      int
 	MaxGroupOffsets   int
+	// GroupLeaseNanos is a PlayerGroup member's lease in log time.
+	GroupLeaseNanos      int64
+	MaxRegisteredTargets int
 }
 
 // LimitsOf decodes an entry's stamped limits (nil: all legacy; a zero
@@ -57,6 +60,11 @@ func LimitsOf(l *logstorepb.ApplyLimits) Limits {
 	if d := l.GetProducerIdleExpiryNanos(); d > 0 {
 		out.ProducerIdleNanos = d
 	}
+	out.GroupLeaseNanos = DefaultGroupLeaseNanos
+	if d := l.GetGroupLeaseNanos(); d > 0 {
+		out.GroupLeaseNanos = d
+	}
+	out.MaxRegisteredTargets = count(l.GetMaxRegisteredTargets(), legacyMaxRegisteredTargets)
 	return out
 }
 

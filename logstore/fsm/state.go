@@ -42,6 +42,7 @@ type State struct {
 	members       map[string]*logstorepb.MemberCommand
 	// clusterVersion is the committed cluster version (0: BaseVersion).
 	clusterVersion uint32
+	group          groupState // PlayerGroup registry and membership (group.go)
 }
 
 // NewState returns the empty state (no entry applied).
@@ -52,6 +53,7 @@ func NewState() *State {
 		groups:    map[groupKey]types.Offset{},
 		consumers: map[string]types.LSN{},
 		members:   map[string]*logstorepb.MemberCommand{},
+		group:     newGroupState(),
 	}
 }
 
@@ -135,6 +137,7 @@ func (s *State) ToProto() *logstorepb.FSMState {
 	for _, m := range sortedKeys(s.members) {
 		out.Members = append(out.Members, proto.Clone(s.members[m]).(*logstorepb.MemberCommand))
 	}
+	s.groupToProto(out)
 	return out
 }
 
@@ -181,6 +184,9 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 	}
 	for _, m := range p.Members {
 		s.members[m.Id] = m
+	}
+	if err := s.groupFromProto(p); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

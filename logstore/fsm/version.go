@@ -21,7 +21,7 @@ const (
 	// SetClusterVersion is at it.
 	BaseVersion uint32 = 1
 	// CurrentVersion is the highest version this binary supports.
-	CurrentVersion uint32 = 2
+	CurrentVersion uint32 = 3
 )
 
 // minVersion is the cluster version each command kind needs. A kind that
@@ -30,6 +30,7 @@ const (
 // the version that introduced it, and CurrentVersion moves up with it.
 var minVersion = map[string]uint32{
 	kindName(&logstorepb.Command_DeleteGroup{}): 2,
+	kindName(&logstorepb.Command_Group{}):       3, // PlayerGroup (group.go)
 	// SetClusterVersion is not gated (it is what opens the gate): the
 	// leader writes SetClusterVersion(v) only when every voter advertised
 	// v >= 2, and every such binary knows it.

@@ -74,6 +74,9 @@ const (
 	// (rolling upgrade in progress). FAILED_PRECONDITION; limit (the version
 	// it needs), epoch unused. Retry after the upgrade.
 	ErrorCode_FEATURE_NOT_ENABLED ErrorCode = 40
+	// PlayerGroup: UnregisterTarget (or DescribeGroup of a target) names no
+	// registered target. NOT_FOUND; target_id.
+	ErrorCode_UNKNOWN_TARGET ErrorCode = 33
 )
 
 // Enum value maps for ErrorCode.
@@ -107,6 +110,7 @@ var (
 		24: "UNAUTHENTICATED",
 		25: "PERMISSION_DENIED",
 		40: "FEATURE_NOT_ENABLED",
+		33: "UNKNOWN_TARGET",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -137,6 +141,7 @@ var (
 		"UNAUTHENTICATED":        24,
 		"PERMISSION_DENIED":      25,
 		"FEATURE_NOT_ENABLED":    40,
+		"UNKNOWN_TARGET":         33,
 	}
 )
 
@@ -1890,6 +1895,83 @@ func (x *Consumer) GetAckedLsn() uint64 {
 	return 0
 }
 
+// PlayerGroupStatus is one player group in StatusResponse.
+type PlayerGroupStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Members       uint32                 `protobuf:"varint,2,opt,name=members,proto3" json:"members,omitempty"`
+	OwnedTargets  uint32                 `protobuf:"varint,3,opt,name=owned_targets,json=ownedTargets,proto3" json:"owned_targets,omitempty"`
+	Generation    uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	Reassignments uint64                 `protobuf:"varint,5,opt,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlayerGroupStatus) Reset() {
+	*x = PlayerGroupStatus{}
+	mi := &file_logstore_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlayerGroupStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlayerGroupStatus) ProtoMessage() {}
+
+func (x *PlayerGroupStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_logstore_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlayerGroupStatus.ProtoReflect.Descriptor instead.
+func (*PlayerGroupStatus) Descriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *PlayerGroupStatus) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PlayerGroupStatus) GetMembers() uint32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetOwnedTargets() uint32 {
+	if x != nil {
+		return x.OwnedTargets
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetReassignments() uint64 {
+	if x != nil {
+		return x.Reassignments
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1909,6 +1991,10 @@ type StatusResponse struct {
 	Epoch        uint64         `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Consumers    []*Consumer    `protobuf:"bytes,13,rep,name=consumers,proto3" json:"consumers,omitempty"`
 	SegmentBytes uint64         `protobuf:"varint,14,opt,name=segment_bytes,json=segmentBytes,proto3" json:"segment_bytes,omitempty"`
+	// PlayerGroup summary (issue #13): the registry size and each group's
+	// members, owned targets, generation and reassignments.
+	RegisteredTargets uint32               `protobuf:"varint,20,opt,name=registered_targets,json=registeredTargets,proto3" json:"registered_targets,omitempty"`
+	PlayerGroups      []*PlayerGroupStatus `protobuf:"bytes,21,rep,name=player_groups,json=playerGroups,proto3" json:"player_groups,omitempty"`
 	// The highest cluster version this node's binary supports (what it
 	// advertises to the leader's version gate), and the committed cluster
 	// version it has applied (logstore/fsm/version.go).
@@ -1920,7 +2006,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_logstore_proto_msgTypes[31]
+	mi := &file_logstore_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2018,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[31]
+	mi := &file_logstore_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2031,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{31}
+	return file_logstore_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusResponse) GetNodeId() string {
@@ -2046,6 +2132,20 @@ func (x *StatusResponse) GetSegmentBytes() uint64 {
 	return 0
 }
 
+func (x *StatusResponse) GetRegisteredTargets() uint32 {
+	if x != nil {
+		return x.RegisteredTargets
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetPlayerGroups() []*PlayerGroupStatus {
+	if x != nil {
+		return x.PlayerGroups
+	}
+	return nil
+}
+
 func (x *StatusResponse) GetSupportedVersion() uint32 {
 	if x != nil {
 		return x.SupportedVersion
@@ -2071,7 +2171,7 @@ type AddVoterRequest struct {
 
 func (x *AddVoterRequest) Reset() {
 	*x = AddVoterRequest{}
-	mi := &file_logstore_proto_msgTypes[32]
+	mi := &file_logstore_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2183,7 @@ func (x *AddVoterRequest) String() string {
 func (*AddVoterRequest) ProtoMessage() {}
 
 func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[32]
+	mi := &file_logstore_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2196,7 @@ func (x *AddVoterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterRequest.ProtoReflect.Descriptor instead.
 func (*AddVoterRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{32}
+	return file_logstore_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AddVoterRequest) GetId() string {
@@ -2128,7 +2228,7 @@ type AddVoterResponse struct {
 
 func (x *AddVoterResponse) Reset() {
 	*x = AddVoterResponse{}
-	mi := &file_logstore_proto_msgTypes[33]
+	mi := &file_logstore_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2240,7 @@ func (x *AddVoterResponse) String() string {
 func (*AddVoterResponse) ProtoMessage() {}
 
 func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[33]
+	mi := &file_logstore_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2253,7 @@ func (x *AddVoterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddVoterResponse.ProtoReflect.Descriptor instead.
 func (*AddVoterResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{33}
+	return file_logstore_proto_rawDescGZIP(), []int{34}
 }
 
 type RemoveServerRequest struct {
@@ -2165,7 +2265,7 @@ type RemoveServerRequest struct {
 
 func (x *RemoveServerRequest) Reset() {
 	*x = RemoveServerRequest{}
-	mi := &file_logstore_proto_msgTypes[34]
+	mi := &file_logstore_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2277,7 @@ func (x *RemoveServerRequest) String() string {
 func (*RemoveServerRequest) ProtoMessage() {}
 
 func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[34]
+	mi := &file_logstore_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2290,7 @@ func (x *RemoveServerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerRequest.ProtoReflect.Descriptor instead.
 func (*RemoveServerRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{34}
+	return file_logstore_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RemoveServerRequest) GetId() string {
@@ -2208,7 +2308,7 @@ type RemoveServerResponse struct {
 
 func (x *RemoveServerResponse) Reset() {
 	*x = RemoveServerResponse{}
-	mi := &file_logstore_proto_msgTypes[35]
+	mi := &file_logstore_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2320,7 @@ func (x *RemoveServerResponse) String() string {
 func (*RemoveServerResponse) ProtoMessage() {}
 
 func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[35]
+	mi := &file_logstore_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2333,7 @@ func (x *RemoveServerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveServerResponse.ProtoReflect.Descriptor instead.
 func (*RemoveServerResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{35}
+	return file_logstore_proto_rawDescGZIP(), []int{36}
 }
 
 type TransferLeadershipRequest struct {
@@ -2246,7 +2346,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_logstore_proto_msgTypes[36]
+	mi := &file_logstore_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2258,7 +2358,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[36]
+	mi := &file_logstore_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2271,7 +2371,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{36}
+	return file_logstore_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TransferLeadershipRequest) GetId() string {
@@ -2289,7 +2389,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_logstore_proto_msgTypes[37]
+	mi := &file_logstore_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +2401,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[37]
+	mi := &file_logstore_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +2414,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{37}
+	return file_logstore_proto_rawDescGZIP(), []int{38}
 }
 
 type ErrorDetail struct {
@@ -2336,14 +2436,16 @@ type ErrorDetail struct {
 	Epoch uint64 `protobuf:"varint,12,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// The consumer group of a failed group-offset condition (CONDITION_FAILED;
 	// actual_next_offset is then the group's committed offset).
-	Group         string `protobuf:"bytes,13,opt,name=group,proto3" json:"group,omitempty"`
+	Group string `protobuf:"bytes,13,opt,name=group,proto3" json:"group,omitempty"`
+	// The target a PlayerGroup refusal is about (UNKNOWN_TARGET).
+	TargetId      string `protobuf:"bytes,18,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_logstore_proto_msgTypes[38]
+	mi := &file_logstore_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2457,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[38]
+	mi := &file_logstore_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2470,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{38}
+	return file_logstore_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ErrorDetail) GetCode() ErrorCode {
@@ -2462,6 +2564,13 @@ func (x *ErrorDetail) GetGroup() string {
 	return ""
 }
 
+func (x *ErrorDetail) GetTargetId() string {
+	if x != nil {
+		return x.TargetId
+	}
+	return ""
+}
+
 // RegisteredTarget is one target of the registry.
 type RegisteredTarget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2480,7 +2589,7 @@ type RegisteredTarget struct {
 
 func (x *RegisteredTarget) Reset() {
 	*x = RegisteredTarget{}
-	mi := &file_logstore_proto_msgTypes[39]
+	mi := &file_logstore_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2601,7 @@ func (x *RegisteredTarget) String() string {
 func (*RegisteredTarget) ProtoMessage() {}
 
 func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[39]
+	mi := &file_logstore_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2614,7 @@ func (x *RegisteredTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisteredTarget.ProtoReflect.Descriptor instead.
 func (*RegisteredTarget) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{39}
+	return file_logstore_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RegisteredTarget) GetId() string {
@@ -2545,7 +2654,7 @@ type RegisterTargetRequest struct {
 
 func (x *RegisterTargetRequest) Reset() {
 	*x = RegisterTargetRequest{}
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2666,7 @@ func (x *RegisterTargetRequest) String() string {
 func (*RegisterTargetRequest) ProtoMessage() {}
 
 func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[40]
+	mi := &file_logstore_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2679,7 @@ func (x *RegisterTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTargetRequest.ProtoReflect.Descriptor instead.
 func (*RegisterTargetRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{40}
+	return file_logstore_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RegisterTargetRequest) GetTarget() *RegisteredTarget {
@@ -2588,7 +2697,7 @@ type RegisterTargetResponse struct {
 
 func (x *RegisterTargetResponse) Reset() {
 	*x = RegisterTargetResponse{}
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2600,7 +2709,7 @@ func (x *RegisterTargetResponse) String() string {
 func (*RegisterTargetResponse) ProtoMessage() {}
 
 func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[41]
+	mi := &file_logstore_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2613,7 +2722,7 @@ func (x *RegisterTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterTargetResponse.ProtoReflect.Descriptor instead.
 func (*RegisterTargetResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{41}
+	return file_logstore_proto_rawDescGZIP(), []int{42}
 }
 
 type UnregisterTargetRequest struct {
@@ -2625,7 +2734,7 @@ type UnregisterTargetRequest struct {
 
 func (x *UnregisterTargetRequest) Reset() {
 	*x = UnregisterTargetRequest{}
-	mi := &file_logstore_proto_msgTypes[42]
+	mi := &file_logstore_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +2746,7 @@ func (x *UnregisterTargetRequest) String() string {
 func (*UnregisterTargetRequest) ProtoMessage() {}
 
 func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[42]
+	mi := &file_logstore_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +2759,7 @@ func (x *UnregisterTargetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterTargetRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterTargetRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{42}
+	return file_logstore_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UnregisterTargetRequest) GetId() string {
@@ -2668,7 +2777,7 @@ type UnregisterTargetResponse struct {
 
 func (x *UnregisterTargetResponse) Reset() {
 	*x = UnregisterTargetResponse{}
-	mi := &file_logstore_proto_msgTypes[43]
+	mi := &file_logstore_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2680,7 +2789,7 @@ func (x *UnregisterTargetResponse) String() string {
 func (*UnregisterTargetResponse) ProtoMessage() {}
 
 func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[43]
+	mi := &file_logstore_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2693,7 +2802,7 @@ func (x *UnregisterTargetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterTargetResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterTargetResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{43}
+	return file_logstore_proto_rawDescGZIP(), []int{44}
 }
 
 type ListRegisteredTargetsRequest struct {
@@ -2706,7 +2815,7 @@ type ListRegisteredTargetsRequest struct {
 
 func (x *ListRegisteredTargetsRequest) Reset() {
 	*x = ListRegisteredTargetsRequest{}
-	mi := &file_logstore_proto_msgTypes[44]
+	mi := &file_logstore_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +2827,7 @@ func (x *ListRegisteredTargetsRequest) String() string {
 func (*ListRegisteredTargetsRequest) ProtoMessage() {}
 
 func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[44]
+	mi := &file_logstore_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +2840,7 @@ func (x *ListRegisteredTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegisteredTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegisteredTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{44}
+	return file_logstore_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListRegisteredTargetsRequest) GetGroup() string {
@@ -2759,7 +2868,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_logstore_proto_msgTypes[45]
+	mi := &file_logstore_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2880,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[45]
+	mi := &file_logstore_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2893,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{45}
+	return file_logstore_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Assignment) GetTarget() *RegisteredTarget {
@@ -2832,7 +2941,7 @@ type ListRegisteredTargetsResponse struct {
 
 func (x *ListRegisteredTargetsResponse) Reset() {
 	*x = ListRegisteredTargetsResponse{}
-	mi := &file_logstore_proto_msgTypes[46]
+	mi := &file_logstore_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2844,7 +2953,7 @@ func (x *ListRegisteredTargetsResponse) String() string {
 func (*ListRegisteredTargetsResponse) ProtoMessage() {}
 
 func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[46]
+	mi := &file_logstore_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2857,7 +2966,7 @@ func (x *ListRegisteredTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegisteredTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegisteredTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{46}
+	return file_logstore_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListRegisteredTargetsResponse) GetTargets() []*RegisteredTarget {
@@ -2890,7 +2999,7 @@ type GroupHeartbeatRequest struct {
 
 func (x *GroupHeartbeatRequest) Reset() {
 	*x = GroupHeartbeatRequest{}
-	mi := &file_logstore_proto_msgTypes[47]
+	mi := &file_logstore_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2902,7 +3011,7 @@ func (x *GroupHeartbeatRequest) String() string {
 func (*GroupHeartbeatRequest) ProtoMessage() {}
 
 func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[47]
+	mi := &file_logstore_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2915,7 +3024,7 @@ func (x *GroupHeartbeatRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatRequest.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{47}
+	return file_logstore_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GroupHeartbeatRequest) GetGroup() string {
@@ -2964,7 +3073,7 @@ type GroupHeartbeatResponse struct {
 
 func (x *GroupHeartbeatResponse) Reset() {
 	*x = GroupHeartbeatResponse{}
-	mi := &file_logstore_proto_msgTypes[48]
+	mi := &file_logstore_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3085,7 @@ func (x *GroupHeartbeatResponse) String() string {
 func (*GroupHeartbeatResponse) ProtoMessage() {}
 
 func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[48]
+	mi := &file_logstore_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3098,7 @@ func (x *GroupHeartbeatResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupHeartbeatResponse.ProtoReflect.Descriptor instead.
 func (*GroupHeartbeatResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{48}
+	return file_logstore_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GroupHeartbeatResponse) GetLogTimeUnixNano() int64 {
@@ -3038,7 +3147,7 @@ type LeaveGroupRequest struct {
 
 func (x *LeaveGroupRequest) Reset() {
 	*x = LeaveGroupRequest{}
-	mi := &file_logstore_proto_msgTypes[49]
+	mi := &file_logstore_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3159,7 @@ func (x *LeaveGroupRequest) String() string {
 func (*LeaveGroupRequest) ProtoMessage() {}
 
 func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[49]
+	mi := &file_logstore_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3172,7 @@ func (x *LeaveGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupRequest.ProtoReflect.Descriptor instead.
 func (*LeaveGroupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{49}
+	return file_logstore_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LeaveGroupRequest) GetGroup() string {
@@ -3095,7 +3204,7 @@ type LeaveGroupResponse struct {
 
 func (x *LeaveGroupResponse) Reset() {
 	*x = LeaveGroupResponse{}
-	mi := &file_logstore_proto_msgTypes[50]
+	mi := &file_logstore_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3216,7 @@ func (x *LeaveGroupResponse) String() string {
 func (*LeaveGroupResponse) ProtoMessage() {}
 
 func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[50]
+	mi := &file_logstore_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3229,7 @@ func (x *LeaveGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveGroupResponse.ProtoReflect.Descriptor instead.
 func (*LeaveGroupResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{50}
+	return file_logstore_proto_rawDescGZIP(), []int{51}
 }
 
 type DescribeGroupRequest struct {
@@ -3132,7 +3241,7 @@ type DescribeGroupRequest struct {
 
 func (x *DescribeGroupRequest) Reset() {
 	*x = DescribeGroupRequest{}
-	mi := &file_logstore_proto_msgTypes[51]
+	mi := &file_logstore_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3144,7 +3253,7 @@ func (x *DescribeGroupRequest) String() string {
 func (*DescribeGroupRequest) ProtoMessage() {}
 
 func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[51]
+	mi := &file_logstore_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3157,7 +3266,7 @@ func (x *DescribeGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupRequest.ProtoReflect.Descriptor instead.
 func (*DescribeGroupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{51}
+	return file_logstore_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DescribeGroupRequest) GetGroup() string {
@@ -3181,7 +3290,7 @@ type GroupMember struct {
 
 func (x *GroupMember) Reset() {
 	*x = GroupMember{}
-	mi := &file_logstore_proto_msgTypes[52]
+	mi := &file_logstore_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3302,7 @@ func (x *GroupMember) String() string {
 func (*GroupMember) ProtoMessage() {}
 
 func (x *GroupMember) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[52]
+	mi := &file_logstore_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3315,7 @@ func (x *GroupMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMember.ProtoReflect.Descriptor instead.
 func (*GroupMember) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{52}
+	return file_logstore_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GroupMember) GetMemberId() string {
@@ -3268,7 +3377,7 @@ type DescribeGroupResponse struct {
 
 func (x *DescribeGroupResponse) Reset() {
 	*x = DescribeGroupResponse{}
-	mi := &file_logstore_proto_msgTypes[53]
+	mi := &file_logstore_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3389,7 @@ func (x *DescribeGroupResponse) String() string {
 func (*DescribeGroupResponse) ProtoMessage() {}
 
 func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[53]
+	mi := &file_logstore_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3402,7 @@ func (x *DescribeGroupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeGroupResponse.ProtoReflect.Descriptor instead.
 func (*DescribeGroupResponse) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{53}
+	return file_logstore_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DescribeGroupResponse) GetGroup() string {
@@ -3353,7 +3462,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_logstore_proto_msgTypes[54]
+	mi := &file_logstore_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3365,7 +3474,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[54]
+	mi := &file_logstore_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3378,7 +3487,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{54}
+	return file_logstore_proto_rawDescGZIP(), []int{55}
 }
 
 // BackupInfo describes the archive a Backup stream carries.
@@ -3395,7 +3504,7 @@ type BackupInfo struct {
 
 func (x *BackupInfo) Reset() {
 	*x = BackupInfo{}
-	mi := &file_logstore_proto_msgTypes[55]
+	mi := &file_logstore_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3407,7 +3516,7 @@ func (x *BackupInfo) String() string {
 func (*BackupInfo) ProtoMessage() {}
 
 func (x *BackupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[55]
+	mi := &file_logstore_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3420,7 +3529,7 @@ func (x *BackupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupInfo.ProtoReflect.Descriptor instead.
 func (*BackupInfo) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{55}
+	return file_logstore_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BackupInfo) GetRaftIndex() uint64 {
@@ -3468,7 +3577,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_logstore_proto_msgTypes[56]
+	mi := &file_logstore_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3480,7 +3589,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_logstore_proto_msgTypes[56]
+	mi := &file_logstore_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3493,7 +3602,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{56}
+	return file_logstore_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BackupChunk) GetInfo() *BackupInfo {
@@ -3623,7 +3732,15 @@ const file_logstore_proto_rawDesc = "" +
 	"\x05voter\x18\x04 \x01(\bR\x05voter\"C\n" +
 	"\bConsumer\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12\x1b\n" +
-	"\tacked_lsn\x18\x02 \x01(\x04R\backedLsn\"\xe3\x04\n" +
+	"\tacked_lsn\x18\x02 \x01(\x04R\backedLsn\"\xae\x01\n" +
+	"\x11PlayerGroupStatus\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\amembers\x18\x02 \x01(\rR\amembers\x12#\n" +
+	"\rowned_targets\x18\x03 \x01(\rR\fownedTargets\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12$\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xe1\x05\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -3639,7 +3756,9 @@ const file_logstore_proto_rawDesc = "" +
 	"\aservers\x18\v \x03(\v2\x1d.logplayer.logstore.v1.ServerR\aservers\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12=\n" +
 	"\tconsumers\x18\r \x03(\v2\x1f.logplayer.logstore.v1.ConsumerR\tconsumers\x12#\n" +
-	"\rsegment_bytes\x18\x0e \x01(\x04R\fsegmentBytes\x12+\n" +
+	"\rsegment_bytes\x18\x0e \x01(\x04R\fsegmentBytes\x12-\n" +
+	"\x12registered_targets\x18\x14 \x01(\rR\x11registeredTargets\x12M\n" +
+	"\rplayer_groups\x18\x15 \x03(\v2(.logplayer.logstore.v1.PlayerGroupStatusR\fplayerGroups\x12+\n" +
 	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
 	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
@@ -3653,7 +3772,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\xb1\x03\n" +
+	"\x1aTransferLeadershipResponse\"\xce\x03\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -3670,7 +3789,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\vapplied_lsn\x18\v \x01(\x04R\n" +
 	"appliedLsn\x12\x14\n" +
 	"\x05epoch\x18\f \x01(\x04R\x05epoch\x12\x14\n" +
-	"\x05group\x18\r \x01(\tR\x05group\"\x8d\x01\n" +
+	"\x05group\x18\r \x01(\tR\x05group\x12\x1b\n" +
+	"\ttarget_id\x18\x12 \x01(\tR\btargetId\"\x8d\x01\n" +
 	"\x10RegisteredTarget\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x16\n" +
@@ -3744,7 +3864,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\rarchive_bytes\x18\x05 \x01(\x04R\farchiveBytes\"X\n" +
 	"\vBackupChunk\x125\n" +
 	"\x04info\x18\x01 \x01(\v2!.logplayer.logstore.v1.BackupInfoR\x04info\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data*\xc0\x04\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data*\xd4\x04\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -3780,7 +3900,8 @@ const file_logstore_proto_rawDesc = "" +
 	"TABLE_FULL\x10\x17\x12\x13\n" +
 	"\x0fUNAUTHENTICATED\x10\x18\x12\x15\n" +
 	"\x11PERMISSION_DENIED\x10\x19\x12\x17\n" +
-	"\x13FEATURE_NOT_ENABLED\x10(\x1a\x02\x10\x012\xf1\x06\n" +
+	"\x13FEATURE_NOT_ENABLED\x10(\x12\x12\n" +
+	"\x0eUNKNOWN_TARGET\x10!\x1a\x02\x10\x012\xf1\x06\n" +
 	"\bLogStore\x12U\n" +
 	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
 	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
@@ -3818,7 +3939,7 @@ func file_logstore_proto_rawDescGZIP() []byte {
 }
 
 var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                        // 0: logplayer.logstore.v1.ErrorCode
 	(*Header)(nil),                        // 1: logplayer.logstore.v1.Header
@@ -3852,32 +3973,33 @@ var file_logstore_proto_goTypes = []any{
 	(*TopicStatus)(nil),                   // 29: logplayer.logstore.v1.TopicStatus
 	(*Server)(nil),                        // 30: logplayer.logstore.v1.Server
 	(*Consumer)(nil),                      // 31: logplayer.logstore.v1.Consumer
-	(*StatusResponse)(nil),                // 32: logplayer.logstore.v1.StatusResponse
-	(*AddVoterRequest)(nil),               // 33: logplayer.logstore.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),              // 34: logplayer.logstore.v1.AddVoterResponse
-	(*RemoveServerRequest)(nil),           // 35: logplayer.logstore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),          // 36: logplayer.logstore.v1.RemoveServerResponse
-	(*TransferLeadershipRequest)(nil),     // 37: logplayer.logstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),    // 38: logplayer.logstore.v1.TransferLeadershipResponse
-	(*ErrorDetail)(nil),                   // 39: logplayer.logstore.v1.ErrorDetail
-	(*RegisteredTarget)(nil),              // 40: logplayer.logstore.v1.RegisteredTarget
-	(*RegisterTargetRequest)(nil),         // 41: logplayer.logstore.v1.RegisterTargetRequest
-	(*RegisterTargetResponse)(nil),        // 42: logplayer.logstore.v1.RegisterTargetResponse
-	(*UnregisterTargetRequest)(nil),       // 43: logplayer.logstore.v1.UnregisterTargetRequest
-	(*UnregisterTargetResponse)(nil),      // 44: logplayer.logstore.v1.UnregisterTargetResponse
-	(*ListRegisteredTargetsRequest)(nil),  // 45: logplayer.logstore.v1.ListRegisteredTargetsRequest
-	(*Assignment)(nil),                    // 46: logplayer.logstore.v1.Assignment
-	(*ListRegisteredTargetsResponse)(nil), // 47: logplayer.logstore.v1.ListRegisteredTargetsResponse
-	(*GroupHeartbeatRequest)(nil),         // 48: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),        // 49: logplayer.logstore.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),             // 50: logplayer.logstore.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),            // 51: logplayer.logstore.v1.LeaveGroupResponse
-	(*DescribeGroupRequest)(nil),          // 52: logplayer.logstore.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                   // 53: logplayer.logstore.v1.GroupMember
-	(*DescribeGroupResponse)(nil),         // 54: logplayer.logstore.v1.DescribeGroupResponse
-	(*BackupRequest)(nil),                 // 55: logplayer.logstore.v1.BackupRequest
-	(*BackupInfo)(nil),                    // 56: logplayer.logstore.v1.BackupInfo
-	(*BackupChunk)(nil),                   // 57: logplayer.logstore.v1.BackupChunk
+	(*PlayerGroupStatus)(nil),             // 32: logplayer.logstore.v1.PlayerGroupStatus
+	(*StatusResponse)(nil),                // 33: logplayer.logstore.v1.StatusResponse
+	(*AddVoterRequest)(nil),               // 34: logplayer.logstore.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),              // 35: logplayer.logstore.v1.AddVoterResponse
+	(*RemoveServerRequest)(nil),           // 36: logplayer.logstore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),          // 37: logplayer.logstore.v1.RemoveServerResponse
+	(*TransferLeadershipRequest)(nil),     // 38: logplayer.logstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),    // 39: logplayer.logstore.v1.TransferLeadershipResponse
+	(*ErrorDetail)(nil),                   // 40: logplayer.logstore.v1.ErrorDetail
+	(*RegisteredTarget)(nil),              // 41: logplayer.logstore.v1.RegisteredTarget
+	(*RegisterTargetRequest)(nil),         // 42: logplayer.logstore.v1.RegisterTargetRequest
+	(*RegisterTargetResponse)(nil),        // 43: logplayer.logstore.v1.RegisterTargetResponse
+	(*UnregisterTargetRequest)(nil),       // 44: logplayer.logstore.v1.UnregisterTargetRequest
+	(*UnregisterTargetResponse)(nil),      // 45: logplayer.logstore.v1.UnregisterTargetResponse
+	(*ListRegisteredTargetsRequest)(nil),  // 46: logplayer.logstore.v1.ListRegisteredTargetsRequest
+	(*Assignment)(nil),                    // 47: logplayer.logstore.v1.Assignment
+	(*ListRegisteredTargetsResponse)(nil), // 48: logplayer.logstore.v1.ListRegisteredTargetsResponse
+	(*GroupHeartbeatRequest)(nil),         // 49: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),        // 50: logplayer.logstore.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),             // 51: logplayer.logstore.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),            // 52: logplayer.logstore.v1.LeaveGroupResponse
+	(*DescribeGroupRequest)(nil),          // 53: logplayer.logstore.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                   // 54: logplayer.logstore.v1.GroupMember
+	(*DescribeGroupResponse)(nil),         // 55: logplayer.logstore.v1.DescribeGroupResponse
+	(*BackupRequest)(nil),                 // 56: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                    // 57: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                   // 58: logplayer.logstore.v1.BackupChunk
 }
 var file_logstore_proto_depIdxs = []int32{
 	1,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
@@ -3887,7 +4009,7 @@ var file_logstore_proto_depIdxs = []int32{
 	5,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
 	7,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
 	6,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
-	39, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
+	40, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
 	8,  // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
 	10, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
 	11, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
@@ -3901,59 +4023,60 @@ var file_logstore_proto_depIdxs = []int32{
 	29, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
 	30, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
 	31, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
-	0,  // 21: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
-	1,  // 22: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
-	40, // 23: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	40, // 24: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	40, // 25: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	46, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	46, // 27: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	53, // 28: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
-	46, // 29: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	56, // 30: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
-	6,  // 31: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
-	9,  // 32: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
-	15, // 33: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
-	17, // 34: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
-	20, // 35: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	22, // 36: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
-	24, // 37: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	26, // 38: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	28, // 39: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	33, // 40: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	35, // 41: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	37, // 42: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	55, // 43: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
-	41, // 44: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
-	43, // 45: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
-	45, // 46: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
-	48, // 47: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
-	50, // 48: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
-	52, // 49: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
-	8,  // 50: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	12, // 51: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	16, // 52: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	19, // 53: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	21, // 54: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	23, // 55: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	25, // 56: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	27, // 57: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	32, // 58: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	34, // 59: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	36, // 60: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	38, // 61: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	57, // 62: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
-	42, // 63: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
-	44, // 64: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
-	47, // 65: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
-	49, // 66: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
-	51, // 67: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
-	54, // 68: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
-	50, // [50:69] is the sub-list for method output_type
-	31, // [31:50] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	32, // 21: logplayer.logstore.v1.StatusResponse.player_groups:type_name -> logplayer.logstore.v1.PlayerGroupStatus
+	0,  // 22: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
+	1,  // 23: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
+	41, // 24: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	41, // 25: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	41, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	47, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	47, // 28: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	54, // 29: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
+	47, // 30: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	57, // 31: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	6,  // 32: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
+	9,  // 33: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
+	15, // 34: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
+	17, // 35: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
+	20, // 36: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
+	22, // 37: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
+	24, // 38: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	26, // 39: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	28, // 40: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	34, // 41: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	36, // 42: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	38, // 43: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	56, // 44: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	42, // 45: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
+	44, // 46: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
+	46, // 47: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
+	49, // 48: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
+	51, // 49: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
+	53, // 50: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
+	8,  // 51: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	12, // 52: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	16, // 53: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	19, // 54: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	21, // 55: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	23, // 56: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	25, // 57: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	27, // 58: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	33, // 59: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	35, // 60: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	37, // 61: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	39, // 62: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	58, // 63: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	43, // 64: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
+	45, // 65: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
+	48, // 66: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
+	50, // 67: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
+	52, // 68: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
+	55, // 69: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
+	51, // [51:70] is the sub-list for method output_type
+	32, // [32:51] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_logstore_proto_init() }
@@ -3967,7 +4090,7 @@ func file_logstore_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   57,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

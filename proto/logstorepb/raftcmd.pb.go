@@ -110,8 +110,13 @@ type ApplyLimits struct {
 	// Committed (group, topic) offsets; an offset commit that would add one
 	// beyond it fails its Append (logstore.MaxGroupOffsets).
 	MaxGroupOffsets uint64 `protobuf:"varint,4,opt,name=max_group_offsets,json=maxGroupOffsets,proto3" json:"max_group_offsets,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// PlayerGroup lease length in log time (Config.GroupLease); 0: 3 s.
+	GroupLeaseNanos int64 `protobuf:"varint,9,opt,name=group_lease_nanos,json=groupLeaseNanos,proto3" json:"group_lease_nanos,omitempty"`
+	// Registered targets (Config.MaxRegisteredTargets); a new one beyond it is
+	// refused with TABLE_FULL. 0: 10000.
+	MaxRegisteredTargets uint64 `protobuf:"varint,10,opt,name=max_registered_targets,json=maxRegisteredTargets,proto3" json:"max_registered_targets,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ApplyLimits) Reset() {
@@ -172,6 +177,20 @@ func (x *ApplyLimits) GetMaxGroupOffsets() uint64 {
 	return 0
 }
 
+func (x *ApplyLimits) GetGroupLeaseNanos() int64 {
+	if x != nil {
+		return x.GroupLeaseNanos
+	}
+	return 0
+}
+
+func (x *ApplyLimits) GetMaxRegisteredTargets() uint64 {
+	if x != nil {
+		return x.MaxRegisteredTargets
+	}
+	return 0
+}
+
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -181,6 +200,7 @@ type Command struct {
 	//	*Command_ReportConsumer
 	//	*Command_Member
 	//	*Command_DeleteGroup
+	//	*Command_Group
 	//	*Command_SetClusterVersion
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
@@ -269,6 +289,15 @@ func (x *Command) GetDeleteGroup() *DeleteGroupRequest {
 	return nil
 }
 
+func (x *Command) GetGroup() *GroupCommand {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_Group); ok {
+			return x.Group
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetSetClusterVersion() *SetClusterVersion {
 	if x != nil {
 		if x, ok := x.Kind.(*Command_SetClusterVersion); ok {
@@ -304,6 +333,11 @@ type Command_DeleteGroup struct {
 	DeleteGroup *DeleteGroupRequest `protobuf:"bytes,5,opt,name=delete_group,json=deleteGroup,proto3,oneof"`
 }
 
+type Command_Group struct {
+	// PlayerGroup registry and membership (logstore/fsm/group.go).
+	Group *GroupCommand `protobuf:"bytes,8,opt,name=group,proto3,oneof"`
+}
+
 type Command_SetClusterVersion struct {
 	// Raises the committed cluster version (logstore/fsm/version.go); the
 	// leader writes it when every voter supports a higher one. Field 15 so
@@ -321,7 +355,352 @@ func (*Command_Member) isCommand_Kind() {}
 
 func (*Command_DeleteGroup) isCommand_Kind() {}
 
+func (*Command_Group) isCommand_Kind() {}
+
 func (*Command_SetClusterVersion) isCommand_Kind() {}
+
+// GroupCommand is one PlayerGroup write. Apply checks nothing the edge
+// already validated except what depends on state (unknown target, cap).
+type GroupCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*GroupCommand_RegisterTarget
+	//	*GroupCommand_UnregisterTarget
+	//	*GroupCommand_Heartbeat
+	//	*GroupCommand_Leave
+	Op            isGroupCommand_Op `protobuf_oneof:"op"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupCommand) Reset() {
+	*x = GroupCommand{}
+	mi := &file_raftcmd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupCommand) ProtoMessage() {}
+
+func (x *GroupCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
+func (*GroupCommand) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupCommand) GetOp() isGroupCommand_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *GroupCommand) GetRegisterTarget() *RegisteredTarget {
+	if x != nil {
+		if x, ok := x.Op.(*GroupCommand_RegisterTarget); ok {
+			return x.RegisterTarget
+		}
+	}
+	return nil
+}
+
+func (x *GroupCommand) GetUnregisterTarget() string {
+	if x != nil {
+		if x, ok := x.Op.(*GroupCommand_UnregisterTarget); ok {
+			return x.UnregisterTarget
+		}
+	}
+	return ""
+}
+
+func (x *GroupCommand) GetHeartbeat() *GroupHeartbeatRequest {
+	if x != nil {
+		if x, ok := x.Op.(*GroupCommand_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+func (x *GroupCommand) GetLeave() *LeaveGroupRequest {
+	if x != nil {
+		if x, ok := x.Op.(*GroupCommand_Leave); ok {
+			return x.Leave
+		}
+	}
+	return nil
+}
+
+type isGroupCommand_Op interface {
+	isGroupCommand_Op()
+}
+
+type GroupCommand_RegisterTarget struct {
+	RegisterTarget *RegisteredTarget `protobuf:"bytes,1,opt,name=register_target,json=registerTarget,proto3,oneof"`
+}
+
+type GroupCommand_UnregisterTarget struct {
+	// The target id.
+	UnregisterTarget string `protobuf:"bytes,2,opt,name=unregister_target,json=unregisterTarget,proto3,oneof"`
+}
+
+type GroupCommand_Heartbeat struct {
+	Heartbeat *GroupHeartbeatRequest `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+}
+
+type GroupCommand_Leave struct {
+	Leave *LeaveGroupRequest `protobuf:"bytes,4,opt,name=leave,proto3,oneof"`
+}
+
+func (*GroupCommand_RegisterTarget) isGroupCommand_Op() {}
+
+func (*GroupCommand_UnregisterTarget) isGroupCommand_Op() {}
+
+func (*GroupCommand_Heartbeat) isGroupCommand_Op() {}
+
+func (*GroupCommand_Leave) isGroupCommand_Op() {}
+
+// GroupMemberState is one live member's row (FSMState.group_members).
+type GroupMemberState struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	Group                string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId             string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	AdminAddress         string                 `protobuf:"bytes,3,opt,name=admin_address,json=adminAddress,proto3" json:"admin_address,omitempty"`
+	Incarnation          string                 `protobuf:"bytes,4,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	JoinedUnixNano       int64                  `protobuf:"varint,5,opt,name=joined_unix_nano,json=joinedUnixNano,proto3" json:"joined_unix_nano,omitempty"`
+	LeaseExpiresUnixNano int64                  `protobuf:"varint,6,opt,name=lease_expires_unix_nano,json=leaseExpiresUnixNano,proto3" json:"lease_expires_unix_nano,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *GroupMemberState) Reset() {
+	*x = GroupMemberState{}
+	mi := &file_raftcmd_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMemberState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMemberState) ProtoMessage() {}
+
+func (x *GroupMemberState) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMemberState.ProtoReflect.Descriptor instead.
+func (*GroupMemberState) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GroupMemberState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupMemberState) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupMemberState) GetAdminAddress() string {
+	if x != nil {
+		return x.AdminAddress
+	}
+	return ""
+}
+
+func (x *GroupMemberState) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *GroupMemberState) GetJoinedUnixNano() int64 {
+	if x != nil {
+		return x.JoinedUnixNano
+	}
+	return 0
+}
+
+func (x *GroupMemberState) GetLeaseExpiresUnixNano() int64 {
+	if x != nil {
+		return x.LeaseExpiresUnixNano
+	}
+	return 0
+}
+
+// GroupAssignmentState is one target's owner in one group
+// (FSMState.group_assignments); member_id empty: unowned.
+type GroupAssignmentState struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Group            string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	TargetId         string                 `protobuf:"bytes,2,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	MemberId         string                 `protobuf:"bytes,3,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Token            uint64                 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	AssignedUnixNano int64                  `protobuf:"varint,5,opt,name=assigned_unix_nano,json=assignedUnixNano,proto3" json:"assigned_unix_nano,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GroupAssignmentState) Reset() {
+	*x = GroupAssignmentState{}
+	mi := &file_raftcmd_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupAssignmentState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupAssignmentState) ProtoMessage() {}
+
+func (x *GroupAssignmentState) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupAssignmentState.ProtoReflect.Descriptor instead.
+func (*GroupAssignmentState) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GroupAssignmentState) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupAssignmentState) GetTargetId() string {
+	if x != nil {
+		return x.TargetId
+	}
+	return ""
+}
+
+func (x *GroupAssignmentState) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *GroupAssignmentState) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *GroupAssignmentState) GetAssignedUnixNano() int64 {
+	if x != nil {
+		return x.AssignedUnixNano
+	}
+	return 0
+}
+
+// GroupCounters are one group's generation and reassignment count
+// (FSMState.group_counters): kept while the group has no member, so a
+// generation never goes back.
+type GroupCounters struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Reassignments uint64                 `protobuf:"varint,3,opt,name=reassignments,proto3" json:"reassignments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupCounters) Reset() {
+	*x = GroupCounters{}
+	mi := &file_raftcmd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupCounters) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupCounters) ProtoMessage() {}
+
+func (x *GroupCounters) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupCounters.ProtoReflect.Descriptor instead.
+func (*GroupCounters) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GroupCounters) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupCounters) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *GroupCounters) GetReassignments() uint64 {
+	if x != nil {
+		return x.Reassignments
+	}
+	return 0
+}
 
 type SetClusterVersion struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -332,7 +711,7 @@ type SetClusterVersion struct {
 
 func (x *SetClusterVersion) Reset() {
 	*x = SetClusterVersion{}
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +723,7 @@ func (x *SetClusterVersion) String() string {
 func (*SetClusterVersion) ProtoMessage() {}
 
 func (x *SetClusterVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +736,7 @@ func (x *SetClusterVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterVersion.ProtoReflect.Descriptor instead.
 func (*SetClusterVersion) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+	return file_raftcmd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetClusterVersion) GetVersion() uint32 {
@@ -379,7 +758,7 @@ type MemberCommand struct {
 
 func (x *MemberCommand) Reset() {
 	*x = MemberCommand{}
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -391,7 +770,7 @@ func (x *MemberCommand) String() string {
 func (*MemberCommand) ProtoMessage() {}
 
 func (x *MemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -404,7 +783,7 @@ func (x *MemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCommand.ProtoReflect.Descriptor instead.
 func (*MemberCommand) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{4}
+	return file_raftcmd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MemberCommand) GetId() string {
@@ -453,7 +832,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +844,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +857,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{5}
+	return file_raftcmd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProducerState) GetProducerId() string {
@@ -533,7 +912,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +924,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +937,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{6}
+	return file_raftcmd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicState) GetTopic() string {
@@ -591,13 +970,20 @@ type FSMState struct {
 	LastProducerSweepUnixNano int64                  `protobuf:"varint,10,opt,name=last_producer_sweep_unix_nano,json=lastProducerSweepUnixNano,proto3" json:"last_producer_sweep_unix_nano,omitempty"`
 	// The committed cluster version; 0 (absent) is fsm.BaseVersion.
 	ClusterVersion uint32 `protobuf:"varint,15,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// PlayerGroup (fsm/group.go): the target registry sorted by id; members
+	// sorted by (group, member); assignments by (group, target); counters by
+	// group.
+	RegisteredTargets []*RegisteredTarget     `protobuf:"bytes,16,rep,name=registered_targets,json=registeredTargets,proto3" json:"registered_targets,omitempty"`
+	GroupMembers      []*GroupMemberState     `protobuf:"bytes,17,rep,name=group_members,json=groupMembers,proto3" json:"group_members,omitempty"`
+	GroupAssignments  []*GroupAssignmentState `protobuf:"bytes,18,rep,name=group_assignments,json=groupAssignments,proto3" json:"group_assignments,omitempty"`
+	GroupCounters     []*GroupCounters        `protobuf:"bytes,19,rep,name=group_counters,json=groupCounters,proto3" json:"group_counters,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *FSMState) Reset() {
 	*x = FSMState{}
-	mi := &file_raftcmd_proto_msgTypes[7]
+	mi := &file_raftcmd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +995,7 @@ func (x *FSMState) String() string {
 func (*FSMState) ProtoMessage() {}
 
 func (x *FSMState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[7]
+	mi := &file_raftcmd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +1008,7 @@ func (x *FSMState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMState.ProtoReflect.Descriptor instead.
 func (*FSMState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{7}
+	return file_raftcmd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FSMState) GetLastLsn() uint64 {
@@ -702,6 +1088,34 @@ func (x *FSMState) GetClusterVersion() uint32 {
 	return 0
 }
 
+func (x *FSMState) GetRegisteredTargets() []*RegisteredTarget {
+	if x != nil {
+		return x.RegisteredTargets
+	}
+	return nil
+}
+
+func (x *FSMState) GetGroupMembers() []*GroupMemberState {
+	if x != nil {
+		return x.GroupMembers
+	}
+	return nil
+}
+
+func (x *FSMState) GetGroupAssignments() []*GroupAssignmentState {
+	if x != nil {
+		return x.GroupAssignments
+	}
+	return nil
+}
+
+func (x *FSMState) GetGroupCounters() []*GroupCounters {
+	if x != nil {
+		return x.GroupCounters
+	}
+	return nil
+}
+
 var File_raftcmd_proto protoreflect.FileDescriptor
 
 const file_raftcmd_proto_rawDesc = "" +
@@ -710,21 +1124,50 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x05Entry\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\x12:\n" +
 	"\bcommands\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.CommandR\bcommands\x12:\n" +
-	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xc0\x01\n" +
+	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xa2\x02\n" +
 	"\vApplyLimits\x12#\n" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
 	"\rmax_consumers\x18\x03 \x01(\x04R\fmaxConsumers\x12*\n" +
-	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\"\xe0\x03\n" +
+	"\x11max_group_offsets\x18\x04 \x01(\x04R\x0fmaxGroupOffsets\x12*\n" +
+	"\x11group_lease_nanos\x18\t \x01(\x03R\x0fgroupLeaseNanos\x124\n" +
+	"\x16max_registered_targets\x18\n" +
+	" \x01(\x04R\x14maxRegisteredTargets\"\x9d\x04\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
 	"next_epoch\x18\x02 \x01(\v2'.logplayer.logstore.v1.NextEpochRequestH\x00R\tnextEpoch\x12W\n" +
 	"\x0freport_consumer\x18\x03 \x01(\v2,.logplayer.logstore.v1.ReportConsumerRequestH\x00R\x0ereportConsumer\x12>\n" +
 	"\x06member\x18\x04 \x01(\v2$.logplayer.logstore.v1.MemberCommandH\x00R\x06member\x12N\n" +
-	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12Z\n" +
+	"\fdelete_group\x18\x05 \x01(\v2).logplayer.logstore.v1.DeleteGroupRequestH\x00R\vdeleteGroup\x12;\n" +
+	"\x05group\x18\b \x01(\v2#.logplayer.logstore.v1.GroupCommandH\x00R\x05group\x12Z\n" +
 	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
-	"\x04kind\"-\n" +
+	"\x04kind\"\xa7\x02\n" +
+	"\fGroupCommand\x12R\n" +
+	"\x0fregister_target\x18\x01 \x01(\v2'.logplayer.logstore.v1.RegisteredTargetH\x00R\x0eregisterTarget\x12-\n" +
+	"\x11unregister_target\x18\x02 \x01(\tH\x00R\x10unregisterTarget\x12L\n" +
+	"\theartbeat\x18\x03 \x01(\v2,.logplayer.logstore.v1.GroupHeartbeatRequestH\x00R\theartbeat\x12@\n" +
+	"\x05leave\x18\x04 \x01(\v2(.logplayer.logstore.v1.LeaveGroupRequestH\x00R\x05leaveB\x04\n" +
+	"\x02op\"\xed\x01\n" +
+	"\x10GroupMemberState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12#\n" +
+	"\radmin_address\x18\x03 \x01(\tR\fadminAddress\x12 \n" +
+	"\vincarnation\x18\x04 \x01(\tR\vincarnation\x12(\n" +
+	"\x10joined_unix_nano\x18\x05 \x01(\x03R\x0ejoinedUnixNano\x125\n" +
+	"\x17lease_expires_unix_nano\x18\x06 \x01(\x03R\x14leaseExpiresUnixNano\"\xaa\x01\n" +
+	"\x14GroupAssignmentState\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\ttarget_id\x18\x02 \x01(\tR\btargetId\x12\x1b\n" +
+	"\tmember_id\x18\x03 \x01(\tR\bmemberId\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12,\n" +
+	"\x12assigned_unix_nano\x18\x05 \x01(\x03R\x10assignedUnixNano\"k\n" +
+	"\rGroupCounters\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12$\n" +
+	"\rreassignments\x18\x03 \x01(\x04R\rreassignments\"-\n" +
 	"\x11SetClusterVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\"{\n" +
 	"\rMemberCommand\x12\x0e\n" +
@@ -745,7 +1188,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xcf\x04\n" +
+	"nextOffset\"\x9c\a\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -758,7 +1201,11 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\amembers\x18\t \x03(\v2$.logplayer.logstore.v1.MemberCommandR\amembers\x12@\n" +
 	"\x1dlast_producer_sweep_unix_nano\x18\n" +
 	" \x01(\x03R\x19lastProducerSweepUnixNano\x12'\n" +
-	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersionB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersion\x12V\n" +
+	"\x12registered_targets\x18\x10 \x03(\v2'.logplayer.logstore.v1.RegisteredTargetR\x11registeredTargets\x12L\n" +
+	"\rgroup_members\x18\x11 \x03(\v2'.logplayer.logstore.v1.GroupMemberStateR\fgroupMembers\x12X\n" +
+	"\x11group_assignments\x18\x12 \x03(\v2+.logplayer.logstore.v1.GroupAssignmentStateR\x10groupAssignments\x12K\n" +
+	"\x0egroup_counters\x18\x13 \x03(\v2$.logplayer.logstore.v1.GroupCountersR\rgroupCountersB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_raftcmd_proto_rawDescOnce sync.Once
@@ -772,46 +1219,61 @@ func file_raftcmd_proto_rawDescGZIP() []byte {
 	return file_raftcmd_proto_rawDescData
 }
 
-var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_raftcmd_proto_goTypes = []any{
 	(*Entry)(nil),                 // 0: logplayer.logstore.v1.Entry
 	(*ApplyLimits)(nil),           // 1: logplayer.logstore.v1.ApplyLimits
 	(*Command)(nil),               // 2: logplayer.logstore.v1.Command
-	(*SetClusterVersion)(nil),     // 3: logplayer.logstore.v1.SetClusterVersion
-	(*MemberCommand)(nil),         // 4: logplayer.logstore.v1.MemberCommand
-	(*ProducerState)(nil),         // 5: logplayer.logstore.v1.ProducerState
-	(*TopicState)(nil),            // 6: logplayer.logstore.v1.TopicState
-	(*FSMState)(nil),              // 7: logplayer.logstore.v1.FSMState
-	(*AppendRequest)(nil),         // 8: logplayer.logstore.v1.AppendRequest
-	(*NextEpochRequest)(nil),      // 9: logplayer.logstore.v1.NextEpochRequest
-	(*ReportConsumerRequest)(nil), // 10: logplayer.logstore.v1.ReportConsumerRequest
-	(*DeleteGroupRequest)(nil),    // 11: logplayer.logstore.v1.DeleteGroupRequest
-	(*AppendResponse)(nil),        // 12: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 13: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 14: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 15: logplayer.logstore.v1.Consumer
+	(*GroupCommand)(nil),          // 3: logplayer.logstore.v1.GroupCommand
+	(*GroupMemberState)(nil),      // 4: logplayer.logstore.v1.GroupMemberState
+	(*GroupAssignmentState)(nil),  // 5: logplayer.logstore.v1.GroupAssignmentState
+	(*GroupCounters)(nil),         // 6: logplayer.logstore.v1.GroupCounters
+	(*SetClusterVersion)(nil),     // 7: logplayer.logstore.v1.SetClusterVersion
+	(*MemberCommand)(nil),         // 8: logplayer.logstore.v1.MemberCommand
+	(*ProducerState)(nil),         // 9: logplayer.logstore.v1.ProducerState
+	(*TopicState)(nil),            // 10: logplayer.logstore.v1.TopicState
+	(*FSMState)(nil),              // 11: logplayer.logstore.v1.FSMState
+	(*AppendRequest)(nil),         // 12: logplayer.logstore.v1.AppendRequest
+	(*NextEpochRequest)(nil),      // 13: logplayer.logstore.v1.NextEpochRequest
+	(*ReportConsumerRequest)(nil), // 14: logplayer.logstore.v1.ReportConsumerRequest
+	(*DeleteGroupRequest)(nil),    // 15: logplayer.logstore.v1.DeleteGroupRequest
+	(*RegisteredTarget)(nil),      // 16: logplayer.logstore.v1.RegisteredTarget
+	(*GroupHeartbeatRequest)(nil), // 17: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*LeaveGroupRequest)(nil),     // 18: logplayer.logstore.v1.LeaveGroupRequest
+	(*AppendResponse)(nil),        // 19: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 20: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 21: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 22: logplayer.logstore.v1.Consumer
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
 	1,  // 1: logplayer.logstore.v1.Entry.limits:type_name -> logplayer.logstore.v1.ApplyLimits
-	8,  // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
-	9,  // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
-	10, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
-	4,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	11, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
-	3,  // 7: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
-	12, // 8: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	13, // 9: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	6,  // 10: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	5,  // 11: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	14, // 12: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	15, // 13: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	4,  // 14: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	12, // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
+	13, // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
+	14, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
+	8,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
+	15, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
+	3,  // 7: logplayer.logstore.v1.Command.group:type_name -> logplayer.logstore.v1.GroupCommand
+	7,  // 8: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	16, // 9: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	17, // 10: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
+	18, // 11: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
+	19, // 12: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	20, // 13: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	10, // 14: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	9,  // 15: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	21, // 16: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	22, // 17: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	8,  // 18: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	16, // 19: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	4,  // 20: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
+	5,  // 21: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
+	6,  // 22: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -826,7 +1288,14 @@ func file_raftcmd_proto_init() {
 		(*Command_ReportConsumer)(nil),
 		(*Command_Member)(nil),
 		(*Command_DeleteGroup)(nil),
+		(*Command_Group)(nil),
 		(*Command_SetClusterVersion)(nil),
+	}
+	file_raftcmd_proto_msgTypes[3].OneofWrappers = []any{
+		(*GroupCommand_RegisterTarget)(nil),
+		(*GroupCommand_UnregisterTarget)(nil),
+		(*GroupCommand_Heartbeat)(nil),
+		(*GroupCommand_Leave)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -834,7 +1303,7 @@ func file_raftcmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftcmd_proto_rawDesc), len(file_raftcmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
