@@ -172,7 +172,8 @@ func TestGroupFailover(t *testing.T) {
 			}
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // some load before the kill (not a timing assertion)
+	h := store.Head()
+	testwait.For(t, testwait.Max, "some load before the kill", func() bool { return store.Head() >= h+50 })
 	fg.freeze("b", true)               // kill -9: no heartbeat, no Leave
 	killed := time.Now()
 	b.stop(t)
