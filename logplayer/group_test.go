@@ -174,7 +174,7 @@ func TestGroupFailover(t *testing.T) {
 	}()
 	h := store.Head()
 	testwait.For(t, testwait.Max, "some load before the kill", func() bool { return store.Head() >= h+50 })
-	fg.freeze("b", true)               // kill -9: no heartbeat, no Leave
+	fg.freeze("b", true) // kill -9: no heartbeat, no Leave
 	killed := time.Now()
 	b.stop(t)
 	testwait.For(t, testwait.Max, "a to own every target", func() bool { return len(owned(a.p)) == 4 })
