@@ -74,7 +74,15 @@ func (a *AdminServer) ListTargets(context.Context, *playerpb.ListTargetsRequest)
 			SlowSuspends:    s.SlowSuspends,
 			StaleTermDrops:  s.StaleDrops,
 			ProgressEntries: s.ProgressMarkers,
+			Epoch:           uint64(s.HelloEpoch),
 		})
+	}
+	if g, ok := a.p.Group(); ok {
+		resp.Group = &playerpb.PlayerGroupStatus{
+			Group: g.Group, MemberId: g.MemberID, Incarnation: g.Incarnation,
+			LeaseRemainingNanos: int64(g.LeaseRemaining), LeaseNanos: int64(g.Lease), Generation: g.Generation,
+			Renewals: g.Renewals, Lapses: g.Lapses, TargetsGained: g.Gained, TargetsLost: g.Lost, LastError: g.LastError,
+		}
 	}
 	return resp, nil
 }
@@ -88,6 +96,8 @@ func adminStatus(err error) error {
 		return adminError(codes.AlreadyExists, logstorepb.ErrorCode_INVALID_ARGUMENT, err.Error())
 	case errors.Is(err, ErrUnknownTarget):
 		return adminError(codes.NotFound, logstorepb.ErrorCode_INVALID_ARGUMENT, err.Error())
+	case errors.Is(err, ErrGroupManaged):
+		return adminError(codes.FailedPrecondition, logstorepb.ErrorCode_INVALID_ARGUMENT, err.Error())
 	case errors.Is(err, ErrNotRunning):
 		return adminError(codes.Unavailable, logstorepb.ErrorCode_SHUTTING_DOWN, err.Error())
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -2,6 +2,8 @@ package logplayer
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,6 +81,10 @@ type TargetConfig struct {
 	Address string `json:"address"`
 	// Topics the target subscribes to (at least one).
 	Topics []string `json:"topics"`
+	// Epoch, when not 0, is the Hello epoch of this target's streams
+	// instead of the Player's: in a group, the target's fencing token
+	// (GroupConfig). Never read from a targets file.
+	Epoch types.Epoch `json:"-"`
 }
 
 // Config configures a Player.
@@ -134,6 +140,84 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Now is the clock for delay metrics and markers; default time.Now.
 	Now func() time.Time
+	// Group, when set, makes the Player a member of a LogPlayer group
+	// (group.go): its targets are the group's assignments, not Targets
+	// (which are registered in the LogStore's target registry at start).
+	Group *GroupConfig
+}
+
+// Defaults of GroupConfig.
+const (
+	// DefaultLeaseMargin is the part of the lease a member gives up to
+	// clock-rate drift: it stops delivering at send time + lease × (1 −
+	// margin) of its own monotonic clock, while the LogStore ends the lease
+	// at renewal log time + lease. 10% covers any sane drift (quartz drifts
+	// by ppm) and small steps of the leaders' clocks (see ARCHITECTURE §4).
+	DefaultLeaseMargin = 0.1
+	// DefaultHeartbeatInterval is the heartbeat period until the first
+	// answer gives the lease; then it is lease/3, so two heartbeats may be
+	// lost before the lease lapses.
+	DefaultHeartbeatInterval = time.Second
+	// DefaultLeaveTimeout bounds LeaveGroup at shutdown.
+	DefaultLeaveTimeout = 2 * time.Second
+)
+
+// GroupConfig configures group membership (issue 13): a member renews a
+// lease through the LogStore and delivers to the targets the LogStore
+// assigns it, each with its fencing token as the Hello epoch.
+type GroupConfig struct {
+	// Name of the group. Required.
+	Name string
+	// MemberID is this member's stable name; default Config.PlayerID.
+	MemberID string
+	// AdminAddress is shown by DescribeGroup (may be empty).
+	AdminAddress string
+	// Incarnation is unique per process start; default 16 random hex
+	// digits.
+	Incarnation string
+	// HeartbeatInterval fixes the heartbeat period; 0: lease/3 (and
+	// DefaultHeartbeatInterval before the first answer).
+	HeartbeatInterval time.Duration
+	// LeaseMargin is the fraction of the lease given up to clock drift
+	// (0 < m < 0.5); 0 takes DefaultLeaseMargin.
+	LeaseMargin float64
+	// LeaveTimeout bounds LeaveGroup at shutdown; 0 takes
+	// DefaultLeaveTimeout.
+	LeaveTimeout time.Duration
+	// Conns, when set, are the LogStore connections of the group calls
+	// (tests); default: the connections New dials to Config.LogStore.
+	Conns []grpc.ClientConnInterface
+
+	// noLeaseCheck disables the local lease deadline (tests: a zombie that
+	// keeps delivering, so that the targets' token fencing is what stops it).
+	noLeaseCheck bool
+}
+
+func (g *GroupConfig) validate(playerID string) error {
+	if !ValidTopic(g.Name) {
+		return fmt.Errorf("%w: group name %q: want 1-%d characters from [A-Za-z0-9._-]", ErrInvalidConfig, g.Name, types.MaxTopicLen)
+	}
+	if g.MemberID == "" {
+		g.MemberID = playerID
+	}
+	if g.Incarnation == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		g.Incarnation = hex.EncodeToString(b[:])
+	}
+	if g.HeartbeatInterval < 0 {
+		return fmt.Errorf("%w: group heartbeat interval %v < 0", ErrInvalidConfig, g.HeartbeatInterval)
+	}
+	if g.LeaseMargin == 0 {
+		g.LeaseMargin = DefaultLeaseMargin
+	}
+	if g.LeaseMargin <= 0 || g.LeaseMargin >= 0.5 {
+		return fmt.Errorf("%w: lease margin %v: want 0 < margin < 0.5", ErrInvalidConfig, g.LeaseMargin)
+	}
+	if g.LeaveTimeout == 0 {
+		g.LeaveTimeout = DefaultLeaveTimeout
+	}
+	return nil
 }
 
 func (c *Config) validate() error {
@@ -217,6 +301,14 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Group != nil {
+		if err := c.Group.validate(c.PlayerID); err != nil {
+			return err
+		}
+		if len(c.Group.Conns) == 0 && len(c.LogStore) == 0 {
+			return fmt.Errorf("%w: a group member needs LogStore addresses (or GroupConfig.Conns)", ErrInvalidConfig)
+		}
 	}
 	return nil
 }

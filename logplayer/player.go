@@ -36,6 +36,9 @@ var (
 	ErrUnknownTarget = errors.New("logplayer: unknown target")
 	// ErrDuplicateTarget: a target with this id exists.
 	ErrDuplicateTarget = errors.New("logplayer: duplicate target")
+	// ErrGroupManaged: a group member's targets are its assignments in the
+	// LogStore; add or remove them in the registry (RegisterTarget).
+	ErrGroupManaged = errors.New("logplayer: targets of a group member are managed by the LogStore's target registry")
 )
 
 // reportTimeout bounds one ReportConsumer call.
@@ -72,6 +75,21 @@ type Player struct {
 
 	mainLogTime atomic.Int64 // log time of the last transaction dispatched
 	busyNanos   atomic.Int64 // time spent in Dispatch (saturation)
+
+	// grp is the group member runtime (nil: single-player mode).
+	grp *member
+	// base is the origin of leaseUntil on the monotonic clock.
+	base time.Time
+	// leaseUntil is the local lease deadline of a group member, in
+	// nanoseconds since base (0: no lease). Every Hello and Send checks it
+	// (leaseHeld), so a member whose lease lapsed sends nothing even before
+	// the member runtime has stopped its runners.
+	leaseUntil atomic.Int64
+
+	floors struct { // last acked LSN reported per target id, kept after removal
+		sync.Mutex
+		last map[string]types.LSN
+	}
 }
 
 // New validates cfg and dials the LogStore. It does not contact anything
@@ -80,8 +98,9 @@ func New(cfg Config) (*Player, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Player{cfg: cfg, log: cfg.Logger.With("player", cfg.PlayerID), ready: make(chan struct{})}
+	p := &Player{cfg: cfg, log: cfg.Logger.With("player", cfg.PlayerID), ready: make(chan struct{}), base: time.Now()}
 	p.sessions.last = map[string]types.Session{}
+	p.floors.last = map[string]types.LSN{}
 	empty := map[string]*runner{}
 	p.runners.Store(&empty)
 	p.fail = func(error) {}
@@ -108,6 +127,18 @@ func New(cfg Config) (*Player, error) {
 			Logger: p.log, Registerer: cfg.Registerer,
 		})
 		if err != nil {
+			p.Close()
+			return nil, err
+		}
+	}
+	if cfg.Group != nil {
+		conns := cfg.Group.Conns
+		if len(conns) == 0 {
+			for _, cc := range p.conns {
+				conns = append(conns, cc)
+			}
+		}
+		if p.grp, err = newMember(p, *cfg.Group, conns); err != nil {
 			p.Close()
 			return nil, err
 		}
@@ -189,20 +220,38 @@ func (p *Player) Run(ctx context.Context) error {
 		bg.Wait()
 	}()
 
-	epoch, err := p.fetch.NextEpoch(ctx)
-	if err != nil {
-		return p.ended(ctx, fmt.Errorf("logplayer: new epoch: %w", err))
+	initial := p.cfg.Targets
+	if p.grp != nil {
+		// A member's targets carry their own tokens: no epoch of its own.
+		if err := p.grp.register(ctx, p.cfg.Targets); err != nil {
+			return p.ended(ctx, err)
+		}
+		initial = nil
+		p.log.Info("LogPlayer starting as a group member", "group", p.grp.cfg.Name, "member", p.grp.cfg.MemberID,
+			"incarnation", p.grp.cfg.Incarnation)
+	} else {
+		epoch, err := p.fetch.NextEpoch(ctx)
+		if err != nil {
+			return p.ended(ctx, fmt.Errorf("logplayer: new epoch: %w", err))
+		}
+		p.epoch.Store(uint64(epoch))
+		p.m.epoch.Set(float64(epoch))
+		p.log.Info("LogPlayer starting", "epoch", epoch, "targets", len(initial))
 	}
-	p.epoch.Store(uint64(epoch))
-	p.m.epoch.Set(float64(epoch))
-	p.log.Info("LogPlayer starting", "epoch", epoch, "targets", len(p.cfg.Targets))
 
-	start, err := p.startHandshakes(ctx)
+	start, err := p.startHandshakes(ctx, initial)
 	if err != nil {
 		return p.ended(ctx, err)
 	}
-	p.log.Info("main stream starting", "epoch", epoch, "lsn", start+1)
+	p.log.Info("main stream starting", "epoch", p.Epoch(), "lsn", start+1)
 
+	if p.grp != nil {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			p.grp.run(ctx)
+		}()
+	}
 	bg.Add(2)
 	go func() {
 		defer bg.Done()
@@ -228,13 +277,13 @@ func (p *Player) ended(ctx context.Context, err error) error {
 	return nil
 }
 
-// startHandshakes starts a runner per configured target, waits for their
+// startHandshakes starts a runner per initial target, waits for their
 // handshakes (at most HandshakeTimeout), creates the dispatcher at the
 // start LSN and releases the runners. It returns the start LSN.
-func (p *Player) startHandshakes(ctx context.Context) (types.LSN, error) {
-	hs := make(chan handshake, len(p.cfg.Targets)) // each runner sends at most one
+func (p *Player) startHandshakes(ctx context.Context, initial []TargetConfig) (types.LSN, error) {
+	hs := make(chan handshake, len(initial)) // each runner sends at most one
 	p.admin.Lock()
-	for _, tc := range p.cfg.Targets {
+	for _, tc := range initial {
 		if err := p.startRunnerLocked(ctx, tc, hs); err != nil {
 			p.admin.Unlock()
 			return 0, err
@@ -246,7 +295,7 @@ func (p *Player) startHandshakes(ctx context.Context) (types.LSN, error) {
 	timer := time.NewTimer(p.cfg.HandshakeTimeout)
 	defer timer.Stop()
 wait:
-	for len(applied) < len(p.cfg.Targets) {
+	for len(applied) < len(initial) {
 		select {
 		case h := <-hs:
 			applied[h.id] = h.applied
@@ -272,7 +321,7 @@ wait:
 		start = oldest - 1
 	}
 	silent := []string{}
-	for _, tc := range p.cfg.Targets {
+	for _, tc := range initial {
 		if _, ok := applied[tc.ID]; !ok {
 			silent = append(silent, tc.ID)
 		}
@@ -374,7 +423,7 @@ func (p *Player) reporter(ctx context.Context) {
 	}
 	t := time.NewTicker(p.cfg.ReportInterval)
 	defer t.Stop()
-	reported := map[string]types.LSN{}
+	reported := map[*runner]types.LSN{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -409,14 +458,20 @@ func (p *Player) progress() {
 	}
 }
 
-// report sends each handshaken target's acked LSN to the LogStore when it
-// changed since the last report (the retention floor).
-func (p *Player) report(ctx context.Context, reported map[string]types.LSN) {
+// report sends each target's acked LSN to the LogStore when it changed
+// since the last report (the retention floor). What was reported is kept
+// per runner, not per id: a target removed and added again is a new
+// runner, reported afresh (RemoveTarget may have dropped its consumer row).
+// A target not handshaken by its runner yet reports the last LSN this
+// Player reported for its id, if any (it was removed and added again: its
+// floor must hold while it is down); one never heard from by this Player
+// keeps the floor an earlier LogPlayer (or group member) reported.
+func (p *Player) report(ctx context.Context, reported map[*runner]types.LSN) {
 	d := p.d.Load()
 	rs := *p.runners.Load()
-	for id := range reported {
-		if rs[id] == nil {
-			delete(reported, id) // removed; RemoveTarget dropped its consumer
+	for r := range reported {
+		if rs[r.cfg.ID] != r {
+			delete(reported, r) // removed or replaced
 		}
 	}
 	for id, r := range rs {
@@ -424,23 +479,33 @@ func (p *Player) report(ctx context.Context, reported map[string]types.LSN) {
 		known := r.mu.handshaken
 		r.mu.Unlock()
 		st, ok := d.Stats(id)
+		lsn := st.LastAck
 		if !known || !ok {
-			continue // a target never heard from keeps the floor an earlier LogPlayer reported
+			p.floors.Lock()
+			floor, had := p.floors.last[id]
+			p.floors.Unlock()
+			if !had {
+				continue // never heard from: keeps the floor an earlier LogPlayer reported
+			}
+			lsn = floor
 		}
-		if last, ok := reported[id]; ok && last == st.LastAck {
+		if last, ok := reported[r]; ok && last == lsn {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), st.LastAck, false)
+		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), lsn, false)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				p.log.Warn("reporting a target's acked LSN to the LogStore failed", "target", id, "lsn", st.LastAck, "err", err)
+				p.log.Warn("reporting a target's acked LSN to the LogStore failed", "target", id, "lsn", lsn, "err", err)
 			}
 			continue
 		}
-		reported[id] = st.LastAck
-		if (*p.runners.Load())[id] == nil {
+		reported[r] = lsn
+		p.floors.Lock()
+		p.floors.last[id] = lsn
+		p.floors.Unlock()
+		if p.grp == nil && (*p.runners.Load())[id] != r {
 			// RemoveTarget dropped the consumer while this report was on
 			// its way and may have been overtaken by it: drop it again.
 			// (RemoveTarget unpublishes the runner before dropping, so one
@@ -469,14 +534,33 @@ func (p *Player) waitReady(ctx context.Context) error {
 	}
 }
 
+// leaseHeld reports whether this Player may deliver now: always in
+// single-player mode; for a group member, while its local lease deadline
+// has not passed.
+func (p *Player) leaseHeld() bool {
+	if p.grp == nil || p.grp.cfg.noLeaseCheck {
+		return true
+	}
+	return int64(time.Since(p.base)) < p.leaseUntil.Load()
+}
+
 // ConsumerName is the LogStore delivery-consumer name of a target.
 func ConsumerName(id string) string { return "logplayer/" + id }
 
 // AddTarget adds a target at runtime. It starts from its own durable
 // applied LSN (its handshake), recovering what it lacks from the LogStore.
 // While Run's start handshake is in progress it waits for it (or ctx).
-// Errors: ErrInvalidConfig, ErrDuplicateTarget, ErrNotRunning.
+// Errors: ErrInvalidConfig, ErrDuplicateTarget, ErrNotRunning,
+// ErrGroupManaged (a group member).
 func (p *Player) AddTarget(ctx context.Context, tc TargetConfig) error {
+	if p.grp != nil {
+		return ErrGroupManaged
+	}
+	return p.addTarget(ctx, tc)
+}
+
+// addTarget is AddTarget (and the group member's way to take a target).
+func (p *Player) addTarget(ctx context.Context, tc TargetConfig) error {
 	if err := tc.Validate(); err != nil {
 		return err
 	}
@@ -499,14 +583,25 @@ func (p *Player) AddTarget(ctx context.Context, tc TargetConfig) error {
 		d.RemoveTarget(tc.ID)
 		return err
 	}
-	p.log.Info("target added", "target", tc.ID, "address", tc.Address, "topics", tc.Topics)
+	p.log.Info("target added", "target", tc.ID, "address", tc.Address, "topics", tc.Topics, "epoch", tc.Epoch)
 	return nil
 }
 
 // RemoveTarget stops delivering to a target, forgets it, and drops its
 // consumer from the LogStore's retention floor. Errors: ErrUnknownTarget,
-// ErrNotRunning.
+// ErrNotRunning, ErrGroupManaged (a group member).
 func (p *Player) RemoveTarget(ctx context.Context, id string) error {
+	if p.grp != nil {
+		return ErrGroupManaged
+	}
+	return p.removeTarget(ctx, id, true)
+}
+
+// removeTarget stops delivering to a target and forgets it; dropFloor also
+// drops its retention consumer. A group member never drops it: the target
+// moves to another member (which needs the floor while it connects), and
+// the registry drops the row when the target is unregistered.
+func (p *Player) removeTarget(ctx context.Context, id string, dropFloor bool) error {
 	if err := p.waitReady(ctx); err != nil {
 		return err
 	}
@@ -530,6 +625,9 @@ func (p *Player) RemoveTarget(ctx context.Context, id string) error {
 	p.admin.Unlock()
 
 	p.log.Info("target removed", "target", id)
+	if !dropFloor {
+		return nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	if err := p.fetch.ReportConsumer(rctx, ConsumerName(id), 0, true); err != nil {

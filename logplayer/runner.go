@@ -33,6 +33,7 @@ var (
 	errStaleConn     = errors.New("stream term is no longer the target's term")
 	errRecoveryStale = errors.New("recovery fetcher is stale")
 	errBlocked       = errors.New("target cannot be served until an operator acts")
+	errLeaseLapsed   = errors.New("the group lease lapsed: not delivering until it is renewed")
 )
 
 // failure classifies why a session ended: it decides the next delay.
@@ -138,6 +139,17 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 		var wait time.Duration
 		switch kind {
 		case failFenced:
+			if r.p.grp != nil {
+				// Another member holds a newer token: stop this target
+				// only; the next heartbeat's assignment moves it away or
+				// gives it a new token (a new runner).
+				log.Warn("fenced: another group member holds a newer token for this target; not delivering to it",
+					"epoch", r.epoch(), "err", err)
+				r.mu.Lock()
+				r.mu.blocked = true
+				r.mu.Unlock()
+				return
+			}
 			log.Error("fenced: a LogPlayer with a newer epoch owns this target; stopping", "epoch", r.p.Epoch(), "err", err)
 			r.p.fail(fmt.Errorf("%w: target %s: %v", ErrFenced, r.cfg.ID, err))
 			return
@@ -242,13 +254,25 @@ func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool,
 	return gotAck.Load(), context.Cause(sctx)
 }
 
+// epoch is the Hello epoch of this target's streams: its own (a group
+// member's fencing token) or the Player's.
+func (r *runner) epoch() types.Epoch {
+	if r.cfg.Epoch != 0 {
+		return r.cfg.Epoch
+	}
+	return r.p.Epoch()
+}
+
 // hello sends the Hello and waits (at most HelloTimeout) for the HelloAck.
 func (r *runner) hello(ctx context.Context, stream targetpb.Target_DeliverClient, cancel context.CancelCauseFunc) (*targetpb.HelloAck, error) {
 	t := time.AfterFunc(r.p.cfg.HelloTimeout, func() { cancel(errHelloTimeout) })
 	defer t.Stop()
+	if !r.p.leaseHeld() {
+		return nil, errLeaseLapsed
+	}
 	req := &targetpb.DeliverRequest{Kind: &targetpb.DeliverRequest_Hello{Hello: &targetpb.Hello{
 		PlayerId:        r.p.cfg.PlayerID,
-		Epoch:           uint64(r.p.Epoch()),
+		Epoch:           uint64(r.epoch()),
 		TargetId:        r.cfg.ID,
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
 		Session:         uint64(r.p.nextSession(r.cfg.ID)),
@@ -300,6 +324,11 @@ func (r *runner) send(ctx context.Context, c *conn, d *dispatcher.Dispatcher) er
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
+		}
+		if !r.p.leaseHeld() {
+			// The batch stays unsent: the stream ends, the target is
+			// suspended and whoever delivers next recovers it.
+			return errLeaseLapsed
 		}
 		signal(r.room)
 		c.sent(msgs)

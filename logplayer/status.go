@@ -3,6 +3,7 @@ package logplayer
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/logplayer/logplayer/targetqueue"
 	"github.com/logplayer/logplayer/types"
@@ -35,6 +36,42 @@ type TargetStatus struct {
 	InFlightBytes             int64
 	// Counters since the target was added to this LogPlayer.
 	Returns, Suspends, SlowSuspends, StaleDrops, ProgressMarkers uint64
+	// HelloEpoch is the epoch of the target's streams: the Player's, or a
+	// group member's fencing token for it.
+	HelloEpoch types.Epoch
+}
+
+// GroupStatus is a group member's view of its membership.
+type GroupStatus struct {
+	Group, MemberID, Incarnation string
+	// LeaseRemaining is the time left to the local lease deadline (≤ 0:
+	// lapsed, not delivering).
+	LeaseRemaining time.Duration
+	Lease          time.Duration
+	Generation     uint64
+	// Renewals, Lapses, Gained and Lost count since the member started.
+	Renewals, Lapses, Gained, Lost uint64
+	// LastLapse is when the lease last lapsed (zero: never).
+	LastLapse time.Time
+	LastError string
+}
+
+// Group returns the group membership, or false in single-player mode.
+func (p *Player) Group() (GroupStatus, bool) {
+	g := p.grp
+	if g == nil {
+		return GroupStatus{}, false
+	}
+	s := GroupStatus{Group: g.cfg.Name, MemberID: g.cfg.MemberID, Incarnation: g.cfg.Incarnation}
+	if until := p.leaseUntil.Load(); until > 0 {
+		s.LeaseRemaining = time.Duration(until) - g.since()
+	}
+	g.st.Lock()
+	defer g.st.Unlock()
+	s.Lease, s.Generation = time.Duration(g.st.leaseNanos), g.st.generation
+	s.Renewals, s.Lapses, s.Gained, s.Lost = g.st.renewals, g.st.lapses, g.st.gained, g.st.lost
+	s.LastError, s.LastLapse = g.st.lastErr, g.st.lastLapse
+	return s, true
 }
 
 // Targets returns the status of every target, sorted by id.
@@ -43,7 +80,7 @@ func (p *Player) Targets() []TargetStatus {
 	now := p.cfg.Now()
 	var out []TargetStatus
 	for _, r := range *p.runners.Load() {
-		s := TargetStatus{TargetConfig: r.cfg}
+		s := TargetStatus{TargetConfig: r.cfg, HelloEpoch: r.epoch()}
 		r.mu.Lock()
 		c := r.mu.conn
 		s.Connected = c != nil

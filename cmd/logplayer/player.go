@@ -20,7 +20,7 @@ func init() {
 	register(&command{
 		name:     "player",
 		summary:  "run a LogPlayer: deliver the log to targets, exactly once and in order",
-		synopsis: "--store LIST [--target ID=ADDR/TOPIC,... ...] [--targets-file FILE] [flags]",
+		synopsis: "--store LIST [--group NAME] [--target ID=ADDR/TOPIC,... ...] [--targets-file FILE] [flags]",
 		about: `
 Runs the LogPlayer: it takes a new epoch from the LogStore (so targets fence
 any older LogPlayer), handshakes with every target, reads the committed log
@@ -31,11 +31,21 @@ caught up from the LogStore; idle targets get progress markers.
 Targets come from --target flags and/or --targets-file (JSON:
 {"targets": [{"id": "shard-0", "address": "127.0.0.1:7430", "topics": ["shard-0"]}]}).
 
+With --group NAME the LogPlayer is a member of a LogPlayer group instead:
+it renews a lease through the LogStore and delivers to the targets the
+LogStore assigns it, each with its own fencing token; when a member dies its
+targets move to the others within about two leases. --target and
+--targets-file then register those targets in the LogStore's target registry
+(an admin call) before joining; every member sees every registered target.
+The member stops delivering when its lease is not renewed in time
+(--lease-margin) and leaves the group on SIGINT/SIGTERM.
+
 Stops gracefully on SIGINT or SIGTERM.`,
 		examples: []string{
 			"logplayer player --store 127.0.0.1:7400,127.0.0.1:7401,127.0.0.1:7402 \\",
 			"    --target shard-0=127.0.0.1:7430/shard-0 --target search=127.0.0.1:7500/orders,inventory",
 			"logplayer player --config player.json --metrics-addr 127.0.0.1:9420",
+			"logplayer player --store 127.0.0.1:7400 --group players --id player-1 --admin-addr 127.0.0.1:7421",
 		},
 		server:   true,
 		required: []string{"store"},
@@ -55,6 +65,9 @@ type playerCmd struct {
 	handshakeTimeout time.Duration
 	maxBatchCount    int
 	windowBatches    int
+	group            string
+	leaseMargin      float64
+	heartbeat        time.Duration
 
 	tls  tlsServerFlags // the admin API's, and the files the LogPlayer dials with
 	dial tlsClientFlags
@@ -73,6 +86,9 @@ func (c *playerCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.handshakeTimeout, "handshake-timeout", logplayer.DefaultHandshakeTimeout, "how long a start waits for the targets' handshakes")
 	fs.IntVar(&c.maxBatchCount, "max-batch", logplayer.DefaultMaxBatchCount, "deliveries in one batch sent to a target at most")
 	fs.IntVar(&c.windowBatches, "window", logplayer.DefaultWindowBatches, "batches in flight (sent, not acked) per target at most")
+	fs.StringVar(&c.group, "group", "", "join the LogPlayer group `NAME`: deliver to the targets the LogStore assigns (--target registers targets)")
+	fs.Float64Var(&c.leaseMargin, "lease-margin", logplayer.DefaultLeaseMargin, "group member: fraction of the lease given up to clock drift (stop delivering at send time + lease × (1 − margin))")
+	fs.DurationVar(&c.heartbeat, "heartbeat-interval", 0, "group member: heartbeat period (0: a third of the LogStore's lease)")
 	c.tls.register(fs)
 	c.dial.register(fs, false)
 }
@@ -109,6 +125,11 @@ func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
 		}
 		cfg.Targets = append(cfg.Targets, more...)
 	}
+	if c.group != "" {
+		cfg.Group = &logplayer.GroupConfig{
+			Name: c.group, AdminAddress: c.adminAddr.addr, LeaseMargin: c.leaseMargin, HeartbeatInterval: c.heartbeat,
+		}
+	}
 	return cfg, nil
 }
 
@@ -143,7 +164,7 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 		}
 		defer admin.Stop(adminStopMax)
 	}
-	s.log.Info("logplayer starting", "targets", len(cfg.Targets), "store", strings.Join(cfg.LogStore, ","))
+	s.log.Info("logplayer starting", "targets", len(cfg.Targets), "store", strings.Join(cfg.LogStore, ","), "group", c.group)
 	return p.Run(ctx)
 }
 

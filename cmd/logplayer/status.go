@@ -85,6 +85,22 @@ type playerReport struct {
 	Epoch      uint64         `json:"epoch"`
 	CurrentLSN uint64         `json:"current_lsn"`
 	Targets    []targetReport `json:"targets"`
+	Group      *groupReport   `json:"group,omitempty"`
+}
+
+// groupReport is a group member's view of its membership.
+type groupReport struct {
+	Group          string  `json:"group"`
+	MemberID       string  `json:"member_id"`
+	Incarnation    string  `json:"incarnation"`
+	LeaseRemaining float64 `json:"lease_remaining_seconds"`
+	Lease          float64 `json:"lease_seconds"`
+	Generation     uint64  `json:"generation"`
+	Renewals       uint64  `json:"renewals"`
+	Lapses         uint64  `json:"lapses"`
+	Gained         uint64  `json:"targets_gained"`
+	Lost           uint64  `json:"targets_lost"`
+	LastError      string  `json:"last_error,omitempty"`
 }
 
 type targetReport struct {
@@ -98,7 +114,10 @@ type targetReport struct {
 	LagEntries uint64   `json:"lag_entries"`
 	LagSeconds float64  `json:"lag_seconds"`
 	Returns    uint64   `json:"returns"`
-	LastError  string   `json:"last_error,omitempty"`
+	// Epoch is the target's Hello epoch: the LogPlayer's, or a group
+	// member's fencing token for the target.
+	Epoch     uint64 `json:"epoch"`
+	LastError string `json:"last_error,omitempty"`
 }
 
 type nodeStatus struct {
@@ -226,8 +245,16 @@ func (c *statusCmd) listTargets(ctx context.Context) (*playerReport, error) {
 		pr.Targets = append(pr.Targets, targetReport{
 			ID: t.Config.GetId(), Address: t.Config.GetAddress(), Topics: t.Config.GetTopics(),
 			State: t.State, Connected: t.Connected, Blocked: t.Blocked, LastAckLSN: t.LastAckLsn,
-			LagEntries: t.LagEntries, LagSeconds: t.LagSeconds, Returns: t.Returns, LastError: t.LastError,
+			LagEntries: t.LagEntries, LagSeconds: t.LagSeconds, Returns: t.Returns, Epoch: t.Epoch, LastError: t.LastError,
 		})
+	}
+	if g := resp.Group; g != nil {
+		pr.Group = &groupReport{
+			Group: g.Group, MemberID: g.MemberId, Incarnation: g.Incarnation,
+			LeaseRemaining: float64(g.LeaseRemainingNanos) / 1e9, Lease: float64(g.LeaseNanos) / 1e9,
+			Generation: g.Generation, Renewals: g.Renewals, Lapses: g.Lapses,
+			Gained: g.TargetsGained, Lost: g.TargetsLost, LastError: g.LastError,
+		}
 	}
 	return pr, nil
 }
@@ -272,14 +299,25 @@ func (r *statusReport) writeTables(w io.Writer) {
 	}
 	if p := r.Player; p != nil {
 		fmt.Fprintf(w, "\nLogPlayer %s, epoch %d, dispatched through LSN %d\n", p.ID, p.Epoch, p.CurrentLSN)
+		if g := p.Group; g != nil {
+			lease := fmt.Sprintf("%.2fs of %.2fs left", max(0, g.LeaseRemaining), g.Lease)
+			if g.LeaseRemaining <= 0 {
+				lease = "LAPSED: not delivering"
+			}
+			fmt.Fprintf(w, "group %s, member %s (incarnation %s): lease %s; generation %d, renewals %d, lapses %d, targets gained %d, lost %d\n",
+				g.Group, g.MemberID, g.Incarnation, lease, g.Generation, g.Renewals, g.Lapses, g.Gained, g.Lost)
+			if g.LastError != "" {
+				fmt.Fprintf(w, "last heartbeat error: %s\n", g.LastError)
+			}
+		}
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TARGET\tSTATE\tCONNECTED\tLAST ACK\tLAG\tLAG SECONDS\tRETURNS\tTOPICS\tERROR")
+		fmt.Fprintln(tw, "TARGET\tSTATE\tCONNECTED\tEPOCH\tLAST ACK\tLAG\tLAG SECONDS\tRETURNS\tTOPICS\tERROR")
 		for _, t := range p.Targets {
 			state := t.State
 			if t.Blocked {
 				state += " (blocked)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%.3f\t%d\t%s\t%s\n", t.ID, state, t.Connected, t.LastAckLSN,
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%d\t%.3f\t%d\t%s\t%s\n", t.ID, state, t.Connected, t.Epoch, t.LastAckLSN,
 				t.LagEntries, t.LagSeconds, t.Returns, strings.Join(t.Topics, ","), t.LastError)
 		}
 		tw.Flush()

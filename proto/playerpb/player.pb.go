@@ -318,8 +318,11 @@ type TargetStatus struct {
 	SlowSuspends    uint64 `protobuf:"varint,20,opt,name=slow_suspends,json=slowSuspends,proto3" json:"slow_suspends,omitempty"`
 	StaleTermDrops  uint64 `protobuf:"varint,21,opt,name=stale_term_drops,json=staleTermDrops,proto3" json:"stale_term_drops,omitempty"`
 	ProgressEntries uint64 `protobuf:"varint,22,opt,name=progress_entries,json=progressEntries,proto3" json:"progress_entries,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The Hello epoch of this target's streams: the LogPlayer's epoch, or
+	// for a group member the target's fencing token.
+	Epoch         uint64 `protobuf:"varint,23,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TargetStatus) Reset() {
@@ -506,20 +509,159 @@ func (x *TargetStatus) GetProgressEntries() uint64 {
 	return 0
 }
 
+func (x *TargetStatus) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// PlayerGroupStatus is a group member's view of its membership (issue 13).
+type PlayerGroupStatus struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Group       string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	MemberId    string                 `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Incarnation string                 `protobuf:"bytes,3,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	// Until the local lease deadline (send time of the last renewal + lease
+	// minus the margin); 0 or negative: lapsed, not delivering.
+	LeaseRemainingNanos int64 `protobuf:"varint,4,opt,name=lease_remaining_nanos,json=leaseRemainingNanos,proto3" json:"lease_remaining_nanos,omitempty"`
+	LeaseNanos          int64 `protobuf:"varint,5,opt,name=lease_nanos,json=leaseNanos,proto3" json:"lease_nanos,omitempty"`
+	// The group's assignment generation of the last renewal.
+	Generation uint64 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
+	Renewals   uint64 `protobuf:"varint,7,opt,name=renewals,proto3" json:"renewals,omitempty"`
+	Lapses     uint64 `protobuf:"varint,8,opt,name=lapses,proto3" json:"lapses,omitempty"`
+	// Targets gained and lost since this member started.
+	TargetsGained uint64 `protobuf:"varint,9,opt,name=targets_gained,json=targetsGained,proto3" json:"targets_gained,omitempty"`
+	TargetsLost   uint64 `protobuf:"varint,10,opt,name=targets_lost,json=targetsLost,proto3" json:"targets_lost,omitempty"`
+	// Why the last heartbeat failed (empty after a success).
+	LastError     string `protobuf:"bytes,11,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlayerGroupStatus) Reset() {
+	*x = PlayerGroupStatus{}
+	mi := &file_player_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlayerGroupStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlayerGroupStatus) ProtoMessage() {}
+
+func (x *PlayerGroupStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_player_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlayerGroupStatus.ProtoReflect.Descriptor instead.
+func (*PlayerGroupStatus) Descriptor() ([]byte, []int) {
+	return file_player_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PlayerGroupStatus) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PlayerGroupStatus) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *PlayerGroupStatus) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
+func (x *PlayerGroupStatus) GetLeaseRemainingNanos() int64 {
+	if x != nil {
+		return x.LeaseRemainingNanos
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetLeaseNanos() int64 {
+	if x != nil {
+		return x.LeaseNanos
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetRenewals() uint64 {
+	if x != nil {
+		return x.Renewals
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetLapses() uint64 {
+	if x != nil {
+		return x.Lapses
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetTargetsGained() uint64 {
+	if x != nil {
+		return x.TargetsGained
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetTargetsLost() uint64 {
+	if x != nil {
+		return x.TargetsLost
+	}
+	return 0
+}
+
+func (x *PlayerGroupStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
 type ListTargetsResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	PlayerId string                 `protobuf:"bytes,1,opt,name=player_id,json=playerId,proto3" json:"player_id,omitempty"`
 	Epoch    uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	// LSN of the last transaction the main stream dispatched.
-	CurrentLsn    uint64          `protobuf:"varint,3,opt,name=current_lsn,json=currentLsn,proto3" json:"current_lsn,omitempty"`
-	Targets       []*TargetStatus `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
+	CurrentLsn uint64          `protobuf:"varint,3,opt,name=current_lsn,json=currentLsn,proto3" json:"current_lsn,omitempty"`
+	Targets    []*TargetStatus `protobuf:"bytes,4,rep,name=targets,proto3" json:"targets,omitempty"`
+	// Set when the LogPlayer is a group member.
+	Group         *PlayerGroupStatus `protobuf:"bytes,5,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListTargetsResponse) Reset() {
 	*x = ListTargetsResponse{}
-	mi := &file_player_proto_msgTypes[7]
+	mi := &file_player_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +673,7 @@ func (x *ListTargetsResponse) String() string {
 func (*ListTargetsResponse) ProtoMessage() {}
 
 func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_player_proto_msgTypes[7]
+	mi := &file_player_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +686,7 @@ func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_player_proto_rawDescGZIP(), []int{7}
+	return file_player_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListTargetsResponse) GetPlayerId() string {
@@ -575,6 +717,13 @@ func (x *ListTargetsResponse) GetTargets() []*TargetStatus {
 	return nil
 }
 
+func (x *ListTargetsResponse) GetGroup() *PlayerGroupStatus {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
 var File_player_proto protoreflect.FileDescriptor
 
 const file_player_proto_rawDesc = "" +
@@ -590,7 +739,7 @@ const file_player_proto_rawDesc = "" +
 	"\x13RemoveTargetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14RemoveTargetResponse\"\x14\n" +
-	"\x12ListTargetsRequest\"\x88\x06\n" +
+	"\x12ListTargetsRequest\"\x9e\x06\n" +
 	"\fTargetStatus\x129\n" +
 	"\x06config\x18\x01 \x01(\v2!.logplayer.player.v1.TargetConfigR\x06config\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
@@ -619,13 +768,32 @@ const file_player_proto_rawDesc = "" +
 	"\bsuspends\x18\x13 \x01(\x04R\bsuspends\x12#\n" +
 	"\rslow_suspends\x18\x14 \x01(\x04R\fslowSuspends\x12(\n" +
 	"\x10stale_term_drops\x18\x15 \x01(\x04R\x0estaleTermDrops\x12)\n" +
-	"\x10progress_entries\x18\x16 \x01(\x04R\x0fprogressEntries\"\xa6\x01\n" +
+	"\x10progress_entries\x18\x16 \x01(\x04R\x0fprogressEntries\x12\x14\n" +
+	"\x05epoch\x18\x17 \x01(\x04R\x05epoch\"\xfa\x02\n" +
+	"\x11PlayerGroupStatus\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12 \n" +
+	"\vincarnation\x18\x03 \x01(\tR\vincarnation\x122\n" +
+	"\x15lease_remaining_nanos\x18\x04 \x01(\x03R\x13leaseRemainingNanos\x12\x1f\n" +
+	"\vlease_nanos\x18\x05 \x01(\x03R\n" +
+	"leaseNanos\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x06 \x01(\x04R\n" +
+	"generation\x12\x1a\n" +
+	"\brenewals\x18\a \x01(\x04R\brenewals\x12\x16\n" +
+	"\x06lapses\x18\b \x01(\x04R\x06lapses\x12%\n" +
+	"\x0etargets_gained\x18\t \x01(\x04R\rtargetsGained\x12!\n" +
+	"\ftargets_lost\x18\n" +
+	" \x01(\x04R\vtargetsLost\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\v \x01(\tR\tlastError\"\xe4\x01\n" +
 	"\x13ListTargetsResponse\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1f\n" +
 	"\vcurrent_lsn\x18\x03 \x01(\x04R\n" +
 	"currentLsn\x12;\n" +
-	"\atargets\x18\x04 \x03(\v2!.logplayer.player.v1.TargetStatusR\atargets2\xb0\x02\n" +
+	"\atargets\x18\x04 \x03(\v2!.logplayer.player.v1.TargetStatusR\atargets\x12<\n" +
+	"\x05group\x18\x05 \x01(\v2&.logplayer.player.v1.PlayerGroupStatusR\x05group2\xb0\x02\n" +
 	"\vPlayerAdmin\x12Z\n" +
 	"\tAddTarget\x12%.logplayer.player.v1.AddTargetRequest\x1a&.logplayer.player.v1.AddTargetResponse\x12c\n" +
 	"\fRemoveTarget\x12(.logplayer.player.v1.RemoveTargetRequest\x1a).logplayer.player.v1.RemoveTargetResponse\x12`\n" +
@@ -643,7 +811,7 @@ func file_player_proto_rawDescGZIP() []byte {
 	return file_player_proto_rawDescData
 }
 
-var file_player_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_player_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_player_proto_goTypes = []any{
 	(*TargetConfig)(nil),         // 0: logplayer.player.v1.TargetConfig
 	(*AddTargetRequest)(nil),     // 1: logplayer.player.v1.AddTargetRequest
@@ -652,23 +820,25 @@ var file_player_proto_goTypes = []any{
 	(*RemoveTargetResponse)(nil), // 4: logplayer.player.v1.RemoveTargetResponse
 	(*ListTargetsRequest)(nil),   // 5: logplayer.player.v1.ListTargetsRequest
 	(*TargetStatus)(nil),         // 6: logplayer.player.v1.TargetStatus
-	(*ListTargetsResponse)(nil),  // 7: logplayer.player.v1.ListTargetsResponse
+	(*PlayerGroupStatus)(nil),    // 7: logplayer.player.v1.PlayerGroupStatus
+	(*ListTargetsResponse)(nil),  // 8: logplayer.player.v1.ListTargetsResponse
 }
 var file_player_proto_depIdxs = []int32{
 	0, // 0: logplayer.player.v1.AddTargetRequest.target:type_name -> logplayer.player.v1.TargetConfig
 	0, // 1: logplayer.player.v1.TargetStatus.config:type_name -> logplayer.player.v1.TargetConfig
 	6, // 2: logplayer.player.v1.ListTargetsResponse.targets:type_name -> logplayer.player.v1.TargetStatus
-	1, // 3: logplayer.player.v1.PlayerAdmin.AddTarget:input_type -> logplayer.player.v1.AddTargetRequest
-	3, // 4: logplayer.player.v1.PlayerAdmin.RemoveTarget:input_type -> logplayer.player.v1.RemoveTargetRequest
-	5, // 5: logplayer.player.v1.PlayerAdmin.ListTargets:input_type -> logplayer.player.v1.ListTargetsRequest
-	2, // 6: logplayer.player.v1.PlayerAdmin.AddTarget:output_type -> logplayer.player.v1.AddTargetResponse
-	4, // 7: logplayer.player.v1.PlayerAdmin.RemoveTarget:output_type -> logplayer.player.v1.RemoveTargetResponse
-	7, // 8: logplayer.player.v1.PlayerAdmin.ListTargets:output_type -> logplayer.player.v1.ListTargetsResponse
-	6, // [6:9] is the sub-list for method output_type
-	3, // [3:6] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	7, // 3: logplayer.player.v1.ListTargetsResponse.group:type_name -> logplayer.player.v1.PlayerGroupStatus
+	1, // 4: logplayer.player.v1.PlayerAdmin.AddTarget:input_type -> logplayer.player.v1.AddTargetRequest
+	3, // 5: logplayer.player.v1.PlayerAdmin.RemoveTarget:input_type -> logplayer.player.v1.RemoveTargetRequest
+	5, // 6: logplayer.player.v1.PlayerAdmin.ListTargets:input_type -> logplayer.player.v1.ListTargetsRequest
+	2, // 7: logplayer.player.v1.PlayerAdmin.AddTarget:output_type -> logplayer.player.v1.AddTargetResponse
+	4, // 8: logplayer.player.v1.PlayerAdmin.RemoveTarget:output_type -> logplayer.player.v1.RemoveTargetResponse
+	8, // 9: logplayer.player.v1.PlayerAdmin.ListTargets:output_type -> logplayer.player.v1.ListTargetsResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_player_proto_init() }
@@ -682,7 +852,7 @@ func file_player_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_player_proto_rawDesc), len(file_player_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

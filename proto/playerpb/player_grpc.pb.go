@@ -37,6 +37,7 @@ const (
 //	INVALID_ARGUMENT   INVALID_ARGUMENT  malformed target (id, address, topics)
 //	ALREADY_EXISTS     INVALID_ARGUMENT  AddTarget of an id already there
 //	NOT_FOUND          INVALID_ARGUMENT  RemoveTarget of an unknown id
+//	FAILED_PRECONDITION INVALID_ARGUMENT Add/RemoveTarget on a group member (use the registry)
 //	UNAVAILABLE        SHUTTING_DOWN     the LogPlayer is not running
 //	DEADLINE_EXCEEDED  TIMEOUT           the call's deadline passed
 type PlayerAdminClient interface {
@@ -99,6 +100,7 @@ func (c *playerAdminClient) ListTargets(ctx context.Context, in *ListTargetsRequ
 //	INVALID_ARGUMENT   INVALID_ARGUMENT  malformed target (id, address, topics)
 //	ALREADY_EXISTS     INVALID_ARGUMENT  AddTarget of an id already there
 //	NOT_FOUND          INVALID_ARGUMENT  RemoveTarget of an unknown id
+//	FAILED_PRECONDITION INVALID_ARGUMENT Add/RemoveTarget on a group member (use the registry)
 //	UNAVAILABLE        SHUTTING_DOWN     the LogPlayer is not running
 //	DEADLINE_EXCEEDED  TIMEOUT           the call's deadline passed
 type PlayerAdminServer interface {
