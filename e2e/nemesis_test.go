@@ -525,7 +525,11 @@ func runNemesis(t *testing.T, s uint64, d time.Duration, newNet func(t *testing.
 	if err != nil {
 		t.Fatalf("workload: %v", err)
 	}
-	head := c.leaderStatus().HeadLsn
+	// A recorded call given up at its short deadline may still be in the
+	// leader's intake (or a healed link's buffers) and commit after the
+	// load stopped: take the head once it stopped moving, so the checks
+	// below see the whole log.
+	head := c.waitHeadStable(headQuiet, livenessMax)
 	caught := time.Now()
 	c.waitFor(livenessMax, fmt.Sprintf("every target to apply the head lsn %d (liveness bound %v)", head, livenessMax), func() error {
 		for _, s := range c.shards {
@@ -552,6 +556,28 @@ func runNemesis(t *testing.T, s uint64, d time.Duration, newNet func(t *testing.
 	}
 	oc := checkHistory(t, c, hist, head, next, states, applied)
 	t.Logf("%v: seed %d (%s): %d faults (%s), %d operations recorded: %s", since(began), s, securityMode(), k, n.summary(), len(hist.Ops()), oc)
+}
+
+// headQuiet is how long the leader's head must stay put after the load
+// stopped before the checks take it: above the longest recorded call
+// deadline (2 s), so no call given up by its client commits later.
+const headQuiet = 3 * time.Second
+
+// waitHeadStable returns the leader's head LSN once it has not moved for
+// quiet, failing the test after limit.
+func (c *cluster) waitHeadStable(quiet, limit time.Duration) uint64 {
+	c.t.Helper()
+	head, since := c.leaderStatus().HeadLsn, time.Now()
+	c.waitFor(limit, fmt.Sprintf("the leader's head lsn to stay put for %v", quiet), func() error {
+		if h := c.leaderStatus().HeadLsn; h != head {
+			head, since = h, time.Now()
+		}
+		if time.Since(since) < quiet {
+			return fmt.Errorf("head lsn %d, unchanged for %v", head, time.Since(since).Round(time.Millisecond))
+		}
+		return nil
+	})
+	return head
 }
 
 // summary lists the fault counts by kind.
