@@ -43,8 +43,8 @@ import (
 )
 
 const (
-	gLease    = 3  // lease, log time units
-	gMargin   = 1  // the player's local margin
+	gLease    = 3    // lease, log time units
+	gMargin   = 1    // the player's local margin
 	gMessages = 1000 // LSNs 1..gMessages, all on topic x (more than a walk sends)
 	gPlayers  = 2
 )
