@@ -22,7 +22,6 @@ package target_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -93,12 +92,12 @@ func (g *gTarget) start() {
 }
 
 type gStream struct {
-	s         *targettest.Sender
-	tok, gen  uint64
-	sess      uint64
-	pos       uint64 // next LSN to send
-	closed    bool   // the player closed its side (lost the target)
-	superseed bool   // the target ended it (takeover, crash)
+	s        *targettest.Sender
+	tok, gen uint64
+	sess     uint64
+	pos      uint64 // next LSN to send
+	closed   bool   // the player closed its side (lost the target)
+	ended    bool   // the target ended it (takeover, crash)
 }
 
 type gPlayer struct {
@@ -185,10 +184,10 @@ func (w *groupWorld) accepts(tok, sess uint64) bool {
 // endStream ends p's stream in the model and waits for the real one to end.
 func (w *groupWorld) endStream(ctx context.Context, p int) error {
 	st := w.players[p].st
-	if st == nil || st.superseed {
+	if st == nil || st.ended {
 		return nil
 	}
-	st.superseed = true
+	st.ended = true
 	if err := st.s.Wait(ctx); err != nil && ctx.Err() != nil {
 		return fmt.Errorf("p%d's stream did not end: %v", p, err)
 	}
@@ -243,7 +242,7 @@ func (w *groupWorld) step(ctx context.Context) error {
 			if w.owner == p {
 				held, gen = w.tok, w.gen
 			}
-			if held != pl.held && pl.st != nil && !pl.st.closed && !pl.st.superseed {
+			if held != pl.held && pl.st != nil && !pl.st.closed && !pl.st.ended {
 				pl.st.closed = true
 				_ = pl.st.s.CloseSend() // the target applies what it got and ends the stream
 				if err := w.endStream(ctx, p); err != nil {
@@ -269,23 +268,23 @@ func (w *groupWorld) step(ctx context.Context) error {
 			w.logf("p%d: paused=%v", p, pl.paused)
 			return nil
 		case 7: // Open
-			if pl.paused || !pl.ok || pl.held == 0 || !w.up || (pl.st != nil && !pl.st.closed && !pl.st.superseed) {
+			if pl.paused || !pl.ok || pl.held == 0 || !w.up || (pl.st != nil && !pl.st.closed && !pl.st.ended) {
 				continue
 			}
 			return w.open(ctx, p)
 		case 8, 9: // Send
 			st := pl.st
 			if pl.paused || !pl.ok || st == nil || st.closed || st.pos > gMessages ||
-				(st.superseed && w.rng.Intn(4) != 0) {
+				(st.ended && w.rng.Intn(4) != 0) {
 				continue
 			}
 			return w.send(ctx, p)
 		case 10: // a send of p racing q's takeover
 			st := pl.st
 			qp := &w.players[q]
-			if pl.paused || !pl.ok || st == nil || st.closed || st.superseed || st.pos > gMessages ||
+			if pl.paused || !pl.ok || st == nil || st.closed || st.ended || st.pos > gMessages ||
 				w.active != (gActive{p, st.sess}) || qp.paused || !qp.ok || qp.held == 0 ||
-				(qp.st != nil && !qp.st.closed && !qp.st.superseed) || !w.accepts(qp.held, qp.sessions+1) {
+				(qp.st != nil && !qp.st.closed && !qp.st.ended) || !w.accepts(qp.held, qp.sessions+1) {
 				continue
 			}
 			return w.race(ctx, p, q)
@@ -300,7 +299,7 @@ func (w *groupWorld) step(ctx context.Context) error {
 				w.sessHi = 0
 				for i := range w.players {
 					if st := w.players[i].st; st != nil {
-						st.superseed = true
+						st.ended = true
 					}
 				}
 				w.logf("target: crash")
@@ -370,7 +369,7 @@ func (w *groupWorld) send(ctx context.Context, p int) error {
 	st := w.players[p].st
 	lsn := st.pos
 	st.pos++
-	if w.active != (gActive{p, st.sess}) || st.superseed {
+	if w.active != (gActive{p, st.sess}) || st.ended {
 		// An ended (superseded, fenced or crashed) stream: the batch is
 		// lost or dropped, nothing may be applied.
 		_ = st.s.Send(groupDelivery(lsn, st.tok, st.gen))
@@ -550,5 +549,5 @@ func TestGroupConformanceNoBump(t *testing.T) {
 		t.Logf("seed %d: %v", seed, err)
 		return
 	}
-	t.Fatal(errors.New("no walk found the stale apply of a store that does not bump tokens"))
+	t.Fatal("no walk found the stale apply of a store that does not bump tokens")
 }
