@@ -44,7 +44,7 @@ const DigestLen = sha256.Size
 // RequestDigest is the digest of req's content (see above).
 func RequestDigest(req *logstorepb.AppendRequest) []byte {
 	d := digester{h: sha256.New()}
-	d.h.Write([]byte(digestTag))
+	d.buf = append(d.small[:0], digestTag...)
 	d.count(len(req.Slices))
 	for _, s := range req.Slices {
 		d.str(s.Topic)
@@ -71,25 +71,46 @@ func RequestDigest(req *logstorepb.AppendRequest) []byte {
 		d.str(oc.Topic)
 		d.uint(oc.Offset)
 	}
+	d.flush()
 	return d.h.Sum(nil)
 }
 
-// digester writes the canonical encoding into h; byte strings go to h
-// directly (no copy of a message's value).
+// digester writes the canonical encoding into h. Small fields gather in
+// buf (a hash Write per field costs more than the hashing); a byte string
+// of at least digestDirect bytes goes to h directly, without a copy.
 type digester struct {
-	h   hash.Hash
-	buf [binary.MaxVarintLen64]byte
+	h     hash.Hash
+	buf   []byte
+	small [512]byte
 }
 
-func (d *digester) uint(v uint64) { d.h.Write(binary.AppendUvarint(d.buf[:0], v)) }
+const digestDirect = 128
+
+func (d *digester) flush() {
+	d.h.Write(d.buf)
+	d.buf = d.buf[:0]
+}
+
+func (d *digester) uint(v uint64) { d.buf = binary.AppendUvarint(d.buf, v) }
 func (d *digester) count(n int)   { d.uint(uint64(n)) }
 func (d *digester) bytes(b []byte) {
 	d.count(len(b))
-	d.h.Write(b)
+	if len(b) >= digestDirect {
+		d.flush()
+		d.h.Write(b)
+		return
+	}
+	d.buf = append(d.buf, b...)
+	if len(d.buf) >= len(d.small)-digestDirect {
+		d.flush()
+	}
 }
 func (d *digester) str(s string) {
 	d.count(len(s))
-	d.h.Write([]byte(s))
+	d.buf = append(d.buf, s...)
+	if len(d.buf) >= len(d.small)-digestDirect {
+		d.flush()
+	}
 }
 
 // reusedSequence reports whether a retry of a remembered sequence whose
