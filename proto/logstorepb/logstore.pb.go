@@ -560,7 +560,8 @@ type AppendRequest struct {
 	Slices []*Slice `protobuf:"bytes,1,rep,name=slices,proto3" json:"slices,omitempty"`
 	// Idempotent producer: when producer_id is set, sequence must be the
 	// producer's next sequence (first is 1). A retry of the last sequence
-	// returns the first result without writing again.
+	// with the same content returns the first result without writing again;
+	// with other content it is SEQUENCE_REUSED (from cluster version 3).
 	ProducerId    string          `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	Sequence      uint64          `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Conditions    []*Condition    `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
@@ -571,7 +572,8 @@ type AppendRequest struct {
 	// sequence (1 after every InitProducer). An id the cluster does not hold
 	// is refused with UNKNOWN_PRODUCER, an older epoch with PRODUCER_FENCED;
 	// the cluster remembers the results of the producer's last 5 sequences
-	// (up to 5 in flight). Without producer_epoch, producer_id is a legacy
+	// (up to 5 in flight) with a digest of each request, so a retry of one
+	// of them with other content is SEQUENCE_REUSED. Without producer_epoch, producer_id is a legacy
 	// unregistered id (see docs/ARCHITECTURE.md, "Registered producers").
 	ProducerEpoch uint64 `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
