@@ -31,7 +31,8 @@ import (
 //
 // SHA-256 rather than a 64-bit hash: a collision would silently answer a
 // different request as a duplicate (the data lost), and 32 bytes x 5
-// results per row is small; it hashes at hundreds of MB/s, once per
+// results per row is small; it costs about 1 µs for a small request and
+// ~1.4 GB/s for large ones (BenchmarkRequestDigest, loaded 2-core box), once per
 // producer Append, in apply. crypto/sha256 reads nothing but its input
 // (the import boundary allows it).
 
