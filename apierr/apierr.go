@@ -16,7 +16,8 @@
 //	SCHEMA_MISMATCH                    INVALID_ARGUMENT
 //	SEQUENCE_MISMATCH, CONDITION_FAILED,
 //	MEMBERSHIP, UNKNOWN_PRODUCER,
-//	PRODUCER_FENCED, SEQUENCE_TOO_OLD  FAILED_PRECONDITION
+//	PRODUCER_FENCED, SEQUENCE_TOO_OLD,
+//	SEQUENCE_REUSED                    FAILED_PRECONDITION
 //	BELOW_RETENTION                    OUT_OF_RANGE
 //	UNKNOWN_TOPIC, UNKNOWN_TARGET      NOT_FOUND
 //	INTERNAL                           INTERNAL
@@ -74,7 +75,8 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED,
 		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
 		return codes.FailedPrecondition
-	case logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_SEQUENCE_TOO_OLD:
+	case logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_SEQUENCE_TOO_OLD,
+		logstorepb.ErrorCode_SEQUENCE_REUSED:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_BELOW_RETENTION:
 		return codes.OutOfRange

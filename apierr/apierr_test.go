@@ -90,3 +90,23 @@ func TestUnknownOutcomeKeepsTimeoutReadable(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryCodeMapped: every declared ErrorCode but INTERNAL (and the
+// unset 0) has its own gRPC code, so a code added to the proto and
+// forgotten in codeOf shows up here instead of as INTERNAL on the wire;
+// SEQUENCE_REUSED is a final FAILED_PRECONDITION (never retried as is).
+func TestEveryCodeMapped(t *testing.T) {
+	for n := range logstorepb.ErrorCode_name {
+		ec := logstorepb.ErrorCode(n)
+		if ec == logstorepb.ErrorCode_INTERNAL || ec == logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+			continue
+		}
+		if c := codeOf(ec); c == codes.Internal {
+			t.Errorf("%v maps to INTERNAL", ec)
+		}
+	}
+	err := Newf(logstorepb.ErrorCode_SEQUENCE_REUSED, "x")
+	if status.Code(err) != codes.FailedPrecondition || Classify(err) != Final {
+		t.Errorf("SEQUENCE_REUSED: %v, %v", status.Code(err), Classify(err))
+	}
+}

@@ -83,8 +83,11 @@ type SequenceError struct {
 	// Expected is the sequence the cluster expected (1: it does not know
 	// the producer any more); 0 when Conflict.
 	Expected uint64
-	// Conflict: the first send of Sequence found it already committed, so
-	// another producer instance uses this id.
+	// Conflict: Sequence was found committed with other content
+	// (SEQUENCE_REUSED: the cluster keeps a digest of each remembered
+	// request), or the first send of Sequence found it already committed:
+	// another producer instance uses this id. This transaction was not
+	// written.
 	Conflict bool
 	// InDoubt: an earlier attempt of Sequence may have committed; its
 	// outcome can no longer be learned.
@@ -687,6 +690,14 @@ func (p *Producer) run(ctx context.Context, f *flight) (*Result, error) {
 			}
 			p.mu.Unlock()
 			continue
+		case code == logstorepb.ErrorCode_SEQUENCE_REUSED:
+			// The cluster holds other content under f's sequence (another
+			// instance uses this id and epoch): f was not written under it
+			// and never can be, and this producer's sequences are no longer
+			// its own.
+			p.settleLocked(f)
+			p.mu.broken = &SequenceError{ProducerID: f.req.ProducerId, Sequence: f.req.Sequence, Conflict: true, Err: err}
+			return nil, p.brokenUnlock()
 		case code == logstorepb.ErrorCode_SEQUENCE_MISMATCH || code == logstorepb.ErrorCode_SEQUENCE_TOO_OLD:
 			p.settleLocked(f)
 			p.mu.broken = &SequenceError{ProducerID: f.req.ProducerId, Sequence: f.req.Sequence, Expected: d.ExpectedSequence, InDoubt: f.maybe, Err: err}
@@ -765,7 +776,7 @@ func (p *Producer) sendOnce(ctx context.Context, f *flight) (resp *logstorepb.Ap
 // refusals, TABLE_FULL).
 func wroteNothing(err error) bool {
 	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_CONDITION_FAILED,
+	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_SEQUENCE_REUSED, logstorepb.ErrorCode_CONDITION_FAILED,
 		logstorepb.ErrorCode_TABLE_FULL, logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED,
 		logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
 		return true

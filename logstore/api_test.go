@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,148 @@ func TestBadInput(t *testing.T) {
 		if status.Code(err) != codes.InvalidArgument {
 			t.Errorf("read %s: %v", name, err)
 		}
+	}
+}
+
+// TestBadInputNewCodes extends TestBadInput with the refusals that need
+// state (issue #12): a kv topic, registered producers, a full topic
+// table. Each row asserts the gRPC code and the ErrorDetail code, through
+// Append and (for Appends) inside an AppendBatch, and that nothing
+// changed: the head LSN, every topic's next offset, the topic count, and
+// (checked at the end) the producers' next sequences.
+func TestBadInputNewCodes(t *testing.T) {
+	const maxTopics, maxDecls = 8, 1
+	c := startCluster(t, 1, func(cfg *logstore.Config) { cfg.MaxTopics, cfg.MaxTopicDeclarations = maxTopics, maxDecls })
+	waitClusterVersion(t, c, fsm.CurrentVersion)
+	ls := rawConn(t, c.Nodes[0].APIAddr())
+	ctx := ctxT(t, 60*time.Second)
+	one := func(topic, value string) []*logstorepb.Slice {
+		return []*logstorepb.Slice{{Topic: topic, Messages: []*logstorepb.Message{{Value: []byte(value)}}}}
+	}
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	_, err := ls.CreateTopic(ctx, kvDecl("kv", ""))
+	must("CreateTopic kv", err)
+	p, err := ls.InitProducer(ctx, &logstorepb.InitProducerRequest{Name: "p"})
+	must("InitProducer p", err)
+	reg := func(id string, epoch, seq uint64, value string) *logstorepb.AppendRequest {
+		return &logstorepb.AppendRequest{Slices: one("a", value), ProducerId: id, ProducerEpoch: epoch, Sequence: seq}
+	}
+	var lsn6 uint64
+	for seq := uint64(1); seq <= 6; seq++ { // the window now holds 2..6
+		r, err := ls.Append(ctx, reg(p.ProducerId, p.Epoch, seq, fmt.Sprint("p-", seq)))
+		must("producer append", err)
+		lsn6 = r.Lsn
+	}
+	zombie, err := ls.InitProducer(ctx, &logstorepb.InitProducerRequest{Name: "z"})
+	must("InitProducer z", err)
+	_, err = ls.InitProducer(ctx, &logstorepb.InitProducerRequest{Name: "z"}) // fences epoch 1
+	must("InitProducer z again", err)
+	topics := func() (map[string]uint64, uint64) {
+		t.Helper()
+		out := map[string]uint64{}
+		var count uint64
+		for tok := ""; ; {
+			r, err := ls.ListTopics(ctx, &logstorepb.ListTopicsRequest{PageToken: tok, Leader: true})
+			must("ListTopics", err)
+			if tok == "" {
+				count = r.TopicCount
+			}
+			for _, ti := range r.Topics {
+				out[ti.Topic] = ti.NextOffset
+			}
+			if tok = r.NextPageToken; tok == "" {
+				return out, count
+			}
+		}
+	}
+	written := func() (n int) { // the topic table's cap counts written topics (not "kv", declared only)
+		all, _ := topics()
+		for _, next := range all {
+			if next > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	for i := 0; written() < maxTopics; i++ { // fill the topic table to its cap
+		_, err := ls.Append(ctx, &logstorepb.AppendRequest{Slices: one(fmt.Sprint("fill-", i), "x")})
+		must("fill", err)
+	}
+	big := &logstorepb.Slice{Topic: "a"}
+	for range 5 {
+		big.Messages = append(big.Messages, msg(1<<20))
+	}
+	for _, tc := range []struct {
+		name   string
+		append *logstorepb.AppendRequest // sent through Append and AppendBatch
+		call   func() error              // or this
+		code   codes.Code
+		ec     logstorepb.ErrorCode
+	}{
+		{name: "schema mismatch", append: &logstorepb.AppendRequest{Slices: one("kv", "hi")}, code: codes.InvalidArgument, ec: logstorepb.ErrorCode_SCHEMA_MISMATCH},
+		{name: "unknown producer", append: reg("999", 1, 1, "ghost"), code: codes.FailedPrecondition, ec: logstorepb.ErrorCode_UNKNOWN_PRODUCER},
+		{name: "producer fenced", append: reg(zombie.ProducerId, zombie.Epoch, 1, "zombie"), code: codes.FailedPrecondition, ec: logstorepb.ErrorCode_PRODUCER_FENCED},
+		{name: "sequence too old", append: reg(p.ProducerId, p.Epoch, 1, "p-1"), code: codes.FailedPrecondition, ec: logstorepb.ErrorCode_SEQUENCE_TOO_OLD},
+		{name: "sequence reused", append: reg(p.ProducerId, p.Epoch, 6, "other"), code: codes.FailedPrecondition, ec: logstorepb.ErrorCode_SEQUENCE_REUSED},
+		{name: "sequence gap", append: reg(p.ProducerId, p.Epoch, 9, "gap"), code: codes.FailedPrecondition, ec: logstorepb.ErrorCode_SEQUENCE_MISMATCH},
+		{name: "topic table full", append: &logstorepb.AppendRequest{Slices: one("one-too-many", "x")}, code: codes.ResourceExhausted, ec: logstorepb.ErrorCode_TABLE_FULL},
+		{name: "topic declarations full", call: func() error {
+			_, err := ls.CreateTopic(ctx, kvDecl("", "shard-*"))
+			return err
+		}, code: codes.ResourceExhausted, ec: logstorepb.ErrorCode_TABLE_FULL},
+		{name: "request too large at the edge", call: func() error { // above the gRPC receive limit
+			_, err := ls.Append(ctx, &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{big}})
+			return err
+		}, code: codes.InvalidArgument, ec: logstorepb.ErrorCode_REQUEST_TOO_LARGE},
+		{name: "unknown topic", call: func() error {
+			st, err := ls.ReadTopic(ctx, &logstorepb.ReadTopicRequest{Topic: "never"})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			return err
+		}, code: codes.NotFound, ec: logstorepb.ErrorCode_UNKNOWN_TOPIC},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			head := c.Nodes[0].HeadLSN()
+			before, count := topics()
+			check := func(via string, err error) {
+				t.Helper()
+				if status.Code(err) != tc.code || apierr.CodeOf(err) != tc.ec {
+					t.Fatalf("%s: %v (%v / %v), want %v / %v", via, err, status.Code(err), apierr.CodeOf(err), tc.code, tc.ec)
+				}
+			}
+			if tc.call != nil {
+				check("call", tc.call())
+			} else {
+				_, err := ls.Append(ctx, tc.append)
+				check("Append", err)
+				resp, err := ls.AppendBatch(ctx, &logstorepb.AppendBatchRequest{Requests: []*logstorepb.AppendRequest{tc.append}})
+				if err != nil || len(resp.Results) != 1 || resp.Results[0].Error == nil {
+					t.Fatalf("batch: %v %v", resp, err)
+				}
+				check("AppendBatch", apierr.Decode(resp.Results[0].Error))
+			}
+			after, count2 := topics()
+			if h := c.Nodes[0].HeadLSN(); h != head || count2 != count || !maps.Equal(before, after) {
+				t.Fatalf("refusal changed the state: head %d -> %d, topics %d %v -> %d %v", head, h, count, before, count2, after)
+			}
+		})
+	}
+	// The producer rows are as they were: p's next sequence is 7 (checked
+	// first: a retry of 7 would then be the duplicate), and its sequence 6
+	// still answers with its first result.
+	head := c.Nodes[0].HeadLSN()
+	r, err := ls.Append(ctx, reg(p.ProducerId, p.Epoch, 7, "p-7"))
+	if err != nil || r.Lsn != uint64(head)+1 || r.Duplicate {
+		t.Fatalf("p sequence 7 after the refusals: %v %v, want lsn %d", r, err, head+1)
+	}
+	if r, err := ls.Append(ctx, reg(p.ProducerId, p.Epoch, 6, "p-6")); err != nil || !r.Duplicate || r.Lsn != lsn6 {
+		t.Fatalf("p sequence 6 retry: %v %v, want lsn %d duplicate", r, err, lsn6)
 	}
 }
 

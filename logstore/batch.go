@@ -59,6 +59,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 // and wraps it for the response.
 func (s *server) appendResult(resp any, err error, start time.Time) *logstorepb.AppendResult {
 	s.n.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	s.n.metrics.countProducerRefusal(err)
 	if err != nil {
 		return &logstorepb.AppendResult{Error: apierr.Encode(err)}
 	}

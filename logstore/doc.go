@@ -37,10 +37,13 @@
 //     whose imports a test keeps free of time, os, randomness, this
 //     package and Raft. Per Append: idempotent-producer check (a producer
 //     registered with InitProducer: id, epoch and a window of its last 5
-//     results, unknown ids refused, older epochs fenced: fsm/producer.go;
+//     results, unknown ids refused, older epochs fenced, a remembered
+//     sequence resent with other content SEQUENCE_REUSED (a digest of each
+//     remembered request: fsm/digest.go): fsm/producer.go;
 //     or a legacy unregistered producer id +
 //     sequence: the next one writes, the last one again returns the stored
-//     first result with duplicate=true, anything else is SEQUENCE_MISMATCH
+//     first result with duplicate=true (other content: SEQUENCE_REUSED,
+//     from cluster version 3), anything else is SEQUENCE_MISMATCH
 //     with the expected sequence; a new producer starts at 1), conditions
 //     (expected next offset per topic, or a group's expected committed
 //     offset of a topic, checked before the txn's own offset commits; a

@@ -48,6 +48,7 @@ func newFSM(log *segment.Log, st *fsm.State, cfg *Config, m *metrics) *raftFSM {
 	f.mu.sm = fsm.NewMachine(st, log) // limits come with each entry
 	f.head.Store(st.LastLSN())
 	m.headLSN.Set(float64(st.LastLSN()))
+	m.registeredProducers.Set(float64(st.RegisteredProducers()))
 	return f
 }
 
@@ -65,7 +66,9 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 	f.mu.Lock()
 	res := f.mu.sm.Apply(l.Index, &e)
 	last := f.mu.sm.State().LastLSN()
+	producers := f.mu.sm.State().RegisteredProducers()
 	f.mu.Unlock()
+	f.metrics.registeredProducers.Set(float64(producers))
 	f.advance(last)
 	f.metrics.applyDuration.Observe(time.Since(start).Seconds())
 	return res
@@ -113,7 +116,9 @@ func (f *raftFSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.mu.sm.SetState(st)
+	producers := st.RegisteredProducers()
 	f.mu.Unlock()
+	f.metrics.registeredProducers.Set(float64(producers))
 	f.durable.Store(st.LastLSN())
 	f.forceHead(st.LastLSN())
 	return nil

@@ -31,6 +31,12 @@ type metrics struct {
 	snapshotBytes       prometheus.Gauge
 	isLeader            prometheus.Gauge
 	readStreams         prometheus.Gauge
+	// registeredProducers is the rows of the registered producer table
+	// (InitProducer), set after every apply on every node.
+	registeredProducers prometheus.Gauge
+	// producerRefusals counts the registered-producer refusals this node
+	// answered as the leader, by code (producerRefusalCodes).
+	producerRefusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
@@ -97,11 +103,20 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		readStreams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_read_streams", Help: "Open Read and ReadTopic streams.", ConstLabels: labels,
 		}),
+		registeredProducers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_registered_producers", Help: "Rows of the registered producer table (InitProducer; cap MaxProducers).", ConstLabels: labels,
+		}),
+		producerRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "logstore_producer_refusals_total", Help: "Registered-producer refusals answered by this node as the leader, by code: unknown_producer, producer_fenced, table_full (InitProducer), sequence_too_old, sequence_reused.", ConstLabels: labels,
+		}, []string{"code"}),
+	}
+	for _, c := range producerRefusalCodes {
+		m.producerRefusals.WithLabelValues(producerRefusalLabel(c)) // exported at 0 from the start
 	}
 	for _, c := range []prometheus.Collector{
 		m.appendDuration, m.appendBatchRequests, m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
 		m.applyDuration, m.headLSN, m.firstLSN, m.segmentBytes, m.retentionDeleted, m.forcedDeletes,
-		m.snapshotDuration, m.snapshotBytes, m.isLeader, m.readStreams,
+		m.snapshotDuration, m.snapshotBytes, m.isLeader, m.readStreams, m.registeredProducers, m.producerRefusals,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -2,9 +2,12 @@ package logstore
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -19,6 +22,9 @@ func (s *server) InitProducer(ctx context.Context, req *logstorepb.InitProducerR
 		return nil, err
 	}
 	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_InitProducer{InitProducer: req}}, proto.Size(req))
+	if apierr.CodeOf(err) == logstorepb.ErrorCode_TABLE_FULL { // the producer table (InitProducer writes no other)
+		s.n.metrics.producerRefusals.WithLabelValues(producerRefusalLabel(logstorepb.ErrorCode_TABLE_FULL)).Inc()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -36,4 +42,26 @@ func validateRegisteredProducer(req *logstorepb.AppendRequest) error {
 		return invalidArg("producer %s: sequence must be >= 1", req.ProducerId)
 	}
 	return nil
+}
+
+// producerRefusalCodes are the codes logstore_producer_refusals_total
+// counts: TABLE_FULL only from InitProducer (an Append's TABLE_FULL is
+// about the topic or group offset table), the others from Appends.
+var producerRefusalCodes = []logstorepb.ErrorCode{
+	logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_TABLE_FULL,
+	logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_SEQUENCE_REUSED,
+}
+
+// producerRefusalLabel is a code's label value: its name in lower case.
+func producerRefusalLabel(c logstorepb.ErrorCode) string { return strings.ToLower(c.String()) }
+
+// countProducerRefusal counts err in logstore_producer_refusals_total
+// when it is a producer refusal of an Append (the leader's answer).
+func (m *metrics) countProducerRefusal(err error) {
+	if err == nil {
+		return
+	}
+	if c := apierr.CodeOf(err); c != logstorepb.ErrorCode_TABLE_FULL && slices.Contains(producerRefusalCodes, c) {
+		m.producerRefusals.WithLabelValues(producerRefusalLabel(c)).Inc()
+	}
 }

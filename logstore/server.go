@@ -65,6 +65,7 @@ func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 	start := time.Now()
 	resp, err := s.append(ctx, req)
 	s.n.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	s.n.metrics.countProducerRefusal(err)
 	return resp, err
 }
 

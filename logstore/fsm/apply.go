@@ -182,6 +182,9 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 		expected = p.LastSequence + 1
 		if req.Sequence == p.LastSequence {
 			p.LastSeenUnixNano = ts
+			if reusedSequence(p.Digest, req) {
+				return nil, sequenceReused(fmt.Sprintf("producer %q", req.ProducerId), req.Sequence, expected, p.Result, p.Error)
+			}
 			return storedResult(p)
 		}
 	}
@@ -200,7 +203,12 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 		st.producers[req.ProducerId] = p
 	}
 	p.LastSequence, p.LastSeenUnixNano = req.Sequence, ts
-	p.Result, p.Error, p.ErrorMessage = resp, nil, ""
+	p.Result, p.Error, p.ErrorMessage, p.Digest = resp, nil, "", nil
+	if st.ClusterVersion() >= producerVersion {
+		// Kept (and so compared) only from version 3: a version-2 replica
+		// would keep none and answer a reused sequence as a duplicate.
+		p.Digest = RequestDigest(req)
+	}
 	if err != nil {
 		p.Result, p.Error = nil, apierr.Detail(err)
 		p.ErrorMessage = statusMessage(err)

@@ -24,7 +24,9 @@ import (
 //
 // Each row remembers the results of its last ProducerWindow sequences, so a
 // producer may have that many Appends in flight: a retry of any of them
-// gets its stored result (duplicate), the next sequence is applied, a gap
+// gets its stored result (duplicate) when its content is the same (the
+// row keeps a digest of each remembered request, digest.go) and
+// SEQUENCE_REUSED when it is not, the next sequence is applied, a gap
 // gets SEQUENCE_MISMATCH (expected_sequence: the next one), and a sequence
 // older than the window gets SEQUENCE_TOO_OLD. None of the refusals writes
 // anything or changes the row but its last-seen time.
@@ -145,9 +147,13 @@ func (m *Machine) applyRegisteredAppend(idx uint64, ts int64, req *logstorepb.Ap
 			func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
 	default:
 		for _, r := range p.Results {
-			if r.Sequence == req.Sequence {
-				return windowResult(r)
+			if r.Sequence != req.Sequence {
+				continue
 			}
+			if reusedSequence(r.Digest, req) {
+				return nil, sequenceReused(fmt.Sprintf("producer %q (id %d)", p.Name, p.Id), req.Sequence, expected, r.Result, r.Error)
+			}
+			return windowResult(r)
 		}
 		return nil, apierr.New(logstorepb.ErrorCode_SEQUENCE_TOO_OLD,
 			fmt.Sprintf("producer %q (id %d): sequence %d was applied but is older than the last %d remembered (next is %d)", p.Name, p.Id, req.Sequence, ProducerWindow, expected),
@@ -157,7 +163,7 @@ func (m *Machine) applyRegisteredAppend(idx uint64, ts int64, req *logstorepb.Ap
 		return nil, err // the sequence is not used up
 	}
 	resp, err := m.write(idx, ts, req)
-	r := &logstorepb.ProducerResult{Sequence: req.Sequence, Result: resp}
+	r := &logstorepb.ProducerResult{Sequence: req.Sequence, Result: resp, Digest: RequestDigest(req)}
 	if err != nil {
 		r.Result, r.Error, r.ErrorMessage = nil, apierr.Detail(err), statusMessage(err)
 	}
@@ -167,6 +173,19 @@ func (m *Machine) applyRegisteredAppend(idx uint64, ts int64, req *logstorepb.Ap
 		p.Results = append(p.Results[:0], p.Results[n-ProducerWindow:]...)
 	}
 	return resp, err
+}
+
+// sequenceReused is the refusal of a retry of a remembered sequence with
+// other content (producer names the producer; result or failure is what
+// the sequence's first request got). Nothing is written.
+func sequenceReused(producer string, seq, expected uint64, result *logstorepb.AppendResponse, failure *logstorepb.ErrorDetail) error {
+	first := fmt.Sprintf("committed at lsn %d", result.GetLsn())
+	if failure != nil {
+		first = "refused with " + failure.Code.String()
+	}
+	return apierr.New(logstorepb.ErrorCode_SEQUENCE_REUSED,
+		fmt.Sprintf("%s: sequence %d was already used for a request with other content (%s; next sequence is %d): a producer must resend a sequence only with the same content", producer, seq, first, expected),
+		func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
 }
 
 // windowResult answers a retry of a remembered sequence with its result.
@@ -208,8 +227,8 @@ func (s *State) registeredFromProto(p *logstorepb.FSMState) error {
 		}
 		for i, res := range r.Results {
 			want := r.LastSequence - uint64(len(r.Results)-1-i)
-			if res.Sequence != want || (res.Result == nil) == (res.Error == nil) {
-				return fmt.Errorf("%w: registered producer %d result %d: sequence %d (want %d) or not exactly one outcome", ErrCorruptState, r.Id, i, res.Sequence, want)
+			if res.Sequence != want || (res.Result == nil) == (res.Error == nil) || !validDigest(res.Digest) {
+				return fmt.Errorf("%w: registered producer %d result %d: sequence %d (want %d), not exactly one outcome, or a digest of %d bytes", ErrCorruptState, r.Id, i, res.Sequence, want, len(res.Digest))
 			}
 		}
 		s.registered[r.Id] = r

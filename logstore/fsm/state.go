@@ -187,8 +187,8 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 		return nil, err
 	}
 	for _, pr := range p.Producers {
-		if pr.ProducerId == "" || (pr.Result == nil) == (pr.Error == nil) {
-			return nil, fmt.Errorf("%w: producer row %q has no id or not exactly one result", ErrCorruptState, pr.ProducerId)
+		if pr.ProducerId == "" || (pr.Result == nil) == (pr.Error == nil) || !validDigest(pr.Digest) {
+			return nil, fmt.Errorf("%w: producer row %q has no id, not exactly one result, or a digest of %d bytes", ErrCorruptState, pr.ProducerId, len(pr.Digest))
 		}
 		s.producers[pr.ProducerId] = pr
 	}

@@ -93,6 +93,13 @@ const (
 	// 5): it was applied, its result is forgotten. Nothing was written.
 	// FAILED_PRECONDITION; expected_sequence (the next one).
 	ErrorCode_SEQUENCE_TOO_OLD ErrorCode = 28
+	// The sequence is one of the remembered ones (a retry), but the request's
+	// content (slices, messages, conditions, offset commits) differs from what
+	// was applied under it: the producer reused a sequence for other data, a
+	// bug on its side. Nothing was written; the first request's result stands.
+	// FAILED_PRECONDITION (the request is well formed; the cluster's state
+	// refuses it); expected_sequence (the next one). Not retriable as is.
+	ErrorCode_SEQUENCE_REUSED ErrorCode = 29
 )
 
 // Enum value maps for ErrorCode.
@@ -131,6 +138,7 @@ var (
 		26: "UNKNOWN_PRODUCER",
 		27: "PRODUCER_FENCED",
 		28: "SEQUENCE_TOO_OLD",
+		29: "SEQUENCE_REUSED",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED": 0,
@@ -166,6 +174,7 @@ var (
 		"UNKNOWN_PRODUCER":       26,
 		"PRODUCER_FENCED":        27,
 		"SEQUENCE_TOO_OLD":       28,
+		"SEQUENCE_REUSED":        29,
 	}
 )
 
@@ -551,7 +560,8 @@ type AppendRequest struct {
 	Slices []*Slice `protobuf:"bytes,1,rep,name=slices,proto3" json:"slices,omitempty"`
 	// Idempotent producer: when producer_id is set, sequence must be the
 	// producer's next sequence (first is 1). A retry of the last sequence
-	// returns the first result without writing again.
+	// with the same content returns the first result without writing again;
+	// with other content it is SEQUENCE_REUSED (from cluster version 3).
 	ProducerId    string          `protobuf:"bytes,2,opt,name=producer_id,json=producerId,proto3" json:"producer_id,omitempty"`
 	Sequence      uint64          `protobuf:"varint,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Conditions    []*Condition    `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
@@ -562,7 +572,8 @@ type AppendRequest struct {
 	// sequence (1 after every InitProducer). An id the cluster does not hold
 	// is refused with UNKNOWN_PRODUCER, an older epoch with PRODUCER_FENCED;
 	// the cluster remembers the results of the producer's last 5 sequences
-	// (up to 5 in flight). Without producer_epoch, producer_id is a legacy
+	// (up to 5 in flight) with a digest of each request, so a retry of one
+	// of them with other content is SEQUENCE_REUSED. Without producer_epoch, producer_id is a legacy
 	// unregistered id (see docs/ARCHITECTURE.md, "Registered producers").
 	ProducerEpoch uint64 `protobuf:"varint,6,opt,name=producer_epoch,json=producerEpoch,proto3" json:"producer_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4627,7 +4638,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\xaa\x05\n" +
+	"topicCount*\xbf\x05\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4668,7 +4679,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fSCHEMA_MISMATCH\x10\x1e\x12\x14\n" +
 	"\x10UNKNOWN_PRODUCER\x10\x1a\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10\x1b\x12\x14\n" +
-	"\x10SEQUENCE_TOO_OLD\x10\x1c\x1a\x02\x10\x01*X\n" +
+	"\x10SEQUENCE_TOO_OLD\x10\x1c\x12\x13\n" +
+	"\x0fSEQUENCE_REUSED\x10\x1d\x1a\x02\x10\x01*X\n" +
 	"\vTopicSchema\x12\x1c\n" +
 	"\x18TOPIC_SCHEMA_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_SCHEMA_BYTES\x10\x01\x12\x13\n" +

@@ -878,9 +878,13 @@ type ProducerState struct {
 	LastSequence     uint64                 `protobuf:"varint,2,opt,name=last_sequence,json=lastSequence,proto3" json:"last_sequence,omitempty"`
 	LastSeenUnixNano int64                  `protobuf:"varint,3,opt,name=last_seen_unix_nano,json=lastSeenUnixNano,proto3" json:"last_seen_unix_nano,omitempty"`
 	// Exactly one of result / error is set.
-	Result        *AppendResponse `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
-	Error         *ErrorDetail    `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	ErrorMessage  string          `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	Result       *AppendResponse `protobuf:"bytes,4,opt,name=result,proto3" json:"result,omitempty"`
+	Error        *ErrorDetail    `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorMessage string          `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// SHA-256 of the applied request's content (fsm.RequestDigest), set from
+	// cluster version 3; empty in rows written before (a retry is then taken
+	// as a duplicate without comparing).
+	Digest        []byte `protobuf:"bytes,7,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -955,6 +959,13 @@ func (x *ProducerState) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *ProducerState) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
 }
 
 // ProducerRow is one registered producer (InitProducer): its name, epoch,
@@ -1048,11 +1059,16 @@ func (x *ProducerRow) GetResults() []*ProducerResult {
 // ProducerResult is the remembered outcome of one sequence: exactly one of
 // result / error is set.
 type ProducerResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Sequence      uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	Result        *AppendResponse        `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
-	Error         *ErrorDetail           `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	ErrorMessage  string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Sequence     uint64                 `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Result       *AppendResponse        `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	Error        *ErrorDetail           `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorMessage string                 `protobuf:"bytes,4,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// SHA-256 of the request's content (fsm.RequestDigest): a retry of this
+	// sequence with another digest is SEQUENCE_REUSED. Empty in rows from a
+	// snapshot written before the digest existed (a retry is then taken as a
+	// duplicate without comparing).
+	Digest        []byte `protobuf:"bytes,5,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1113,6 +1129,13 @@ func (x *ProducerResult) GetErrorMessage() string {
 		return x.ErrorMessage
 	}
 	return ""
+}
+
+func (x *ProducerResult) GetDigest() []byte {
+	if x != nil {
+		return x.Digest
+	}
+	return nil
 }
 
 type TopicState struct {
@@ -1420,7 +1443,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x16\n" +
-	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xa2\x02\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xba\x02\n" +
 	"\rProducerState\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\tR\n" +
 	"producerId\x12#\n" +
@@ -1428,19 +1451,21 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x13last_seen_unix_nano\x18\x03 \x01(\x03R\x10lastSeenUnixNano\x12=\n" +
 	"\x06result\x18\x04 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\x06result\x128\n" +
 	"\x05error\x18\x05 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x05error\x12#\n" +
-	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\"\xdc\x01\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\x12\x16\n" +
+	"\x06digest\x18\a \x01(\fR\x06digest\"\xdc\x01\n" +
 	"\vProducerRow\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12#\n" +
 	"\rlast_sequence\x18\x04 \x01(\x04R\flastSequence\x12-\n" +
 	"\x13last_seen_unix_nano\x18\x05 \x01(\x03R\x10lastSeenUnixNano\x12?\n" +
-	"\aresults\x18\x06 \x03(\v2%.logplayer.logstore.v1.ProducerResultR\aresults\"\xca\x01\n" +
+	"\aresults\x18\x06 \x03(\v2%.logplayer.logstore.v1.ProducerResultR\aresults\"\xe2\x01\n" +
 	"\x0eProducerResult\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x12=\n" +
 	"\x06result\x18\x02 \x01(\v2%.logplayer.logstore.v1.AppendResponseR\x06result\x128\n" +
 	"\x05error\x18\x03 \x01(\v2\".logplayer.logstore.v1.ErrorDetailR\x05error\x12#\n" +
-	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\"C\n" +
+	"\rerror_message\x18\x04 \x01(\tR\ferrorMessage\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\fR\x06digest\"C\n" +
 	"\n" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
