@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/proto/playerpb"
 )
 
 // The LogPlayer group under faults (issue #13, "How it is proven", first
@@ -35,6 +37,7 @@ const failoverMax = 30 * time.Second
 type groupMember struct {
 	id, admin, metrics string
 	proc               *proc
+	adminc             playerpb.PlayerAdminClient
 }
 
 // playerGroup is the test's LogPlayer group and its view of the LogStore's
@@ -75,6 +78,7 @@ func startGroup(c *cluster) *playerGroup {
 			args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
 		}
 		m.proc = newProc(c.t, c.dir, m.id, args...)
+		m.adminc = playerpb.NewPlayerAdminClient(dial(c.t, m.admin, c.tls.dialOptions(c.t)...))
 		g.members = append(g.members, m)
 	}
 	c.group = g
@@ -159,7 +163,43 @@ func (g *playerGroup) waitBalanced(lsn uint64) *logstorepb.DescribeGroupResponse
 		last = d
 		return nil
 	})
+	g.waitSettled(last)
 	return last
+}
+
+// waitSettled waits until every member delivers to exactly its targets of
+// d, each with its token (its admin API's view): every previous owner has
+// learned of the moves (at its next renewal) and ended its streams, which
+// the new owners' tokens fence meanwhile (stale_epoch).
+func (g *playerGroup) waitSettled(d *logstorepb.DescribeGroupResponse) {
+	c := g.c
+	c.t.Helper()
+	want := map[string]map[string]uint64{}
+	for _, a := range d.Assignments {
+		if want[a.MemberId] == nil {
+			want[a.MemberId] = map[string]uint64{}
+		}
+		want[a.MemberId][a.GetTarget().GetId()] = a.Token
+	}
+	c.waitFor(progressMax, fmt.Sprintf("every member to deliver its assignment of generation %d", d.Generation), func() error {
+		for _, m := range g.members {
+			ctx, cancel := context.WithTimeout(context.Background(), rpcTimeout)
+			resp, err := m.adminc.ListTargets(ctx, &playerpb.ListTargetsRequest{})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("%s: %w", m.id, err)
+			}
+			have := map[string]uint64{}
+			for _, ts := range resp.Targets {
+				have[ts.GetConfig().GetId()] = ts.Epoch
+			}
+			if !maps.Equal(have, want[m.id]) {
+				return fmt.Errorf("%s delivers to %v (generation %d), assigned %v (generation %d)",
+					m.id, have, resp.GetGroup().GetGeneration(), want[m.id], d.Generation)
+			}
+		}
+		return nil
+	})
 }
 
 // failover is one measured player fault.
@@ -170,11 +210,15 @@ type failover struct {
 	targets []string
 	atLSN   uint64
 	took    time.Duration
+	// moves is how many changes of owner the group counted from the
+	// fault until it was balanced again.
+	moves uint64
 }
 
 // measureFailover waits until every target in owned has an owner other
 // than victim that delivered it beyond lsn (its applied LSN passed the
-// leader's head at the fault), and returns the time since began.
+// leader's head at the fault), and returns the time since began. With
+// victim "", any owner will do.
 func (g *playerGroup) measureFailover(victim string, owned []string, lsn uint64, began time.Time) time.Duration {
 	c := g.c
 	c.t.Helper()
@@ -341,14 +385,15 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 		rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
 		for _, f := range faults {
 			fenced := refusals.allowDuring("stale_epoch", func() {
-				switch f {
-				case "leader":
-					c.killLeader(ld)
-				default:
-					victim := g.members[rng.IntN(len(g.members))]
-					table = append(table, g.playerFault(ld, r+1, f, victim))
+				var fo failover
+				if f == "leader" {
+					fo = g.leaderFault(ld, r+1)
+				} else {
+					fo = g.playerFault(ld, r+1, f, g.members[rng.IntN(len(g.members))])
 				}
-				g.waitBalanced(ld.acks.max.Load())
+				after := g.waitBalanced(ld.acks.max.Load())
+				fo.moves = after.Reassignments - fo.moves
+				table = append(table, fo)
 			})
 			t.Logf("%v: round %d: %s done; stale_epoch refusals meanwhile %v", since(began), r+1, f, fenced)
 		}
@@ -356,11 +401,12 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 
 	c.waitAcked(ld)
 	var out strings.Builder
-	fmt.Fprintf(&out, "%-5s %-5s %-6s %-10s %-8s %s\n", "ROUND", "FAULT", "VICTIM", "TARGETS", "AT LSN", "FAILOVER")
+	fmt.Fprintf(&out, "%-5s %-6s %-6s %-24s %-8s %-9s %s\n", "ROUND", "FAULT", "VICTIM", "TARGETS", "AT LSN", "FAILOVER", "MOVES")
 	for _, f := range table {
-		fmt.Fprintf(&out, "%-5d %-5s %-6s %-10s %-8d %v\n", f.round, f.fault, f.victim, strings.Join(f.targets, ","), f.atLSN, f.took.Round(time.Millisecond))
+		fmt.Fprintf(&out, "%-5d %-6s %-6s %-24s %-8d %-9v %d\n", f.round, f.fault, f.victim, strings.Join(f.targets, ","), f.atLSN, f.took.Round(time.Millisecond), f.moves)
 	}
-	t.Logf("failover times (fault until every target of the victim has a new owner that delivered past the head at the fault; lease 3 s):\n%s", out.String())
+	t.Logf("failover times (kill, stop: from the fault until every target of the victim has a new owner that delivered past the head at the fault; "+
+		"leader: from the LogStore leader's SIGKILL until every target delivered past it; moves: changes of owner until balanced again; lease 3 s):\n%s", out.String())
 	verify(t, began, c, ld, refusals, func() {
 		for _, s := range c.shards {
 			s.proc.terminate()
@@ -399,7 +445,7 @@ func (g *playerGroup) playerFault(ld *load, round int, kind string, victim *grou
 	tokenBefore := maxToken(d)
 	lease := time.Duration(d.LeaseNanos)
 	st := c.leaderStatus()
-	f := failover{round: round, fault: kind, victim: victim.id, targets: owned, atLSN: st.HeadLsn}
+	f := failover{round: round, fault: kind, victim: victim.id, targets: owned, atLSN: st.HeadLsn, moves: d.Reassignments}
 	lapses := 0.0
 	if kind == "stop" {
 		if lapses, err = metricValue(victim.metrics, "logplayer_group_lease_lapses_total", ""); err != nil {
@@ -447,5 +493,35 @@ func (g *playerGroup) playerFault(ld *load, round int, kind string, victim *grou
 		}
 		return fmt.Errorf("%s owns nothing with a token above %d: %v", victim.id, tokenBefore, ownerList(d))
 	})
+	return f
+}
+
+// leaderFault SIGKILLs the LogStore leader under load and measures how
+// long every target goes without delivery past the head at the kill (the
+// members renew their leases through the leader: a failover longer than
+// the lease ends them in log time, and the group reassigns), then restarts
+// it as killLeader does.
+func (g *playerGroup) leaderFault(ld *load, round int) failover {
+	c := g.c
+	c.t.Helper()
+	d, _, err := g.describe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	st, old := c.leader()
+	f := failover{round: round, fault: "leader", victim: old.id, atLSN: st.HeadLsn, moves: d.Reassignments}
+	for _, s := range c.shards {
+		f.targets = append(f.targets, s.id)
+	}
+	at := time.Now()
+	old.proc.kill()
+	f.took = g.measureFailover("", f.targets, f.atLSN, at)
+	c.t.Logf("leader %s killed: every target delivered past lsn %d after %v", old.id, f.atLSN, f.took.Round(time.Millisecond))
+	c.waitNewLeader(old, st)
+	c.waitAcked(ld)
+	old.proc.start()
+	c.waitRejoined(old)
+	c.waitAcked(ld)
+	c.waitShardsApplied(ld.acks.max.Load())
 	return f
 }
