@@ -211,8 +211,26 @@ type failover struct {
 	atLSN   uint64
 	took    time.Duration
 	// moves is how many changes of owner the group counted from the
-	// fault until it was balanced again.
-	moves uint64
+	// fault until it was balanced again; lapses how many lease lapses the
+	// members other than the victim counted meanwhile.
+	moves, lapses uint64
+}
+
+// lapses sums logplayer_group_lease_lapses_total over the members but
+// except (counters of their current processes).
+func (g *playerGroup) lapses(except string) uint64 {
+	var n float64
+	for _, m := range g.members {
+		if m.id == except {
+			continue
+		}
+		v, err := metricValue(m.metrics, "logplayer_group_lease_lapses_total", "")
+		if err != nil {
+			g.c.t.Fatalf("%s: %v", m.id, err)
+		}
+		n += v
+	}
+	return uint64(n)
 }
 
 // measureFailover waits until every target in owned has an owner other
@@ -252,6 +270,16 @@ func (g *playerGroup) measureFailover(victim string, owned []string, lsn uint64,
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func (g *playerGroup) member(id string) *groupMember {
+	for _, m := range g.members {
+		if m.id == id {
+			return m
+		}
+	}
+	g.c.t.Fatalf("no member %q", id)
+	return nil
 }
 
 func (c *cluster) shardByID(id string) *shardNode {
@@ -386,13 +414,19 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 		for _, f := range faults {
 			fenced := refusals.allowDuring("stale_epoch", func() {
 				var fo failover
+				victim := ""
+				if f != "leader" {
+					victim = g.members[rng.IntN(len(g.members))].id
+				}
+				lapses := g.lapses(victim)
 				if f == "leader" {
 					fo = g.leaderFault(ld, r+1)
 				} else {
-					fo = g.playerFault(ld, r+1, f, g.members[rng.IntN(len(g.members))])
+					fo = g.playerFault(ld, r+1, f, g.member(victim))
 				}
 				after := g.waitBalanced(ld.acks.max.Load())
 				fo.moves = after.Reassignments - fo.moves
+				fo.lapses = g.lapses(victim) - lapses
 				table = append(table, fo)
 			})
 			t.Logf("%v: round %d: %s done; stale_epoch refusals meanwhile %v", since(began), r+1, f, fenced)
@@ -401,12 +435,12 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 
 	c.waitAcked(ld)
 	var out strings.Builder
-	fmt.Fprintf(&out, "%-5s %-6s %-6s %-24s %-8s %-9s %s\n", "ROUND", "FAULT", "VICTIM", "TARGETS", "AT LSN", "FAILOVER", "MOVES")
+	fmt.Fprintf(&out, "%-5s %-6s %-6s %-24s %-8s %-9s %-5s %s\n", "ROUND", "FAULT", "VICTIM", "TARGETS", "AT LSN", "FAILOVER", "MOVES", "LAPSES")
 	for _, f := range table {
-		fmt.Fprintf(&out, "%-5d %-6s %-6s %-24s %-8d %-9v %d\n", f.round, f.fault, f.victim, strings.Join(f.targets, ","), f.atLSN, f.took.Round(time.Millisecond), f.moves)
+		fmt.Fprintf(&out, "%-5d %-6s %-6s %-24s %-8d %-9v %-5d %d\n", f.round, f.fault, f.victim, strings.Join(f.targets, ","), f.atLSN, f.took.Round(time.Millisecond), f.moves, f.lapses)
 	}
 	t.Logf("failover times (kill, stop: from the fault until every target of the victim has a new owner that delivered past the head at the fault; "+
-		"leader: from the LogStore leader's SIGKILL until every target delivered past it; moves: changes of owner until balanced again; lease 3 s):\n%s", out.String())
+		"leader: from the LogStore leader's SIGKILL until every target delivered past it; moves: changes of owner until balanced again; lapses: lease lapses of the other members; lease 3 s):\n%s", out.String())
 	verify(t, began, c, ld, refusals, func() {
 		for _, s := range c.shards {
 			s.proc.terminate()
@@ -516,7 +550,11 @@ func (g *playerGroup) leaderFault(ld *load, round int) failover {
 	at := time.Now()
 	old.proc.kill()
 	f.took = g.measureFailover("", f.targets, f.atLSN, at)
-	c.t.Logf("leader %s killed: every target delivered past lsn %d after %v", old.id, f.atLSN, f.took.Round(time.Millisecond))
+	after, _, err := g.describe()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("leader %s killed: every target delivered past lsn %d after %v; owners %v, then %v", old.id, f.atLSN, f.took.Round(time.Millisecond), ownerList(d), ownerList(after))
 	c.waitNewLeader(old, st)
 	c.waitAcked(ld)
 	old.proc.start()
