@@ -364,14 +364,16 @@ func (g *playerGroup) checkMetrics(t testing.TB) {
 // move; restarted, it rejoins and takes a share again); SIGSTOP a player
 // past its lease (its targets move; on SIGCONT its lease has lapsed: it
 // stops delivering, and rejoins with new tokens); SIGKILL the LogStore
-// leader (restarted). Each player fault's failover time, from the fault
-// until every target the victim owned has a new owner that delivered past
-// the head at the fault, is printed in a table; the only bound is
-// failoverMax (liveness). Then verify: the log against the acknowledged
-// Appends, every shard exactly the log's messages for its topic (the
-// model), no target refusal but superseded and, during the faults,
-// stale_epoch (fenced tokens), and each shard's durable epoch its last
-// owner's token.
+// leader (restarted; its delivery gap measured the same way). After each
+// fault the group must be balanced again, every member delivering exactly
+// its assignment. Each fault's failover time, from the fault until every
+// target the victim owned has a new owner that delivered past the head at
+// the fault, is printed in a table; the only bound is failoverMax
+// (liveness). Then verify: the log against the acknowledged Appends, every
+// shard exactly the log's messages for its topic (the model), no target
+// refusal but stale_epoch (fenced tokens) and superseded during the faults
+// and joins, no player-side refusal but STALE_EPOCH, and each shard's
+// durable epoch its last owner's token.
 func TestPlayerGroupUnderFaults(t *testing.T) {
 	n := *rounds
 	if n == 0 {
@@ -391,16 +393,18 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 	t.Logf("%v: binary built", since(began))
 
 	c := startClusterWith(t, clusterOptions{noPlayer: true, playerAdmin: true})
-	// A paused player keeps its streams open at its targets until the new
-	// owner's supersede them: superseded all along.
-	refusals := watchRefusals(t, c.shards, "superseded")
+	// Refusals allowed: none in steady state; during a fault (and the
+	// joins) stale_epoch, the new owner's token fencing the old owner's
+	// streams, and superseded, a member's newer stream with the same token
+	// taking over its own older one (allowFenced).
+	refusals := watchRefusals(t, c.shards)
 	ld := startLoad(t, c.client, c.shards, s)
 	var g *playerGroup
 	var d *logstorepb.DescribeGroupResponse
 	// The members join one by one: the first takes every target, and each
 	// join moves some to the newcomer with new tokens, fencing the streams
 	// of the previous owner (stale_epoch) until it learns of the move.
-	fenced := refusals.allowDuring("stale_epoch", func() {
+	fenced := allowFenced(refusals, func() {
 		g = startGroup(c)
 		c.waitAcked(ld)
 		d = g.waitBalanced(ld.acks.max.Load())
@@ -412,7 +416,7 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 		faults := []string{"kill", "stop", "leader"}
 		rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
 		for _, f := range faults {
-			fenced := refusals.allowDuring("stale_epoch", func() {
+			fenced := allowFenced(refusals, func() {
 				var fo failover
 				victim := ""
 				if f != "leader" {
@@ -449,6 +453,14 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 	for _, p := range c.allProcs() {
 		p.checkLog()
 	}
+}
+
+// allowFenced allows stale_epoch and superseded refusals while fn runs and
+// returns the stale_epoch ones per shard.
+func allowFenced(w *refusalWatch, fn func()) map[string]float64 {
+	var fenced map[string]float64
+	w.allowDuring("superseded", func() { fenced = w.allowDuring("stale_epoch", fn) })
+	return fenced
 }
 
 func ownerList(d *logstorepb.DescribeGroupResponse) []string {
