@@ -58,17 +58,28 @@ func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch
 		t.Errorf("targets refused deliveries:\n%s", strings.Join(bad, "\n"))
 	}
 	t.Logf("refusal counters: %d scrapes; refusals the faults allowed: %v", scrapes, allowed)
-	info, err := checkPlayerMetrics(c.playerMetrics)
-	if err != nil {
-		t.Error(err)
+	if c.group == nil {
+		info, err := checkPlayerMetrics(c.playerMetrics)
+		if err != nil {
+			t.Error(err)
+		}
+		t.Logf("LogPlayer (last instance):\n%s", strings.Join(info, "\n"))
+	} else {
+		c.group.checkMetrics(t)
 	}
-	t.Logf("LogPlayer (last instance):\n%s", strings.Join(info, "\n"))
 
 	if st, err = cl.LeaderStatus(ctx); err != nil {
 		t.Fatalf("leader status: %v", err)
 	}
+	// Single LogPlayer: every shard's durable epoch is the last LogPlayer's,
+	// the cluster's epoch. A group: each target's is its last fencing
+	// token (from the same counter, so at most the cluster's epoch).
+	epochOf := func(string) (uint64, string) { return st.Epoch, "the last LogPlayer's" }
+	if c.group != nil {
+		epochOf = c.group.lastTokens(ctx, t, st.Epoch)
+	}
 	stopShards()
-	checkDurable(t, shards, facts, head, st.Epoch)
+	checkDurable(t, shards, facts, head, epochOf)
 	t.Logf("%v: checked %d transactions, %d acknowledged (head lsn %d, epoch %d)", since(began), head, len(acks), head, st.Epoch)
 }
 
@@ -205,9 +216,10 @@ func checkDelivery(ctx context.Context, t testing.TB, log demo.LogReader, shards
 // checks its durable State: the next offset of its topic is the number of
 // messages the log holds for it (every message applied, none skipped), its
 // applied LSN reaches the topic's last message and not past the head, its
-// epoch is the last LogPlayer's (fencing persisted), and the data equals
-// the model.
-func checkDurable(t testing.TB, shards []*shardNode, f *logFacts, head, epoch uint64) {
+// epoch is what epochOf says (the last LogPlayer's epoch, or the
+// target's last fencing token in a group: fencing persisted), and the data
+// equals the model.
+func checkDurable(t testing.TB, shards []*shardNode, f *logFacts, head uint64, epochOf func(id string) (uint64, string)) {
 	t.Helper()
 	for _, s := range shards {
 		data, st, err := shard.ReadDir(s.dir)
@@ -222,8 +234,8 @@ func checkDurable(t testing.TB, shards []*shardNode, f *logFacts, head, epoch ui
 		if last := f.model.LastLSNOf(s.id, head); uint64(st.AppliedLSN) < last || uint64(st.AppliedLSN) > head {
 			t.Errorf("%s: durable applied lsn %d, want in [%d, %d]", s.id, st.AppliedLSN, last, head)
 		}
-		if uint64(st.Epoch) != epoch {
-			t.Errorf("%s: durable epoch %d, want the last LogPlayer's %d", s.id, st.Epoch, epoch)
+		if epoch, whose := epochOf(s.id); uint64(st.Epoch) != epoch {
+			t.Errorf("%s: durable epoch %d, want %s %d", s.id, st.Epoch, whose, epoch)
 		}
 		if d := f.model.CompareShard(s.id, data); !d.OK() || d.Keys == 0 {
 			t.Errorf("%s: file differs from the model: %+v", s.id, d)

@@ -83,15 +83,37 @@ type cluster struct {
 	crashed func() error
 	// tls is the system's mutual-TLS material (tls_test.go).
 	tls *e2eTLS
+	// group, when set, is a LogPlayer group instead of the one LogPlayer
+	// (group_test.go): verify checks every member's metrics, and each
+	// shard's durable epoch against its last fencing token.
+	group *playerGroup
+}
+
+// clusterOptions vary startClusterWith.
+type clusterOptions struct {
+	// noPlayer: start no LogPlayer (the caller starts its own).
+	noPlayer bool
+	// playerAdmin grants the LogPlayers' identity the admin role too (a
+	// group member registers its --target flags in the LogStore).
+	playerAdmin bool
 }
 
 // startCluster starts 3 store nodes, waits for a leader, starts the shards,
 // then the LogPlayer. Everything is killed at cleanup.
 func startCluster(t testing.TB) *cluster {
 	t.Helper()
+	return startClusterWith(t, clusterOptions{})
+}
+
+// startClusterWith is startCluster varied by o.
+func startClusterWith(t testing.TB, o clusterOptions) *cluster {
+	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), phaseAcks: processPhaseAcks}
 	tlsDir := filepath.Join(c.dir, "tls")
 	c.tls = writeTLS(t, tlsDir, tlsDir, nil)
+	if o.playerAdmin {
+		addGrant(t, tlsDir, "player", "admin")
+	}
 	var peers []string
 	for i := range storeNodes {
 		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: freeAddr(t), raft: freeAddr(t), metrics: freeAddr(t)}
@@ -111,8 +133,10 @@ func startCluster(t testing.TB) *cluster {
 	for i := range shardCount {
 		c.addShard(i, build)
 	}
-	c.player = c.newPlayer("player")
-	c.player.start()
+	if !o.noPlayer {
+		c.player = c.newPlayer("player")
+		c.player.start()
+	}
 	return c
 }
 
@@ -209,7 +233,13 @@ func (c *cluster) storeAddrs() []string {
 }
 
 func (c *cluster) procs() []*proc {
-	out := []*proc{c.player}
+	var out []*proc
+	if c.player != nil {
+		out = append(out, c.player)
+	}
+	if c.group != nil {
+		out = append(out, c.group.procs()...)
+	}
 	for _, n := range c.stores {
 		out = append(out, n.proc)
 	}

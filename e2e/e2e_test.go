@@ -11,7 +11,7 @@ import (
 
 var (
 	long   = flag.Bool("long", false, "run more fault rounds (see -rounds)")
-	rounds = flag.Int("rounds", 0, "fault rounds (see TestRealProcessesUnderFaults); 0: 1, or 5 with -long")
+	rounds = flag.Int("rounds", 0, "fault rounds; 0: each test's default (TestRealProcessesUnderFaults: 1, or 5 with -long; TestPlayerGroupUnderFaults: 2, or 6)")
 	seed   = flag.Uint64("seed", 0, "workload seed (0: random, printed)")
 )
 

@@ -275,7 +275,10 @@ var (
 // current instance only): every series of playerMustBeZero, and the
 // below_retention recovery errors, must be zero. It returns the
 // informative series, one line each, for the log.
-func checkPlayerMetrics(addr string) ([]string, error) {
+//
+// A refusal series whose labels contain one of allowed (a group member
+// fenced by a newer token: `code="STALE_EPOCH"`) counts as informative.
+func checkPlayerMetrics(addr string, allowed ...string) ([]string, error) {
 	ss, err := scrape(addr, append(slices.Clone(playerMustBeZero), playerInformative...)...)
 	if err != nil {
 		return nil, fmt.Errorf("player: scrape: %w", err)
@@ -284,6 +287,8 @@ func checkPlayerMetrics(addr string) ([]string, error) {
 	for _, x := range ss {
 		line := fmt.Sprintf("%s{%s} %v", x.name, x.labels, x.value)
 		switch {
+		case x.name == "logplayer_target_refusals_total" && slices.ContainsFunc(allowed, func(a string) bool { return strings.Contains(x.labels, a) }):
+			info = append(info, line)
 		case slices.Contains(playerMustBeZero, x.name) || strings.Contains(x.labels, `reason="below_retention"`):
 			if x.value != 0 {
 				bad = append(bad, line)

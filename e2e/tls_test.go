@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,4 +109,28 @@ func (s *e2eTLS) dialOptions(t testing.TB) []grpc.DialOption {
 		t.Fatal(err)
 	}
 	return opts
+}
+
+// addGrant adds a grant of role to identity in the policy in dir (before
+// the servers start: they read it once).
+func addGrant(t testing.TB, dir, identity, role string) {
+	t.Helper()
+	path := filepath.Join(dir, policyFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Grants []map[string]any `json:"grants"`
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	p.Grants = append(p.Grants, map[string]any{"identity": identity, "role": role})
+	if b, err = json.Marshal(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
