@@ -67,10 +67,11 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 	if idx <= st.lastIndex {
 		panic(fmt.Sprintf("logstore: apply raft index %d not above last applied %d", idx, st.lastIndex))
 	}
-	ts := max(e.TimestampUnixNano, st.lastTimestamp)
+	ts, prev := max(e.TimestampUnixNano, st.lastTimestamp), st.lastTimestamp
 	st.lastTimestamp, st.lastIndex = ts, idx
 	m.lim = LimitsOf(e.Limits)
 	m.sweepProducers(ts)
+	m.graceAfterStall(prev, ts)
 	m.expireGroupMembers(ts)
 	out := make([]Result, len(e.Commands))
 	for i, c := range e.Commands {

@@ -235,6 +235,29 @@ func (m *Machine) expireGroupMembers(ts int64) {
 	g.recomputeExpiry()
 }
 
+// graceAfterStall extends every lease to at least ts + lease/2 when no
+// entry was applied for more than half a lease before ts (prev is the
+// previous entry's log time). Log time moves only with entries: during a
+// leader election (or while the cluster is idle with every member gone)
+// no member can renew, and expiring them on the first entry after the
+// stall would reassign every target of a live group after each slow
+// election. A live member renews every lease/3 and so within the grace; a
+// dead one is expired half a lease later than without the stall.
+// Extending a lease in the store is always safe: a player stops
+// delivering at its own local deadline (send time + lease - margin),
+// never later because the store waited longer.
+func (m *Machine) graceAfterStall(prev, ts int64) {
+	g, lease := &m.st.group, m.lim.GroupLeaseNanos
+	if len(g.members) == 0 || prev == 0 || ts-prev <= lease/2 {
+		return
+	}
+	floor := ts + lease/2
+	for _, row := range g.members { // order-free: each row on its own
+		row.LeaseExpiresUnixNano = max(row.LeaseExpiresUnixNano, floor)
+	}
+	g.recomputeExpiry()
+}
+
 func (g *groupState) recomputeExpiry() {
 	g.earliestExpiry = 0
 	for _, row := range g.members {

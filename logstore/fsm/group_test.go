@@ -229,7 +229,10 @@ func TestGroupLeaseExpiresInLogTime(t *testing.T) {
 	if len(r.Assignments) != 2 || r.LeaseNanos != 3*sec || r.LeaseExpiresUnixNano != 6*sec || r.LogTimeUnixNano != 3*sec {
 		t.Fatalf("heartbeat response %v", r)
 	}
-	// Any entry advances log time: an epoch alone expires a.
+	// Any entry advances log time: an epoch alone expires a (entries at
+	// most half a lease apart: a longer gap is a stall, see
+	// TestGroupSurvivesLogTimeStall).
+	g.ok(4500*sec/1000, nextEpoch())
 	g.ok(6*sec, nextEpoch())
 	if d := g.m.st.DescribeGroup("g"); len(d.Members) != 0 || d.Assignments[0].MemberId != "" {
 		t.Fatalf("a not expired at 6 s: %v", d)
@@ -411,5 +414,45 @@ func TestGroupDeterministicAndSnapshotRoundTrip(t *testing.T) {
 	}
 	if p := a.m.st.ToProto(); !proto.Equal(p, b.m.st.ToProto()) || len(p.GroupCounters) != 1 {
 		t.Fatalf("proto state differs or no counters: %v", p.GroupCounters)
+	}
+}
+
+// A leader election longer than the lease stops log time: no entry is
+// applied, so no member can renew. The first entry after it must not
+// expire the live members (found by TestPlayerGroupUnderFaults: every
+// LogStore leader kill reshuffled the whole group). They get half a lease
+// to renew; one that does not is expired then.
+func TestGroupSurvivesLogTimeStall(t *testing.T) {
+	g := newGroupSM(t)
+	g.limits = &logstorepb.ApplyLimits{GroupLeaseNanos: 3 * sec}
+	g.ok(0, reg("x"), reg("y"), reg("z"), hb("a", "1"), hb("b", "1"), hb("c", "1"))
+	g.ok(sec, hb("a", "1"), hb("b", "1"), hb("c", "1"))
+	before := map[string][]string{"a": g.owned("a"), "b": g.owned("b"), "c": g.owned("c")}
+	_, moves := g.counters()
+	// 3.5 s without an entry (every lease ended at 4 s), then the members
+	// renew one by one at the new leader, as their retries reach it.
+	at := sec + 3500*sec/1000
+	g.ok(at, hb("c", "1"))
+	g.ok(at+sec/10, hb("a", "1"))
+	g.ok(at+2*sec/10, hb("b", "1"))
+	for m, want := range before {
+		if got := g.owned(m); !slices.Equal(got, want) {
+			t.Errorf("after the stall %s owns %v, before %v", m, got, want)
+		}
+	}
+	if _, after := g.counters(); after != moves {
+		t.Errorf("the stall moved %d targets", after-moves)
+	}
+	// A member that does not renew within half a lease of the first entry
+	// after the stall is expired: b and c go on, a stops.
+	for ts := at + 5*sec/10; ts < at+3*sec; ts += 5 * sec / 10 {
+		g.ok(ts, hb("b", "1"), hb("c", "1"))
+		if len(g.owned("a")) != 1 {
+			t.Fatalf("a lost its target at %v, before its renewal at %v ran out", ts-at, sec/10)
+		}
+	}
+	g.ok(at+3*sec+sec/10, hb("b", "1"), hb("c", "1"))
+	if len(g.owned("a")) != 0 || len(g.owned("b"))+len(g.owned("c")) != 3 {
+		t.Fatalf("a, silent since the stall, still owns %v", g.owned("a"))
 	}
 }
