@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	mrand "math/rand/v2"
 	"os/exec"
 	"slices"
 	"strings"
@@ -67,17 +66,7 @@ var dockerMembers = []string{"player-1", "player-2"}
 // Failover times are printed: cut to the lapse, to the reassignment in the
 // LogStore, to the new owner's streams open.
 func TestDockerPlayerGroupPartition(t *testing.T) {
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		t.Fatalf("docker info: %v: this test needs a working Docker engine\n%s", err, out)
-	}
-	if *binaryRace {
-		t.Fatal("-binary-race builds a dynamically linked binary; the image needs the static one")
-	}
-	s := *seed
-	if s == 0 {
-		s = mrand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -seed %d)", s, s)
+	s := dockerSeed(t)
 	began := time.Now()
 
 	g := startDockerGroup(t)

@@ -57,17 +57,7 @@ const crashCheckEvery = time.Second
 // same checks as TestRealProcessesUnderFaults. Everything the test created
 // (containers, their volumes, the network, the image) is removed at the end.
 func TestDockerPartition(t *testing.T) {
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		t.Fatalf("docker info: %v: this test needs a working Docker engine\n%s", err, out)
-	}
-	if *binaryRace {
-		t.Fatal("-binary-race builds a dynamically linked binary; the image needs the static one")
-	}
-	s := *seed
-	if s == 0 {
-		s = mrand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -seed %d)", s, s)
+	s := dockerSeed(t)
 	began := time.Now()
 
 	d := startDocker(t)
@@ -150,6 +140,25 @@ func TestDockerPartition(t *testing.T) {
 			d.docker("cp", d.name(sh.id)+":/data/.", sh.dir)
 		}
 	})
+}
+
+// dockerSeed fails t unless a Docker engine works and the binary is the
+// static one, and returns the workload's seed (-seed, or drawn and
+// printed).
+func dockerSeed(t *testing.T) uint64 {
+	t.Helper()
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Fatalf("docker info: %v: this test needs a working Docker engine\n%s", err, out)
+	}
+	if *binaryRace {
+		t.Fatal("-binary-race builds a dynamically linked binary; the image needs the static one")
+	}
+	s := *seed
+	if s == 0 {
+		s = mrand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -seed %d)", s, s)
+	return s
 }
 
 // dockerSystem is the containers of one test, named <prefix>-<alias>.
