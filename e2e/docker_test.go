@@ -57,17 +57,7 @@ const crashCheckEvery = time.Second
 // same checks as TestRealProcessesUnderFaults. Everything the test created
 // (containers, their volumes, the network, the image) is removed at the end.
 func TestDockerPartition(t *testing.T) {
-	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
-		t.Fatalf("docker info: %v: this test needs a working Docker engine\n%s", err, out)
-	}
-	if *binaryRace {
-		t.Fatal("-binary-race builds a dynamically linked binary; the image needs the static one")
-	}
-	s := *seed
-	if s == 0 {
-		s = mrand.Uint64()
-	}
-	t.Logf("seed %d (rerun with -seed %d)", s, s)
+	s := dockerSeed(t)
 	began := time.Now()
 
 	d := startDocker(t)
@@ -152,12 +142,32 @@ func TestDockerPartition(t *testing.T) {
 	})
 }
 
+// dockerSeed fails t unless a Docker engine works and the binary is the
+// static one, and returns the workload's seed (-seed, or drawn and
+// printed).
+func dockerSeed(t *testing.T) uint64 {
+	t.Helper()
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Fatalf("docker info: %v: this test needs a working Docker engine\n%s", err, out)
+	}
+	if *binaryRace {
+		t.Fatal("-binary-race builds a dynamically linked binary; the image needs the static one")
+	}
+	s := *seed
+	if s == 0 {
+		s = mrand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -seed %d)", s, s)
+	return s
+}
+
 // dockerSystem is the containers of one test, named <prefix>-<alias>.
 type dockerSystem struct {
 	t       testing.TB
 	prefix  string
 	image   string
 	network string
+	more    []string          // more networks of the test (removed after the containers)
 	ips     map[string]string // alias -> static IP on the network
 	aliases []string          // every container, in start order
 	tlsDir  string            // copied to /tls in every container
@@ -169,32 +179,31 @@ type dockerSystem struct {
 }
 
 func startDocker(t *testing.T) *dockerSystem {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	d := &dockerSystem{t: t, prefix: "lpe2e-" + hex.EncodeToString(b[:]), ips: map[string]string{}}
-	d.image = d.prefix + ":test"
-	d.network = d.prefix
-	t.Cleanup(d.teardown)
-
-	// The image: the static binary on an empty base.
-	bctx := t.TempDir()
-	bin, err := os.ReadFile(binary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(bctx, "logplayer"), bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	d.docker("build", "-q", "-f", "../deploy/Dockerfile", "-t", d.image, bctx)
+	d := newDockerSystem(t)
 	d.createNetwork()
 
+	c := &cluster{t: t, dir: t.TempDir(), crashed: d.crashed, phaseAcks: dockerPhaseAcks, playerMetrics: freeAddr(t)}
+	d.startStores(c, []string{"player"})
+	player := append(c.playerArgs(), "--admin-addr", "player:7420", "--metrics-addr", "player:"+ctrMetricsPort)
+	for i := range shardCount {
+		alias := fmt.Sprintf("shard%d", i)
+		s := d.startShard(c, i, d.network, d.ips[alias])
+		player = append(player, "--target", fmt.Sprintf("%s=%s:%s/%s", s.id, alias, ctrShardPort, s.id))
+	}
+	d.run("player", "player", []string{c.playerMetrics + ":" + ctrMetricsPort}, player...)
+	d.c = c
+	return d
+}
+
+// startStores writes c's TLS material (node certificates valid for the
+// store and shard aliases and for more), starts 3 store nodes on d.network
+// and connects c's client to them through their published API ports.
+func (d *dockerSystem) startStores(c *cluster, more []string) {
+	t := d.t
 	stores := []string{"store1", "store2", "store3"}
 	var peers []string
-	c := &cluster{t: t, dir: t.TempDir(), crashed: d.crashed, phaseAcks: dockerPhaseAcks, playerMetrics: freeAddr(t)}
 	d.tlsDir = filepath.Join(c.dir, "tls")
-	c.tls = writeTLS(t, d.tlsDir, "/tls", append(append([]string{"player"}, stores...), "shard0", "shard1", "shard2"))
+	c.tls = writeTLS(t, d.tlsDir, "/tls", append(append(more, stores...), "shard0", "shard1", "shard2"))
 	hostAddr := map[string]string{} // in-network address -> published 127.0.0.1 address
 	for i, alias := range stores {
 		n := &storeNode{id: fmt.Sprintf("n%d", i+1), api: alias + ":" + ctrAPIPort, raft: alias + ":" + ctrRaftPort}
@@ -212,20 +221,45 @@ func startDocker(t *testing.T) *dockerSystem {
 	// (NOT_LEADER names the leader's): a resolver maps it to the published
 	// port.
 	c.connect(grpc.WithResolvers(mapResolver(hostAddr)))
+}
 
-	player := append(c.playerArgs(), "--admin-addr", "player:7420", "--metrics-addr", "player:"+ctrMetricsPort)
-	for i := range shardCount {
-		alias := fmt.Sprintf("shard%d", i)
-		s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
-		d.run(alias, s.id, []string{s.addr + ":" + ctrShardPort, s.metrics + ":" + ctrMetricsPort},
-			append([]string{"shard", "--id", s.id, "--addr", alias + ":" + ctrShardPort, "--data-dir", "/data", "--metrics-addr", alias + ":" + ctrMetricsPort},
-				c.tls.args(s.id)...)...)
-		s.client = shardpb.NewShardClient(dial(t, s.addr, c.tls.dialOptions(t)...))
-		player = append(player, "--target", fmt.Sprintf("%s=%s:%s/%s", s.id, alias, ctrShardPort, s.id))
-		c.shards = append(c.shards, s)
+// startShard starts shard i on network at ip, its API and metrics
+// published, and adds it to c.shards. Extra args (e.g. --log-format) go
+// to its command line.
+func (d *dockerSystem) startShard(c *cluster, i int, network, ip string, extra ...string) *shardNode {
+	t := d.t
+	alias := fmt.Sprintf("shard%d", i)
+	s := &shardNode{id: demo.ShardTopic(i), addr: freeAddr(t), metrics: freeAddr(t)}
+	args := append([]string{"shard", "--id", s.id, "--addr", alias + ":" + ctrShardPort, "--data-dir", "/data", "--metrics-addr", alias + ":" + ctrMetricsPort},
+		c.tls.args(s.id)...)
+	d.runOn(network, ip, alias, s.id, []string{s.addr + ":" + ctrShardPort, s.metrics + ":" + ctrMetricsPort}, append(args, extra...)...)
+	s.client = shardpb.NewShardClient(dial(t, s.addr, c.tls.dialOptions(t)...))
+	c.shards = append(c.shards, s)
+	return s
+}
+
+// newDockerSystem names the test's containers, network and image, builds
+// the image (the static binary on an empty base) and removes all of them
+// at cleanup.
+func newDockerSystem(t *testing.T) *dockerSystem {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
 	}
-	d.run("player", "player", []string{c.playerMetrics + ":" + ctrMetricsPort}, player...)
-	d.c = c
+	d := &dockerSystem{t: t, prefix: "lpe2e-" + hex.EncodeToString(b[:]), ips: map[string]string{}}
+	d.image = d.prefix + ":test"
+	d.network = d.prefix
+	t.Cleanup(d.teardown)
+
+	bctx := t.TempDir()
+	bin, err := os.ReadFile(binary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bctx, "logplayer"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d.docker("build", "-q", "-f", "../deploy/Dockerfile", "-t", d.image, bctx)
 	return d
 }
 
@@ -267,35 +301,50 @@ func (d *dockerSystem) tryDocker(args ...string) (string, error) {
 	return strings.TrimSpace(out.String()), nil
 }
 
-// createNetwork creates the test's bridge network with a subnet of Docker's
-// choosing (one that collides with nothing on the host), made explicit so
-// that containers keep static addresses across a disconnect and a restart
-// (a node binds its advertised name's address).
+// createNetwork creates the test's bridge network (newNetwork) and gives
+// every component a static address on it.
 func (d *dockerSystem) createNetwork() {
-	d.docker("network", "create", d.network)
-	subnet := d.docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", d.network)
-	d.docker("network", "rm", d.network)
-	prefix, err := netip.ParsePrefix(strings.Fields(subnet + " ")[0])
-	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 24 {
-		d.t.Fatalf("docker chose subnet %q: want an IPv4 /24 or larger", subnet)
-	}
-	d.docker("network", "create", "--subnet", prefix.String(), d.network)
-	ip := prefix.Addr()
-	for range 10 { // the gateway takes .1
-		ip = ip.Next()
-	}
+	ip := d.newNetwork(d.network)
 	for _, alias := range []string{"store1", "store2", "store3", "shard0", "shard1", "shard2", "player"} {
 		d.ips[alias] = ip.String()
 		ip = ip.Next()
 	}
 }
 
+// newNetwork creates the bridge network name with a subnet of Docker's
+// choosing (one that collides with nothing on the host), made explicit so
+// that containers keep static addresses across a disconnect and a restart
+// (a node binds its advertised name's address). It returns the first
+// address it leaves to the test's containers.
+func (d *dockerSystem) newNetwork(name string) netip.Addr {
+	d.docker("network", "create", name)
+	subnet := d.docker("network", "inspect", "-f", "{{range .IPAM.Config}}{{.Subnet}} {{end}}", name)
+	d.docker("network", "rm", name)
+	prefix, err := netip.ParsePrefix(strings.Fields(subnet + " ")[0])
+	if err != nil || !prefix.Addr().Is4() || prefix.Bits() > 24 {
+		d.t.Fatalf("docker chose subnet %q: want an IPv4 /24 or larger", subnet)
+	}
+	d.docker("network", "create", "--subnet", prefix.String(), name)
+	ip := prefix.Addr()
+	for range 10 { // the gateway takes .1
+		ip = ip.Next()
+	}
+	return ip
+}
+
 // run starts the container of the component with id on the network at its
 // static address, publishing each "127.0.0.1:HOSTPORT:PORT" of publish.
 func (d *dockerSystem) run(alias, id string, publish []string, args ...string) {
 	d.t.Helper()
+	d.runOn(d.network, d.ips[alias], alias, id, publish, args...)
+}
+
+// runOn is run with the container on network at ip (its first network:
+// its host name resolves to ip inside it).
+func (d *dockerSystem) runOn(network, ip, alias, id string, publish []string, args ...string) {
+	d.t.Helper()
 	run := []string{"create", "--name", d.name(id), "--hostname", alias,
-		"--network", d.network, "--ip", d.ips[alias], "--network-alias", alias,
+		"--network", network, "--ip", ip, "--network-alias", alias,
 		"--label", "logplayer-e2e=" + d.prefix}
 	for _, p := range publish {
 		run = append(run, "-p", p)
@@ -401,8 +450,10 @@ func (d *dockerSystem) teardown() {
 			d.t.Error(err)
 		}
 	}
-	if _, err := d.tryDocker("network", "rm", d.network); err != nil && !strings.Contains(err.Error(), "No such network") && !strings.Contains(err.Error(), "not found") {
-		d.t.Error(err)
+	for _, n := range append([]string{d.network}, d.more...) {
+		if _, err := d.tryDocker("network", "rm", n); err != nil && !strings.Contains(err.Error(), "No such network") && !strings.Contains(err.Error(), "not found") {
+			d.t.Error(err)
+		}
 	}
 	if _, err := d.tryDocker("rmi", "-f", d.image); err != nil && !strings.Contains(err.Error(), "No such image") {
 		d.t.Error(err)

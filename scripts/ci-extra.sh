@@ -6,8 +6,10 @@
 #   2. the disk-fault tests, built with -tags failpoints (about 7 s of tests);
 #   3. the container check (scripts/docker-e2e.sh) and the multi-host
 #      partition test (e2e TestDockerPartition: leader, shard and LogPlayer
-#      cut off with docker network disconnect, a shard docker-killed), when a
-#      Docker engine works;
+#      cut off with docker network disconnect, a shard docker-killed) and the
+#      LogPlayer group partition test (e2e TestDockerPlayerGroupPartition: a
+#      group member cut from the stores but not from its targets must stop
+#      before the new owner starts; about 45 s), when a Docker engine works;
 #   4. the nemesis on real partitions (e2e TestNemesisNetns, -tags netns:
 #      store nodes and the LogPlayer in network namespaces, iptables DROP;
 #      one random seed, 20 s of faults, about 40 s), when run as root with
@@ -35,8 +37,8 @@ scripts/check-demo-json.sh "$(tail -n 1 "$work/demo.out")"
 if docker info >/dev/null 2>&1; then
   echo "--- container check (docker engine found)"
   scripts/docker-e2e.sh "$bin"
-  echo "--- partition test (containers on a private network)"
-  go test -tags docker -count=1 -timeout 10m -run TestDockerPartition ./e2e/
+  echo "--- partition tests (containers on private networks; the second: a LogPlayer group member cut from the stores, not from its targets)"
+  go test -tags docker -count=1 -timeout 15m -run 'TestDockerPartition$|TestDockerPlayerGroupPartition$' ./e2e/
 else
   echo "--- container check skipped: no working Docker engine (docker info failed)"
 fi
