@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,10 @@ func TestPowerLoss(t *testing.T) {
 			wg.Wait()
 			_ = w.Close()
 
+			checked := CheckTail(walDir, crashed)
+			if checked != nil && !errors.Is(checked, ErrSealedTail) {
+				t.Fatalf("CheckTail: %v", checked)
+			}
 			w2 := openWAL(t, crashed)
 			last, err := w2.LastIndex()
 			if err != nil {
@@ -122,6 +127,9 @@ func TestPowerLoss(t *testing.T) {
 			// was synced) whose rotation never reached the metadata.
 			err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 1 << 20, Data: entryData(last + 1)}})
 			if errors.Is(err, raftwal.ErrSealed) {
+				if checked == nil {
+					t.Errorf("raft-wal wedged on a sealed tail, but CheckTail did not see it")
+				}
 				wedged.Add(1)
 				t.Logf("acknowledged through %d when the power went, %d entries survived; then StoreLogs: %v (raft-wal v0.4.2 wedged on a sealed tail)", wantLast, last, err)
 				_ = w2.Close()
@@ -129,6 +137,9 @@ func TestPowerLoss(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("store after recovery: %v", err)
+			}
+			if checked != nil {
+				t.Errorf("CheckTail refused a log that was not wedged: %v", checked)
 			}
 			_ = w2.Close()
 			w3 := openWAL(t, crashed)
@@ -207,6 +218,12 @@ func TestSealedTailWedge(t *testing.T) {
 	wg.Wait()
 	_ = w.Close()
 
+	// CheckTail (what the LogStore runs before raftwal.Open) names it.
+	if err := CheckTail(walDir, crashed); !errors.Is(err, ErrSealedTail) || !strings.Contains(err.Error(), "cluster remove") {
+		t.Fatalf("CheckTail on the wedged log: %v, want ErrSealedTail with the recovery procedure", err)
+	} else {
+		t.Logf("CheckTail: %v", err)
+	}
 	w2 := openWAL(t, crashed)
 	defer w2.Close()
 	last, err := w2.LastIndex()
