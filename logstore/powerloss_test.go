@@ -19,10 +19,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftwal "github.com/hashicorp/raft-wal"
+	walsegment "github.com/hashicorp/raft-wal/segment"
 
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/internal/vfs"
+	"github.com/logplayer/logplayer/internal/walvfs"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -405,4 +408,65 @@ func keys(m map[string][]byte) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestNodeRefusesSealedTail: a data directory whose raft-wal log is in the
+// state raft-wal v0.4.2 cannot append after (the tail segment sealed in its
+// file, unsealed in the metadata: a crash between the seal and the
+// rotation's metadata commit, internal/walvfs) is refused at NewNode with
+// walvfs.ErrSealedTail and the recovery procedure, instead of a node that
+// starts and then fails every Raft append. The state is made by rolling
+// the metadata of a log that rotated back to before its last rotation.
+func TestNodeRefusesSealedTail(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	dir := t.TempDir()
+	walPath := filepath.Join(dir, "raft-wal")
+	if err := mem.MkdirAll(walPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w, err := raftwal.Open(walPath, raftwal.WithSegmentFiler(walsegment.NewFiler(walPath, walvfs.VFS{FS: mem})),
+		raftwal.WithMetaStore(walvfs.NewMetaStore(mem)), raftwal.WithSegmentSize(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 300; i++ { // a StoreLogs after a seal waits for its rotation
+		if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: bytes.Repeat([]byte{'x'}, 100)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := walvfs.CheckTail(walPath, mem); err != nil {
+		t.Fatalf("CheckTail on a healthy log: %v", err)
+	}
+	meta := walvfs.NewMetaStore(mem)
+	st, err := meta.Load(walPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Segments) < 2 {
+		t.Fatalf("%d segments, want a rotation", len(st.Segments))
+	}
+	st.Segments = st.Segments[:len(st.Segments)-1]
+	tail := &st.Segments[len(st.Segments)-1]
+	tail.SealTime, tail.MaxIndex, tail.IndexStart = time.Time{}, 0, 0
+	if err := meta.CommitState(st); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig("n0", dir)
+	cfg.FS = mem
+	cfg.RaftListener = listen(t)
+	cfg.APIAddr = logstoretest.FreeAddr(t)
+	cfg.Bootstrap = []logstore.Peer{{ID: "n0", RaftAddr: cfg.RaftListener.Addr().String(), APIAddr: cfg.APIAddr}}
+	n, err := logstore.NewNode(cfg)
+	if err == nil {
+		n.Close()
+		t.Fatal("NewNode started on a raft-wal log wedged on a sealed tail")
+	}
+	if !errors.Is(err, walvfs.ErrSealedTail) || !strings.Contains(err.Error(), "cluster remove") {
+		t.Fatalf("NewNode: %v, want walvfs.ErrSealedTail with the recovery procedure", err)
+	}
+	t.Logf("NewNode: %v", err)
 }
