@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -208,6 +209,14 @@ type Config struct {
 	// PeerDialOptions are used by the leader to ask the other nodes' APIs
 	// which version they support (default: plaintext).
 	PeerDialOptions []grpc.DialOption
+	// FS is the filesystem of the segment log and of the raft-wal Raft log
+	// and stable store (nil: the real one, opened as before). Tests pass a
+	// crashable in-memory one (vfs.NewCrashableMem) to cut a node's power
+	// (fshook.go): raft-wal then keeps its metadata and stable keys in
+	// walvfs.MetaStore files instead of bbolt. Snapshots stay on the real
+	// filesystem, so a node on another FS takes none (fshook.go); RaftLogBoltDB
+	// needs the real one.
+	FS vfs.FS
 }
 
 // ErrConfig wraps every configuration error.
@@ -244,6 +253,9 @@ func (c *Config) validate() error {
 	}
 	if !c.RaftLogStore.valid() {
 		return fmt.Errorf("%w: RaftLogStore %q: want %q or %q", ErrConfig, c.RaftLogStore, RaftLogWAL, RaftLogBoltDB)
+	}
+	if c.FS != nil && c.FS != vfs.Default && c.RaftLogStore != RaftLogWAL {
+		return fmt.Errorf("%w: RaftLogStore %q needs the real filesystem (Config.FS is set)", ErrConfig, c.RaftLogStore)
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Bootstrap {

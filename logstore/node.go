@@ -98,7 +98,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
 	if n.seg, err = segment.Open(segment.Options{
-		Dir: filepath.Join(cfg.Dir, "segments"), SegmentBytes: cfg.SegmentBytes, Logger: n.log,
+		Dir: filepath.Join(cfg.Dir, "segments"), SegmentBytes: cfg.SegmentBytes, Logger: n.log, FS: cfg.FS,
 	}); err != nil {
 		return nil, fmt.Errorf("logstore: open segment log: %w", err)
 	}
@@ -124,7 +124,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 
 	hl := raftlog.New(n.log, 0)
-	if n.raftStore, err = openRaftStore(cfg.Dir, cfg.RaftLogStore, hl.Named("raft-log")); err != nil {
+	if n.raftStore, err = openRaftStore(cfg.Dir, cfg.RaftLogStore, hl.Named("raft-log"), cfg.FS); err != nil {
 		return nil, err
 	}
 	stream := cfg.RaftStream
@@ -161,7 +161,7 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.raftStore, n.snaps, n.transport); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.raftStore, raftSnapshots(n.snaps, cfg.FS), n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}
 	if len(cfg.Bootstrap) > 0 {

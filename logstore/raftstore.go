@@ -11,6 +11,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
+
+	"github.com/logplayer/logplayer/internal/vfs"
+	"github.com/logplayer/logplayer/internal/walvfs"
 )
 
 // RaftLogStore names the backend that keeps Raft's log and stable state
@@ -55,13 +58,17 @@ type raftStore interface {
 
 // openRaftStore opens (or creates) the backend's files in dir after
 // checking that dir holds no Raft state of the other backend.
-func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger) (raftStore, error) {
+// fsys is Config.FS (nil: the real filesystem).
+func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger, fsys vfs.FS) (raftStore, error) {
+	if fsys == nil {
+		fsys = vfs.Default
+	}
 	boltPath, walPath := filepath.Join(dir, boltFile), filepath.Join(dir, walDir)
-	hasBolt, err := exists(boltPath)
+	hasBolt, err := exists(fsys, boltPath)
 	if err != nil {
 		return nil, err
 	}
-	hasWAL, err := exists(walPath)
+	hasWAL, err := exists(fsys, walPath)
 	if err != nil {
 		return nil, err
 	}
@@ -81,10 +88,18 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger) (raftS
 			return nil, fmt.Errorf("%w: %s holds a raft-boltdb log (%s); start the node with --raft-log-store %s",
 				ErrRaftLogStoreMismatch, dir, boltFile, RaftLogBoltDB)
 		}
-		if err := os.MkdirAll(walPath, 0o755); err != nil {
+		if err := fsys.MkdirAll(walPath, 0o755); err != nil {
 			return nil, fmt.Errorf("logstore: %w", err)
 		}
-		w, err := raftwal.Open(walPath, raftwal.WithLogger(logger))
+		if err := walvfs.CheckTail(walPath, fsys); err != nil {
+			return nil, fmt.Errorf("logstore: open %s: %w", walPath, err)
+		}
+		var w *raftwal.WAL
+		if fsys == vfs.Default {
+			w, err = raftwal.Open(walPath, raftwal.WithLogger(logger))
+		} else {
+			w, err = walvfs.Open(walPath, fsys, logger)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("logstore: open %s: %w", walPath, err)
 		}
@@ -94,8 +109,8 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger) (raftS
 	panic(fmt.Sprintf("logstore: unknown Raft log store %q", backend))
 }
 
-func exists(path string) (bool, error) {
-	_, err := os.Stat(path)
+func exists(fsys vfs.FS, path string) (bool, error) {
+	_, err := fsys.Stat(path)
 	if err == nil {
 		return true, nil
 	}

@@ -14,8 +14,9 @@
 // replaced atomically (written to a temporary name, synced, renamed,
 // directory synced) before CommitState or SetStable returns.
 //
-// Test support for now: the LogStore opens raft-wal on the real
-// filesystem (logstore/raftstore.go) and has no seam to pass these.
+// The LogStore opens raft-wal through Open when logstore.Config.FS is set
+// (tests that cut a node's power), and runs CheckTail (tail.go) before it
+// opens raft-wal on either layout.
 //
 // What TestPowerLoss found (raft-wal v0.4.2): every entry of every
 // StoreLogs that returned survives a power loss, and the log reopens
@@ -27,7 +28,8 @@
 // StoreLogs fails with ErrSealed ("segment is sealed"), at every restart.
 // A SIGKILL in that window leaves the same state. In the test, with 8 KiB
 // segments, 15 of 40 seeds end so; with the LogStore's 64 MiB segments the
-// window is one rotation per 64 MiB of Raft log.
+// window is one rotation per 64 MiB of Raft log. CheckTail detects that
+// state; the LogStore refuses to start on it (RecoveryProcedure).
 package walvfs
 
 import (

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 
@@ -91,6 +95,10 @@ func TestPowerLoss(t *testing.T) {
 			wg.Wait()
 			_ = w.Close()
 
+			checked := CheckTail(walDir, crashed)
+			if checked != nil && !errors.Is(checked, ErrSealedTail) {
+				t.Fatalf("CheckTail: %v", checked)
+			}
 			w2 := openWAL(t, crashed)
 			last, err := w2.LastIndex()
 			if err != nil {
@@ -122,6 +130,9 @@ func TestPowerLoss(t *testing.T) {
 			// was synced) whose rotation never reached the metadata.
 			err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 1 << 20, Data: entryData(last + 1)}})
 			if errors.Is(err, raftwal.ErrSealed) {
+				if checked == nil {
+					t.Errorf("raft-wal wedged on a sealed tail, but CheckTail did not see it")
+				}
 				wedged.Add(1)
 				t.Logf("acknowledged through %d when the power went, %d entries survived; then StoreLogs: %v (raft-wal v0.4.2 wedged on a sealed tail)", wantLast, last, err)
 				_ = w2.Close()
@@ -129,6 +140,9 @@ func TestPowerLoss(t *testing.T) {
 			}
 			if err != nil {
 				t.Fatalf("store after recovery: %v", err)
+			}
+			if checked != nil {
+				t.Errorf("CheckTail refused a log that was not wedged: %v", checked)
 			}
 			_ = w2.Close()
 			w3 := openWAL(t, crashed)
@@ -145,7 +159,7 @@ func TestPowerLoss(t *testing.T) {
 // ends: the background rotation that follows a seal stops before its
 // metadata commit, as if the power went right then.
 type blockingMeta struct {
-	*MetaStore
+	types.MetaStore
 	block   atomic.Bool
 	blocked chan struct{} // closed at the first held commit
 	once    sync.Once
@@ -159,6 +173,44 @@ func (b *blockingMeta) CommitState(st types.PersistentState) error {
 	b.once.Do(func() { close(b.blocked) })
 	<-b.release
 	return errors.New("test: power gone")
+}
+
+// appendUntilRotationHeld holds meta's commits and appends entries from
+// index next on until a rotation's commit is held, then calls crash (the
+// power goes), releases the rotation and closes w. It returns the last
+// index a StoreLogs had returned for when the commit was held.
+func appendUntilRotationHeld(t *testing.T, w *raftwal.WAL, meta *blockingMeta, next uint64, crash func()) uint64 {
+	t.Helper()
+	meta.block.Store(true)
+	var acked atomic.Uint64
+	acked.Store(next - 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := next; ; i++ {
+			select {
+			case <-meta.blocked:
+				return
+			default:
+			}
+			// A StoreLogs after the seal waits for the held rotation: it
+			// returns only when the test releases it.
+			if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entryData(i)}}); err != nil {
+				return
+			}
+			acked.Store(i)
+		}
+	})
+	select {
+	case <-meta.blocked:
+	case <-time.After(time.Minute):
+		t.Fatal("no segment rotation after a minute of appends")
+	}
+	last := acked.Load()
+	crash()
+	close(meta.release)
+	wg.Wait()
+	_ = w.Close()
+	return last
 }
 
 // TestSealedTailWedge reproduces, without timing, the state TestPowerLoss
@@ -178,35 +230,15 @@ func TestSealedTailWedge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta.block.Store(true)
-	var acked atomic.Uint64
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := uint64(1); ; i++ {
-			select {
-			case <-meta.blocked:
-				return
-			default:
-			}
-			// A StoreLogs after the seal waits for the held rotation: it
-			// returns only when the test releases it.
-			if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entryData(i)}}); err != nil {
-				return
-			}
-			acked.Store(i)
-		}
-	})
-	select {
-	case <-meta.blocked:
-	case <-time.After(time.Minute):
-		t.Fatal("no segment rotation after a minute of appends")
-	}
-	wantLast := acked.Load()
-	crashed := mem.CrashClone(rand.New(rand.NewPCG(1, 2)))
-	close(meta.release)
-	wg.Wait()
-	_ = w.Close()
+	var crashed *vfs.MemFS
+	wantLast := appendUntilRotationHeld(t, w, meta, 1, func() { crashed = mem.CrashClone(rand.New(rand.NewPCG(1, 2))) })
 
+	// CheckTail (what the LogStore runs before raftwal.Open) names it.
+	if err := CheckTail(walDir, crashed); !errors.Is(err, ErrSealedTail) || !strings.Contains(err.Error(), "cluster remove") {
+		t.Fatalf("CheckTail on the wedged log: %v, want ErrSealedTail with the recovery procedure", err)
+	} else {
+		t.Logf("CheckTail: %v", err)
+	}
 	w2 := openWAL(t, crashed)
 	defer w2.Close()
 	last, err := w2.LastIndex()
@@ -219,4 +251,65 @@ func TestSealedTailWedge(t *testing.T) {
 			"if it recovers now, update the docs and this test", err)
 	}
 	t.Logf("reopened with entries 1..%d (acknowledged through %d); StoreLogs: %v", last, wantLast, err)
+}
+
+// copyDir copies the files of src into a new directory (a "power loss"
+// of a real disk at a moment when everything written was synced).
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestCheckTailRealFS: the wedge on the layout the LogStore uses by
+// default (raft-wal's bbolt metadata, os files): a copy of the directory
+// taken while a rotation's metadata commit is held reopens wedged, and
+// CheckTail(dir, vfs.Default) names it; a copy taken before the seal is
+// not refused.
+func TestCheckTailRealFS(t *testing.T) {
+	dir := t.TempDir()
+	meta := &blockingMeta{MetaStore: &metadb.BoltMetaDB{}, blocked: make(chan struct{}), release: make(chan struct{})}
+	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entryData(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy := copyDir(t, dir)
+	var wedged string
+	appendUntilRotationHeld(t, w, meta, 4, func() { wedged = copyDir(t, dir) })
+
+	if err := CheckTail(healthy, vfs.Default); err != nil {
+		t.Fatalf("CheckTail on a healthy log: %v", err)
+	}
+	err = CheckTail(wedged, vfs.Default)
+	if !errors.Is(err, ErrSealedTail) {
+		t.Fatalf("CheckTail on the wedged copy: %v, want ErrSealedTail", err)
+	}
+	t.Logf("CheckTail: %v", err)
+	w2, err := raftwal.Open(wedged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	last, _ := w2.LastIndex()
+	if err := w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 2, Data: entryData(last + 1)}}); !errors.Is(err, raftwal.ErrSealed) {
+		t.Fatalf("StoreLogs on the wedged copy: %v; raft-wal v0.4.2 answered ErrSealed (if it recovers now, CheckTail can go)", err)
+	}
 }
