@@ -45,7 +45,8 @@ type Node struct {
 	seg       *segment.Log
 	snaps     *snapshotStore
 	fsm       *raftFSM
-	raftStore raftStore // Raft log + stable store (Config.RaftLogStore)
+	raftStore raftStore    // Raft log + stable store (Config.RaftLogStore)
+	stable    *stableGuard // raftStore's stable half as Raft sees it
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 	agg       *aggregator
@@ -161,7 +162,8 @@ func NewNode(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.raftStore, raftSnapshots(n.snaps, cfg.FS), n.transport); err != nil {
+	n.stable = &stableGuard{StableStore: n.raftStore}
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, raftSnapshots(n.snaps, cfg.FS), n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}
 	if len(cfg.Bootstrap) > 0 {
@@ -344,6 +346,9 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		if err := n.transport.Close(); err != nil {
 			errs = append(errs, err)
+		}
+		if n.stable != nil {
+			n.stable.seal() // a heartbeat may still be in the transport's hands
 		}
 		errs = append(errs, n.closeStores())
 		n.closeErr = errors.Join(errs...)
