@@ -225,6 +225,7 @@ type benchPlayerCmd struct {
 	memoryTargets    bool
 	tls              bool
 	group            int
+	failoverProfile  string
 }
 
 func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
@@ -242,6 +243,7 @@ func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.childProcs, "child-gomaxprocs", 1, "with --processes: GOMAXPROCS of each target process (0: Go's default, one per core)")
 	fs.BoolVar(&c.tls, "tls", false, "run every row twice: plaintext, then mutual TLS with authorization (in-process only)")
 	fs.IntVar(&c.group, "group", 0, "run this many LogPlayers as one group sharing the targets, then kill one under load and measure the failover (in-process only; 0 or 1: one LogPlayer, no group)")
+	fs.StringVar(&c.failoverProfile, "failover-cpu-profile", "", "with --group: write a pprof CPU profile of the process during the failover to this `file`")
 	fs.StringVar(&c.child, "child", "", "internal, set by --processes: run as its child process with these `arguments` (a JSON list)")
 }
 
@@ -259,6 +261,7 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	cfg := lpbench.Config{
 		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
 		Producers: c.producers, LogStore: c.store.items, Dir: c.dataDir, MemoryTargets: c.memoryTargets, Group: c.group,
+		FailoverProfile: c.failoverProfile,
 	}
 	if c.group < 0 || c.group > 1 && c.processes {
 		return usagef("--group must not be negative and runs in-process only (not with --processes)")

@@ -128,6 +128,10 @@ type Config struct {
 	// the targets, and after the measurement kills one and measures the
 	// failover (group.go). In-process targets only.
 	Group int
+	// FailoverProfile, when set with Group, receives a CPU profile of the
+	// whole process during each failover (from the kill to the last
+	// target delivered).
+	FailoverProfile string
 	// Security, when set, runs every connection over TLS (in-process
 	// components only; nil: plaintext).
 	Security *lsbench.Security
@@ -421,15 +425,17 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 			p.stop()
 		}
 	}()
+	// The first LogPlayer (a group's registrar) takes every target, then
+	// the other members join and take their shares.
 	for i := range members {
 		p, err := e.startPlayer(ctx, i, tcs)
 		if err != nil {
 			return Row{}, err
 		}
 		ps = append(ps, p)
-	}
-	if err := waitReady(ctx, ps, nTargets); err != nil {
-		return Row{}, err
+		if err := waitReady(ctx, ps, nTargets); err != nil {
+			return Row{}, err
+		}
 	}
 	idle := snapMem()
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -153,6 +155,17 @@ func (e *Env) failover(ctx context.Context, row *Row, ps []*playerRun, targets [
 	}()
 	time.Sleep(100 * time.Millisecond) // the load flows before the kill
 
+	if e.cfg.FailoverProfile != "" {
+		f, err := os.Create(e.cfg.FailoverProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("failover CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	killed := time.Now()
 	victim.kill()
 	head, err := e.head(ctx)
@@ -163,9 +176,10 @@ func (e *Env) failover(ctx context.Context, row *Row, ps []*playerRun, targets [
 	if g, ok := survivors[0].p.Group(); ok {
 		f.Lease = g.Lease
 	}
+	n, delivered := 0, 0
 	for f.Owned == 0 || f.Delivered == 0 {
 		if f.Owned == 0 {
-			n := 0
+			n = 0
 			for _, r := range survivors {
 				for _, s := range r.p.Targets() {
 					if s.Connected && s.State == "N" {
@@ -178,16 +192,19 @@ func (e *Env) failover(ctx context.Context, row *Row, ps []*playerRun, targets [
 			}
 		}
 		if f.Delivered == 0 {
-			all := true
+			delivered = 0
 			for _, id := range ids {
-				all = all && byID[id].applied() > head
+				if byID[id].applied() > head {
+					delivered++
+				}
 			}
-			if all {
+			if delivered == len(ids) {
 				f.Delivered = time.Since(killed)
 			}
 		}
 		if time.Since(killed) > failoverMax {
-			return fmt.Errorf("failover of %d targets not done in %v", len(ids), failoverMax)
+			return fmt.Errorf("failover of %d targets not done in %v: %d of %d targets in state N on the survivors, %d of the %d beyond LSN %d",
+				len(ids), failoverMax, n, row.Targets, delivered, len(ids), head)
 		}
 		select {
 		case <-ctx.Done():

@@ -129,11 +129,7 @@ func labelledCPU(gz []byte, key, value string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cpu profile: %w", err)
 	}
-	type sample struct {
-		values []int64
-		labels [][2]int64 // key, str indexes
-	}
-	var samples []sample
+	var samples []parsedSample
 	var strs []string
 	errBad := errors.New("cpu profile: malformed protobuf")
 	for len(b) > 0 {
@@ -161,7 +157,7 @@ func labelledCPU(gz []byte, key, value string) (int64, error) {
 			if err != nil {
 				return 0, err
 			}
-			samples = append(samples, sample{values: s.values, labels: s.labels})
+			samples = append(samples, s)
 		case 6:
 			strs = append(strs, string(v))
 		}
@@ -181,6 +177,8 @@ func labelledCPU(gz []byte, key, value string) (int64, error) {
 	return total, nil
 }
 
+// parsedSample is a Sample's values and labels (key and str indexes into
+// the string table; -1 if absent).
 type parsedSample struct {
 	values []int64
 	labels [][2]int64
