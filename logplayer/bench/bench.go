@@ -424,6 +424,11 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 		for _, p := range ps {
 			p.stop()
 		}
+		if members > 1 {
+			// The registry is the LogStore's, not the group's: the next
+			// row's group would be assigned these targets too.
+			e.unregister(tcs)
+		}
 	}()
 	// The first LogPlayer (a group's registrar) takes every target, then
 	// the other members join and take their shares.

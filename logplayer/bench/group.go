@@ -235,3 +235,16 @@ func (e *Env) head(ctx context.Context) (types.LSN, error) {
 	}
 	return head, nil
 }
+
+// unregister removes a group row's targets from the LogStore's registry
+// (best effort: a failure leaves a row of a dead address for later rows,
+// which then do not get ready and say so).
+func (e *Env) unregister(tcs []logplayer.TargetConfig) {
+	for _, tc := range tcs {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := e.cl.UnregisterTarget(ctx, tc.ID); err != nil {
+			e.cfg.Logger.Warn("bench: unregistering a target failed", "target", tc.ID, "err", err)
+		}
+		cancel()
+	}
+}
