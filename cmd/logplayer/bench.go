@@ -87,11 +87,24 @@ binary (started with the internal flag --child), so their CPU, garbage
 collection and fsyncs do not share the LogPlayer's Go runtime (the paper runs
 them on separate machines). On a 2-core machine that is not faster: the
 LogStore and 20 targets then wake across processes and compete for the same
-two cores. Every delay is measured on this machine's wall clock.`,
+two cores. Every delay is measured on this machine's wall clock.
+
+A second table gives each row's cost per target (issue 13): heap in use
+after GC and RSS, as deltas from before the LogPlayer started, over the
+targets, idle and at the end of the load; the LogPlayer's CPU per
+transaction (a CPU profile of the window, counting the goroutines the
+LogPlayer started, by pprof label); player p50 over bare p50. With
+--group N, N LogPlayers in this process join one group (the first
+registers the targets in the LogStore, the others join in turn and take
+their share); after the measurement the last is killed under load (its
+LogStore connections closed, no LeaveGroup) and the row times how long
+until the others hold its targets (state N) and have delivered each beyond
+the LogStore head at the kill, beside the group lease.`,
 		examples: []string{
 			"logplayer bench player",
 			"logplayer bench player --targets 20 --txn-kb 1 --duration 10s",
 			"logplayer bench player --processes --targets 20",
+			"logplayer bench player --targets 100,500 --txn-kb 1 --memory-targets --group 2",
 		},
 		new: func() runner { return &benchPlayerCmd{} },
 	})
