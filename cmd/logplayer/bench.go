@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -303,10 +304,11 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
 		cfg.Security = sec
 		t, err := lpbench.Run(ctx, cfg)
-		if err != nil {
+		if err != nil && len(t.Rows) == 0 {
 			return err
 		}
-		_, err = fmt.Fprint(s.stdout, t.String())
-		return err
+		// A failed row keeps the rows measured before it.
+		_, perr := fmt.Fprint(s.stdout, t.String())
+		return errors.Join(err, perr)
 	})
 }

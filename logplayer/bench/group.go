@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -129,7 +130,7 @@ func waitReady(ctx context.Context, ps []*playerRun, n int) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("targets not ready in %v (%d of %d placed)", readyTimeout, len(seen), n)
+			return fmt.Errorf("targets not ready in %v (%d of %d placed; %s)", readyTimeout, len(seen), n, describe(ps))
 		}
 	}
 }
@@ -247,4 +248,25 @@ func (e *Env) unregister(tcs []logplayer.TargetConfig) {
 		}
 		cancel()
 	}
+}
+
+// describe says, for an error, what each LogPlayer holds: targets, how
+// many are ready, and a member's lease lapses.
+func describe(ps []*playerRun) string {
+	var out []string
+	for i, r := range ps {
+		ready := 0
+		ts := r.p.Targets()
+		for _, s := range ts {
+			if s.Connected && s.State == "N" {
+				ready++
+			}
+		}
+		d := fmt.Sprintf("player %d: %d targets, %d ready", i, len(ts), ready)
+		if g, ok := r.p.Group(); ok {
+			d += fmt.Sprintf(", %d lease lapses, %d gained, %d lost", g.Lapses, g.Gained, g.Lost)
+		}
+		out = append(out, d)
+	}
+	return strings.Join(out, "; ")
 }
