@@ -67,9 +67,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logplayer"
@@ -195,6 +198,9 @@ type Row struct {
 	Bare Stats
 	// Members is the number of LogPlayers delivering (1, or Config.Group).
 	Members int
+	// AppendErrors counts the producers' Appends that failed with a
+	// transient error (a leader change) during the row; the load went on.
+	AppendErrors int64
 	// HeapIdle and HeapLoad are the heap in use after GC per target, with
 	// every target ready and idle, and at the end of the measured load;
 	// RSSIdle and RSSLoad the same of the process's RSS (scale.go).
@@ -246,17 +252,18 @@ func (t Table) String() string {
 func (t Table) writeScale(b *strings.Builder) {
 	b.WriteString("\nPer-target cost: heap in use after GC and RSS, delta from before the LogPlayer(s) started, divided by targets " +
 		"(idle: every target ready, no load; load: at the end of the measured window); LogPlayer CPU per transaction from a CPU profile " +
-		"of the window (the LogPlayer's goroutines by label); player p50 / bare p50.\n\n")
-	b.WriteString("| targets | players | txn | heap/target idle | heap/target load | RSS/target idle | RSS/target load | player CPU/txn | player p50 | bare p50 | ratio p50 | player p99 | bare p99 |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		"of the window (the LogPlayer's goroutines by label); player p50 / bare p50; append errors: Appends of the row (warmup included) " +
+		"that failed with UNAVAILABLE or DEADLINE_EXCEEDED (a leader change), after which the load went on.\n\n")
+	b.WriteString("| targets | players | txn | heap/target idle | heap/target load | RSS/target idle | RSS/target load | player CPU/txn | player p50 | bare p50 | ratio p50 | player p99 | bare p99 | append errors |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range t.Rows {
 		ratio := "-"
 		if r.Bare.P50 > 0 {
 			ratio = fmt.Sprintf("%.2f", float64(r.Player.P50)/float64(r.Bare.P50))
 		}
-		fmt.Fprintf(b, "| %d | %d | %d KB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.Targets, max(1, r.Members), r.TxnKB,
+		fmt.Fprintf(b, "| %d | %d | %d KB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Targets, max(1, r.Members), r.TxnKB,
 			kib(r.HeapIdle), kib(r.HeapLoad), kib(r.RSSIdle), kib(r.RSSLoad), us(r.CPUPerTxn),
-			ms(r.Player.P50), ms(r.Bare.P50), ratio, ms(r.Player.P99), ms(r.Bare.P99))
+			ms(r.Player.P50), ms(r.Bare.P50), ratio, ms(r.Player.P99), ms(r.Bare.P99), r.AppendErrors)
 	}
 	var fo []Row
 	for _, r := range t.Rows {
@@ -417,8 +424,13 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 		shards = append(shards, s)
 		tcs = append(tcs, logplayer.TargetConfig{ID: id, Address: s.address(), Topics: []string{id}})
 	}
-	base := snapMem()
 	members := max(1, e.cfg.Group)
+	if members > 1 {
+		if err := e.waitClusterVersion(ctx); err != nil {
+			return Row{}, err
+		}
+	}
+	base := snapMem()
 	var ps []*playerRun
 	defer func() {
 		for _, p := range ps {
@@ -478,6 +490,7 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 	row := Row{
 		Targets: nTargets, TxnKB: kb, Txns: n, TxPerSec: float64(n) / elapsed.Seconds(),
 		Append: appendLat.stats(), Player: player, Apply: apply, Bare: bareStats, Members: members,
+		AppendErrors: load.failed.Load(),
 	}
 	row.HeapIdle, row.RSSIdle = idle.perTarget(base, nTargets)
 	row.HeapLoad, row.RSSLoad = loaded.perTarget(base, nTargets)
@@ -524,6 +537,19 @@ type producers struct {
 	kb     int
 	mu     sync.Mutex
 	last   types.LSN
+	// failed counts the Appends that failed with a transient error and
+	// were not retried (the load went on with the next transaction).
+	failed atomic.Int64
+}
+
+// maxAppendErrors bounds the transient Append errors a row tolerates.
+const maxAppendErrors = 100
+
+// transient: an Append error of the LogStore's availability (a leader
+// change, a deadline), not of the request.
+func transient(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.DeadlineExceeded
 }
 
 func (p *producers) lastLSN() types.LSN { p.mu.Lock(); defer p.mu.Unlock(); return p.last }
@@ -557,6 +583,9 @@ func (p *producers) run(ctx context.Context, n int, d time.Duration, count int, 
 				t0 := time.Now()
 				binary.BigEndian.PutUint64(sent, uint64(t0.UnixNano()))
 				resp, err := p.cl.Append(ctx, req)
+				if err != nil && ctx.Err() == nil && transient(err) && p.failed.Add(1) <= maxAppendErrors {
+					continue // a leader change on a loaded machine: the next transaction (this one may have committed)
+				}
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {

@@ -270,3 +270,29 @@ func describe(ps []*playerRun) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// waitClusterVersion waits until a LogStore node has applied the cluster
+// version its binary supports: a LogStore just started raises it a moment
+// after its leader is elected, and the group's commands need it (a
+// registration before that fails with FAILED_PRECONDITION).
+func (e *Env) waitClusterVersion(ctx context.Context) error {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		for _, a := range e.addrs {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			st, err := e.cl.Status(sctx, a)
+			cancel()
+			if err == nil && st.SupportedVersion > 0 && st.ClusterVersion >= st.SupportedVersion {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the LogStore did not reach its supported cluster version in %v", readyTimeout)
+		}
+	}
+}
