@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -87,11 +88,24 @@ binary (started with the internal flag --child), so their CPU, garbage
 collection and fsyncs do not share the LogPlayer's Go runtime (the paper runs
 them on separate machines). On a 2-core machine that is not faster: the
 LogStore and 20 targets then wake across processes and compete for the same
-two cores. Every delay is measured on this machine's wall clock.`,
+two cores. Every delay is measured on this machine's wall clock.
+
+A second table gives each row's cost per target (issue 13): heap in use
+after GC and RSS, as deltas from before the LogPlayer started, over the
+targets, idle and at the end of the load; the LogPlayer's CPU per
+transaction (a CPU profile of the window, counting the goroutines the
+LogPlayer started, by pprof label); player p50 over bare p50. With
+--group N, N LogPlayers in this process join one group (the first
+registers the targets in the LogStore, the others join in turn and take
+their share); after the measurement the last is killed under load (its
+LogStore connections closed, no LeaveGroup) and the row times how long
+until the others hold its targets (state N) and have delivered each beyond
+the LogStore head at the kill, beside the group lease.`,
 		examples: []string{
 			"logplayer bench player",
 			"logplayer bench player --targets 20 --txn-kb 1 --duration 10s",
 			"logplayer bench player --processes --targets 20",
+			"logplayer bench player --targets 100,500 --txn-kb 1 --memory-targets --group 2",
 		},
 		new: func() runner { return &benchPlayerCmd{} },
 	})
@@ -224,6 +238,8 @@ type benchPlayerCmd struct {
 	child            string
 	memoryTargets    bool
 	tls              bool
+	group            int
+	failoverProfile  string
 }
 
 func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
@@ -240,6 +256,8 @@ func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.processes, "processes", false, "run the LogStore and each target in a child process instead of inside this one")
 	fs.IntVar(&c.childProcs, "child-gomaxprocs", 1, "with --processes: GOMAXPROCS of each target process (0: Go's default, one per core)")
 	fs.BoolVar(&c.tls, "tls", false, "run every row twice: plaintext, then mutual TLS with authorization (in-process only)")
+	fs.IntVar(&c.group, "group", 0, "run this many LogPlayers as one group sharing the targets, then kill one under load and measure the failover (in-process only; 0 or 1: one LogPlayer, no group)")
+	fs.StringVar(&c.failoverProfile, "failover-cpu-profile", "", "with --group: write a pprof CPU profile of the process during the failover to this `file`")
 	fs.StringVar(&c.child, "child", "", "internal, set by --processes: run as its child process with these `arguments` (a JSON list)")
 }
 
@@ -256,7 +274,11 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	}
 	cfg := lpbench.Config{
 		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
-		Producers: c.producers, LogStore: c.store.items, Dir: c.dataDir, MemoryTargets: c.memoryTargets,
+		Producers: c.producers, LogStore: c.store.items, Dir: c.dataDir, MemoryTargets: c.memoryTargets, Group: c.group,
+		FailoverProfile: c.failoverProfile,
+	}
+	if c.group < 0 || c.group > 1 && c.processes {
+		return usagef("--group must not be negative and runs in-process only (not with --processes)")
 	}
 	if c.processes {
 		exe, err := os.Executable()
@@ -282,10 +304,11 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
 		cfg.Security = sec
 		t, err := lpbench.Run(ctx, cfg)
-		if err != nil {
+		if err != nil && len(t.Rows) == 0 {
 			return err
 		}
-		_, err = fmt.Fprint(s.stdout, t.String())
-		return err
+		// A failed row keeps the rows measured before it.
+		_, perr := fmt.Fprint(s.stdout, t.String())
+		return errors.Join(err, perr)
 	})
 }

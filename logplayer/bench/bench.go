@@ -67,10 +67,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/logplayer"
@@ -124,6 +126,15 @@ type Config struct {
 	Spawn func(args ...string) *exec.Cmd
 	// Logger for every component (default: discard).
 	Logger *slog.Logger
+	// Group, when > 1, runs that many LogPlayers as members of one group
+	// (in this process, on the LogStore's PlayerGroup service) sharing
+	// the targets, and after the measurement kills one and measures the
+	// failover (group.go). In-process targets only.
+	Group int
+	// FailoverProfile, when set with Group, receives a CPU profile of the
+	// whole process during each failover (from the kill to the last
+	// target delivered).
+	FailoverProfile string
 	// Security, when set, runs every connection over TLS (in-process
 	// components only; nil: plaintext).
 	Security *lsbench.Security
@@ -152,6 +163,9 @@ func (c *Config) validate() error {
 	}
 	if c.Producers <= 0 {
 		c.Producers = 1
+	}
+	if c.Group < 0 || c.Group > 1 && c.Spawn != nil {
+		return fmt.Errorf("bench: a group (%d members) runs in-process targets only, not with child processes", c.Group)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -182,6 +196,21 @@ type Row struct {
 	Apply Stats
 	// Bare is the reference stream's delay during the row (bare.go).
 	Bare Stats
+	// Members is the number of LogPlayers delivering (1, or Config.Group).
+	Members int
+	// AppendErrors counts the producers' Appends that failed with a
+	// transient error (a leader change) during the row; the load went on.
+	AppendErrors int64
+	// HeapIdle and HeapLoad are the heap in use after GC per target, with
+	// every target ready and idle, and at the end of the measured load;
+	// RSSIdle and RSSLoad the same of the process's RSS (scale.go).
+	HeapIdle, HeapLoad int64
+	RSSIdle, RSSLoad   int64
+	// CPUPerTxn is the LogPlayer's CPU per measured transaction (0 when
+	// not measured: a CPU profile was already running).
+	CPUPerTxn time.Duration
+	// Failover, with Members > 1: one member was killed (group.go).
+	Failover *Failover
 }
 
 // Table is Run's result.
@@ -214,7 +243,59 @@ func (t Table) String() string {
 	}
 	fmt.Fprintf(&b, "\nbare p50/p99: during each row, a bare gRPC Deliver stream in the LogPlayer's process (no LogPlayer, "+
 		"no target SDK) sends one 1 KB delivery every %v; Send to the server's Recv. What any gRPC delivery pays on this machine under this load.\n", bareGap)
+	t.writeScale(&b)
 	return b.String()
+}
+
+// writeScale appends the per-target cost table (issue 13 part 5) and the
+// failovers of group rows.
+func (t Table) writeScale(b *strings.Builder) {
+	b.WriteString("\nPer-target cost: heap in use after GC and RSS, delta from before the LogPlayer(s) started, divided by targets " +
+		"(idle: every target ready, no load; load: at the end of the measured window); LogPlayer CPU per transaction from a CPU profile " +
+		"of the window (the LogPlayer's goroutines by label); player p50 / bare p50; append errors: Appends of the row (warmup included) " +
+		"that failed with UNAVAILABLE or DEADLINE_EXCEEDED (a leader change), after which the load went on.\n\n")
+	b.WriteString("| targets | players | txn | heap/target idle | heap/target load | RSS/target idle | RSS/target load | player CPU/txn | player p50 | bare p50 | ratio p50 | player p99 | bare p99 | append errors |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range t.Rows {
+		ratio := "-"
+		if r.Bare.P50 > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(r.Player.P50)/float64(r.Bare.P50))
+		}
+		fmt.Fprintf(b, "| %d | %d | %d KB | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n", r.Targets, max(1, r.Members), r.TxnKB,
+			kib(r.HeapIdle), kib(r.HeapLoad), kib(r.RSSIdle), kib(r.RSSLoad), us(r.CPUPerTxn),
+			ms(r.Player.P50), ms(r.Bare.P50), ratio, ms(r.Player.P99), ms(r.Bare.P99), r.AppendErrors)
+	}
+	var fo []Row
+	for _, r := range t.Rows {
+		if r.Failover != nil {
+			fo = append(fo, r)
+		}
+	}
+	if len(fo) == 0 {
+		return
+	}
+	b.WriteString("\nFailover: one member killed under load (LogStore connections cut, no LeaveGroup); owned = until the others hold " +
+		"all its targets connected in state N, delivered = until each of them applied beyond the LogStore head at the kill.\n\n")
+	b.WriteString("| targets | players | txn | targets moved | lease | owned | delivered | delivered / lease |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range fo {
+		f := r.Failover
+		ratio := "-"
+		if f.Lease > 0 {
+			ratio = fmt.Sprintf("%.2f", float64(f.Delivered)/float64(f.Lease))
+		}
+		fmt.Fprintf(b, "| %d | %d | %d KB | %d | %s | %s | %s | %s |\n", r.Targets, r.Members, r.TxnKB, f.Targets,
+			f.Lease.Round(time.Millisecond), f.Owned.Round(time.Millisecond), f.Delivered.Round(time.Millisecond), ratio)
+	}
+}
+
+func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
+
+func us(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
@@ -343,24 +424,37 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 		shards = append(shards, s)
 		tcs = append(tcs, logplayer.TargetConfig{ID: id, Address: s.address(), Topics: []string{id}})
 	}
-	p, err := logplayer.New(logplayer.Config{
-		PlayerID: "bench", LogStore: e.addrs, Targets: tcs, Logger: e.cfg.Logger, Registerer: prometheus.NewRegistry(),
-		DialOptions: e.cfg.dialOptions(),
-	})
-	if err != nil {
-		return Row{}, err
+	members := max(1, e.cfg.Group)
+	if members > 1 {
+		if err := e.waitClusterVersion(ctx); err != nil {
+			return Row{}, err
+		}
 	}
-	defer p.Close()
-	pctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(pctx) }()
+	base := snapMem()
+	var ps []*playerRun
 	defer func() {
-		stop()
-		<-done
+		for _, p := range ps {
+			p.stop()
+		}
+		if members > 1 {
+			// The registry is the LogStore's, not the group's: the next
+			// row's group would be assigned these targets too.
+			e.unregister(tcs)
+		}
 	}()
-	if err := waitReady(ctx, p, nTargets, done); err != nil {
-		return Row{}, err
+	// The first LogPlayer (a group's registrar) takes every target, then
+	// the other members join and take their shares.
+	for i := range members {
+		p, err := e.startPlayer(ctx, i, tcs)
+		if err != nil {
+			return Row{}, err
+		}
+		ps = append(ps, p)
+		if err := waitReady(ctx, ps, nTargets); err != nil {
+			return Row{}, err
+		}
 	}
+	idle := snapMem()
 
 	load := &producers{cl: e.cl, topics: topicsOf(tcs), kb: kb}
 	if err := load.run(ctx, e.cfg.Producers, e.cfg.Warmup, 0, nil); err != nil {
@@ -370,14 +464,17 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
+	prof := startCPU()
 	start := time.Now()
 	appendLat := &samples{}
 	err = load.run(ctx, e.cfg.Producers, e.cfg.Duration, e.cfg.Transactions, appendLat)
 	end := time.Now()
+	cpuNanos, cpuErr := prof.stop()
 	bareStats, bareErr := bare.stop()
-	if err = errors.Join(err, bareErr); err != nil {
+	if err = errors.Join(err, bareErr, cpuErr); err != nil {
 		return Row{}, err
 	}
+	loaded := snapMem()
 	elapsed := end.Sub(start)
 	// Wait until every target applied what was appended, so every sample is in.
 	head := load.lastLSN()
@@ -390,10 +487,22 @@ func (e *Env) row(ctx context.Context, nTargets, kb int) (Row, error) {
 	}
 	n := appendLat.len()
 	player, apply := rec.stats(start.UnixNano(), end.UnixNano())
-	return Row{
+	row := Row{
 		Targets: nTargets, TxnKB: kb, Txns: n, TxPerSec: float64(n) / elapsed.Seconds(),
-		Append: appendLat.stats(), Player: player, Apply: apply, Bare: bareStats,
-	}, nil
+		Append: appendLat.stats(), Player: player, Apply: apply, Bare: bareStats, Members: members,
+		AppendErrors: load.failed.Load(),
+	}
+	row.HeapIdle, row.RSSIdle = idle.perTarget(base, nTargets)
+	row.HeapLoad, row.RSSLoad = loaded.perTarget(base, nTargets)
+	if prof != nil && n > 0 {
+		row.CPUPerTxn = time.Duration(cpuNanos / int64(n))
+	}
+	if members > 1 {
+		if err := e.failover(ctx, &row, ps, shards, load); err != nil {
+			return row, err
+		}
+	}
+	return row, nil
 }
 
 // startTarget starts target id with its data in dir, in a child process when
@@ -421,31 +530,6 @@ func topicsOf(tcs []logplayer.TargetConfig) []string {
 	return out
 }
 
-// waitReady waits until every target is connected and in state N.
-func waitReady(ctx context.Context, p *logplayer.Player, n int, done <-chan error) error {
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		ts := p.Targets()
-		ready := len(ts) == n
-		for _, s := range ts {
-			ready = ready && s.Connected && s.State == "N"
-		}
-		if ready {
-			return nil
-		}
-		select {
-		case err := <-done:
-			return fmt.Errorf("LogPlayer stopped: %v", err)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return errors.New("targets not ready in time")
-		}
-	}
-}
-
 // producers append transactions of kb key-values of 1 KB.
 type producers struct {
 	cl     *client.Client
@@ -453,6 +537,19 @@ type producers struct {
 	kb     int
 	mu     sync.Mutex
 	last   types.LSN
+	// failed counts the Appends that failed with a transient error and
+	// were not retried (the load went on with the next transaction).
+	failed atomic.Int64
+}
+
+// maxAppendErrors bounds the transient Append errors a row tolerates.
+const maxAppendErrors = 100
+
+// transient: an Append error of the LogStore's availability (a leader
+// change, a deadline), not of the request.
+func transient(err error) bool {
+	c := status.Code(err)
+	return c == codes.Unavailable || c == codes.DeadlineExceeded
 }
 
 func (p *producers) lastLSN() types.LSN { p.mu.Lock(); defer p.mu.Unlock(); return p.last }
@@ -486,6 +583,9 @@ func (p *producers) run(ctx context.Context, n int, d time.Duration, count int, 
 				t0 := time.Now()
 				binary.BigEndian.PutUint64(sent, uint64(t0.UnixNano()))
 				resp, err := p.cl.Append(ctx, req)
+				if err != nil && ctx.Err() == nil && transient(err) && p.failed.Add(1) <= maxAppendErrors {
+					continue // a leader change on a loaded machine: the next transaction (this one may have committed)
+				}
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {

@@ -274,4 +274,6 @@ func (p *procTarget) drain(ctx context.Context, lsn types.LSN, rec *recorder) er
 	}
 }
 
+func (p *procTarget) applied() types.LSN { return 0 }
+
 func (p *procTarget) close() { p.c.stop() }

@@ -25,6 +25,9 @@ type benchTarget interface {
 	// drain waits until the target applied lsn, then adds its timing events
 	// to rec (a local target recorded them there already).
 	drain(ctx context.Context, lsn types.LSN, rec *recorder) error
+	// applied is the target's applied LSN (in-process targets only; a
+	// child process's answers 0).
+	applied() types.LSN
 	close()
 }
 
@@ -89,6 +92,13 @@ func (s *localTarget) address() string { return s.addr }
 
 func (s *localTarget) drain(ctx context.Context, lsn types.LSN, _ *recorder) error {
 	return s.waitApplied(ctx, lsn)
+}
+
+func (s *localTarget) applied() types.LSN {
+	if s.sh != nil {
+		return s.sh.AppliedLSN()
+	}
+	return s.mem.applied()
 }
 
 func (s *localTarget) close() {
