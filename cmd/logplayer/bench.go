@@ -38,6 +38,9 @@ clients each doing one operation at a time for --duration after --warmup:
                                    connection) per client: independent
                                    producers, one transaction per call
   raft-wal, raft-boltdb            raft.Apply of a payload of the same size
+  grpc-conns                       no LogStore: a no-op unary gRPC call
+                                   carrying the same bytes, one connection
+                                   per client (the floor under -conns)
 A row counts the operations that complete inside its window. Prints one
 Markdown table, a line per level and system (tx/s, p50/p99/p99.9,
 transactions per gRPC call and per Raft entry), then issue 11's goal ratios

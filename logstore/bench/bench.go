@@ -75,10 +75,14 @@ const (
 	// RaftWAL and RaftBoltDB are bare hashicorp/raft on each backend.
 	RaftWAL    System = "raft-wal"
 	RaftBoltDB System = "raft-boltdb"
+	// GRPCConns is no LogStore at all: a no-op unary gRPC call carrying the
+	// transaction's bytes, one connection per client (floor.go). It is the
+	// floor under LogStoreWALConns on this machine.
+	GRPCConns System = "grpc-conns"
 )
 
 // Systems lists every system, in run order.
-var Systems = []System{LogStoreWAL, LogStoreWALConns, LogStoreBoltDB, LogStoreBoltDBConns, RaftWAL, RaftBoltDB}
+var Systems = []System{LogStoreWAL, LogStoreWALConns, LogStoreBoltDB, LogStoreBoltDBConns, RaftWAL, RaftBoltDB, GRPCConns}
 
 // ErrUnknownSystem is returned by ParseSystems and Run for a name not in
 // Systems.
@@ -126,6 +130,10 @@ func (s System) backend() logstore.RaftLogStore {
 
 // bare reports whether s is bare hashicorp/raft.
 func (s System) bare() bool { return strings.HasPrefix(string(s), "raft-") }
+
+// logstore reports whether s is the LogStore (the systems with batching
+// and commit figures).
+func (s System) logstore() bool { return strings.HasPrefix(string(s), "logstore-") }
 
 // conns reports whether s gives each client a connection of its own.
 func (s System) conns() bool { return strings.HasSuffix(string(s), "-conns") }
@@ -220,6 +228,7 @@ type bed struct {
 	clusters map[logstore.RaftLogStore]*Cluster
 	shared   map[logstore.RaftLogStore]*client.Client
 	rafts    map[logstore.RaftLogStore]*bareRaft
+	floor    *floorServer
 	req      *logstorepb.AppendRequest
 	payload  []byte
 }
@@ -234,10 +243,28 @@ func (b *bed) close() {
 	for _, r := range b.rafts {
 		r.close()
 	}
+	if b.floor != nil {
+		b.floor.close()
+	}
 }
 
 // start starts what s needs, unless already started.
 func (b *bed) start(s System) error {
+	if s == GRPCConns {
+		if b.floor != nil {
+			return nil
+		}
+		var opts []grpc.ServerOption
+		if b.cfg.Security != nil {
+			opts = b.cfg.Security.ServerOptions
+		}
+		f, err := startFloor(opts)
+		if err != nil {
+			return err
+		}
+		b.floor = f
+		return nil
+	}
 	be := s.backend()
 	if s.bare() {
 		if b.rafts[be] != nil {
@@ -299,6 +326,17 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		r := b.rafts[s.backend()]
 		for i := range ops {
 			ops[i] = func(context.Context) error { return r.leader().Apply(b.payload, 10*time.Second).Error() }
+		}
+		return measure(ctx, s, ops, b.cfg), nil
+	}
+	if s == GRPCConns {
+		for i := range ops {
+			o, closeConn, err := b.floor.dial(b.payload, b.cfg.Security)
+			if err != nil {
+				return Row{}, err
+			}
+			defer closeConn()
+			ops[i] = o
 		}
 		return measure(ctx, s, ops, b.cfg), nil
 	}

@@ -42,16 +42,16 @@ func TestRunSmall(t *testing.T) {
 		}
 		// Every LogStore entry carries at least one txn; bare raft rows
 		// have no aggregation.
-		if !r.System.bare() != (r.TxnsPerEntry >= 1) || !r.System.bare() != (r.TxnsPerCall >= 1) {
+		if r.System.logstore() != (r.TxnsPerEntry >= 1) || r.System.logstore() != (r.TxnsPerCall >= 1) {
 			t.Errorf("row %+v: txns per entry %.2f, per call %.2f", r, r.TxnsPerEntry, r.TxnsPerCall)
 		}
 		// The leader's split of a LogStore call fits inside the call.
-		if !r.System.bare() && (r.RaftCommit <= 0 || r.LeaderAppend < r.RaftCommit/2 || r.Avg <= 0) {
+		if r.System.logstore() && (r.RaftCommit <= 0 || r.LeaderAppend < r.RaftCommit/2 || r.Avg <= 0) {
 			t.Errorf("row %+v: leader append %v, raft commit %v, call %v", r, r.LeaderAppend, r.RaftCommit, r.Avg)
 		}
 		// A client with a connection of its own has one txn at a time
 		// to send: one per call.
-		if r.System.conns() && r.TxnsPerCall != 1 {
+		if r.System.logstore() && r.System.conns() && r.TxnsPerCall != 1 {
 			t.Errorf("row %+v: %.2f txns per call, want 1", r, r.TxnsPerCall)
 		}
 	}
@@ -64,7 +64,7 @@ func TestRunSmall(t *testing.T) {
 	if r := plain.Rows[0]; r.Txns == 0 || r.TxnsPerCall != 1 {
 		t.Errorf("plain appends: %+v, want exactly 1 txn per call", r)
 	}
-	for _, s := range []string{"\n| 1 | logstore-wal | ", "\n| 8 | raft-boltdb | ", "| serial p50 | 1 | logstore-wal / raft-boltdb |", "p99.9"} {
+	for _, s := range []string{"\n| 1 | logstore-wal | ", "\n| 8 | raft-boltdb | ", "\n| 8 | grpc-conns | ", "| serial p50 | 1 | logstore-wal / raft-boltdb |", "p99.9", "The floor under one connection per client"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}

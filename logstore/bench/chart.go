@@ -39,7 +39,7 @@ var ErrEmptyTable = errors.New("bench: no rows to chart")
 
 // style is how a system's line looks: the LogStore in strong colours
 // (wal blue, boltdb orange), its one-connection-per-client variant dashed,
-// bare raft grey-ish and dotted.
+// bare raft green or red and dotted, the gRPC floor grey and dashed.
 func style(s System) (color.Color, []vg.Length, draw.GlyphDrawer) {
 	blue := color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	orange := color.RGBA{R: 0xe6, G: 0x6b, B: 0x00, A: 0xff}
@@ -58,6 +58,8 @@ func style(s System) (color.Color, []vg.Length, draw.GlyphDrawer) {
 		return orange, dashed, draw.BoxGlyph{}
 	case RaftWAL:
 		return green, dotted, draw.TriangleGlyph{}
+	case GRPCConns:
+		return color.Gray{Y: 0x60}, dashed, draw.CrossGlyph{}
 	default:
 		return red, dotted, draw.PyramidGlyph{}
 	}

@@ -102,7 +102,7 @@ func (t Table) String() string {
 	b.WriteString("| ---: | :--- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range t.Rows {
 		perCall, perEntry := "–", "–"
-		if !r.System.bare() {
+		if r.System.logstore() {
 			perCall, perEntry = fmt.Sprintf("%.1f", r.TxnsPerCall), fmt.Sprintf("%.1f", r.TxnsPerEntry)
 		}
 		fmt.Fprintf(&b, "| %d | %s | %.0f | %s | %s | %s | %.0f µs | %s | %s | %d |\n", r.Clients, r.System, r.TxPerSec,
@@ -110,7 +110,7 @@ func (t Table) String() string {
 	}
 	var split strings.Builder
 	for _, r := range t.Rows {
-		if r.System.bare() || r.LeaderAppend <= 0 {
+		if !r.System.logstore() || r.LeaderAppend <= 0 {
 			continue
 		}
 		fmt.Fprintf(&split, "| %d | %s | %s | %s | %s | %s |\n", r.Clients, r.System, fmtDur(r.Avg),
@@ -140,6 +140,22 @@ func (t Table) String() string {
 		b.WriteString("\nGoals of issue 11, as ratios within this run:\n\n")
 		b.WriteString("| figure | clients | systems | ratio | goal | |\n| :--- | ---: | :--- | ---: | ---: | :--- |\n")
 		b.WriteString(goals.String())
+	}
+	var floor strings.Builder
+	for _, n := range t.Levels() {
+		f, ok1 := t.Row(GRPCConns, n)
+		shared, ok2 := t.Row(LogStoreWAL, n)
+		conns, ok3 := t.Row(LogStoreWALConns, n)
+		if !ok1 || !ok2 || !ok3 {
+			continue
+		}
+		fmt.Fprintf(&floor, "| %d | %.0f | %.0f µs | %.0f | %.0f |\n", n, f.TxPerSec, float64(f.CPUPerTxn)/float64(time.Microsecond),
+			conns.TxPerSec, 0.8*shared.TxPerSec)
+	}
+	if floor.Len() > 0 {
+		b.WriteString("\nThe floor under one connection per client: grpc-conns is a no-op unary gRPC call carrying the transaction's bytes (no LogStore), one connection per client, in the same run. When it is below 0.8 × logstore-wal, no design that sends one call per transaction can meet that goal on this machine.\n\n")
+		b.WriteString("| clients | grpc-conns calls/s | its CPU per call | logstore-wal-conns tx/s | 0.8 × logstore-wal tx/s |\n| ---: | ---: | ---: | ---: | ---: |\n")
+		b.WriteString(floor.String())
 	}
 	return b.String()
 }
