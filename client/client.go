@@ -52,6 +52,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -186,14 +187,14 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if cc := c.mu.conns[addr]; cc != nil {
 		return cc, nil
 	}
-	opts := append([]grpc.DialOption{
+	opts := append(append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgBytes)),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           grpcbackoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: c.cfg.ConnectTimeout,
 		}),
-	}, c.cfg.DialOptions...)
+	}, grpcwindow.DialOptions()...), c.cfg.DialOptions...)
 	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", addr, err)

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/internal/grpcedge"
+	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/internal/raftlog"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
@@ -302,9 +303,10 @@ func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 // receive limit of one full AppendBatch plus slack (edge.go), so an
 // oversize Append gets the typed error instead of gRPC's, and the edge's
 // codec and interceptors (internal/grpcedge), so malformed bytes get
-// INVALID_ARGUMENT.
+// INVALID_ARGUMENT; and fixed flow-control windows (internal/grpcwindow),
+// so a producer's lone Append pays no bandwidth-probe PING round trip.
 func (n *Node) ServerOptions() []grpc.ServerOption {
-	return append(grpcedge.ServerOptions(), grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes()))
+	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...), grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes()))
 }
 
 // Registry is the registry holding the node's metrics (Config.Registry).

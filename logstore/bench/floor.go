@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/logplayer/logplayer/internal/grpcwindow"
 )
 
 // floorServer is the GRPCConns system's server: one gRPC server on
@@ -16,6 +18,7 @@ import (
 // and answers nothing, no LogStore behind it. Its row is the floor of a
 // one-connection-per-client call on this machine: what any design that
 // sends one unary call per transaction pays before it stores anything.
+// It has the LogStore's flow-control windows (internal/grpcwindow).
 type floorServer struct {
 	srv  *grpc.Server
 	addr string
@@ -43,7 +46,7 @@ func startFloor(opts []grpc.ServerOption) (*floorServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: floor listen: %w", err)
 	}
-	srv := grpc.NewServer(opts...)
+	srv := grpc.NewServer(append(grpcwindow.ServerOptions(), opts...)...)
 	srv.RegisterService(&floorDesc, struct{}{})
 	go srv.Serve(lis)
 	return &floorServer{srv: srv, addr: lis.Addr().String()}, nil
@@ -58,6 +61,7 @@ func (f *floorServer) dial(payload []byte, sec *Security) (op, func(), error) {
 	if sec != nil {
 		opts = sec.DialOptions
 	}
+	opts = append(opts, grpcwindow.DialOptions()...)
 	cc, err := grpc.NewClient(f.addr, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: floor dial: %w", err)
