@@ -114,11 +114,13 @@ type Config struct {
 	// HelloTimeout bounds one Hello/HelloAck exchange.
 	HelloTimeout time.Duration
 	// ProgressInterval is how often an idle target receives a progress
-	// marker: the ticker's period, and how long nothing must have been
-	// pushed to a target for it to count as idle (one that receives
-	// transactions needs no marker; its applied LSN then trails the log by
-	// at most about two intervals of time). Negative disables progress
-	// markers.
+	// marker: how long nothing must have been pushed to a target for it to
+	// count as idle (one that receives transactions needs no marker; its
+	// applied LSN then trails the log by at most about an interval and a
+	// quarter of time). The ticker looks four times per interval, so a
+	// target that just became idle and behind (taken over after a
+	// failover) waits at most a quarter interval. Negative disables
+	// progress markers.
 	ProgressInterval time.Duration
 	// ReportInterval is how often acked LSNs are reported to the LogStore
 	// (ReportConsumer). Negative disables reporting.

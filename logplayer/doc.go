@@ -46,7 +46,8 @@
 //     Dispatcher.Dispatch, signals the wake channel of each target that got
 //     a message and cancels the stream of each target found slow. It owns
 //     nothing but the main stream's position.
-//   - ticker (one): progress markers every ProgressInterval and the
+//   - ticker (one): progress markers (it looks every quarter
+//     ProgressInterval; a target gets at most one per interval) and the
 //     saturation gauge every second; no I/O.
 //   - reporter (one): ReportConsumer of every target's acked LSN every
 //     ReportInterval (each call with a deadline).

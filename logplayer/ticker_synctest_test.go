@@ -14,9 +14,11 @@ import (
 )
 
 // Player.ticker on a fake clock (testing/synctest): an idle target that is
-// behind gets a progress marker every ProgressInterval, not before, with
-// its sender woken; and the dispatch saturation is the busy fraction of
-// each saturationInterval. Only the ticker runs: no targets, no LogStore.
+// behind gets a progress marker at the first tick after it became idle
+// (the ticker looks every quarter ProgressInterval), never sooner than a
+// ProgressInterval after the last push to it, with its sender woken; and
+// the dispatch saturation is the busy fraction of each saturationInterval.
+// Only the ticker runs: no targets, no LogStore.
 func TestTickerProgressAndSaturation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = time.Second
@@ -69,30 +71,49 @@ func TestTickerProgressAndSaturation(t *testing.T) {
 			}
 			<-r.wake
 		}
-		markerAt(interval, 1)
-		if got := saturation(); got != 0.25 {
-			t.Fatalf("saturation %v, want 0.25", got)
-		}
+		// Nothing was ever pushed to a: it is idle already, and the first
+		// tick (a quarter interval) sends the marker, as it does for a
+		// target a group member has just taken over.
+		tick := interval / 4 // the ticker looks every quarter interval
+		markerAt(tick, 1)
 		s, _ := d.Stats("a")
 		msgs, ok := d.NextBatchForTerm("a", s.Term, 10, 1<<20)
-		if !ok || len(msgs) != 1 || !msgs[0].IsProgress() || msgs[0].LSN != 1 || msgs[0].DispatchedUnixNano != start.Add(interval).UnixNano() {
-			t.Fatalf("took %+v (%v), want the marker for lsn 1 stamped at 1s", msgs, ok)
+		if !ok || len(msgs) != 1 || !msgs[0].IsProgress() || msgs[0].LSN != 1 || msgs[0].DispatchedUnixNano != start.Add(tick).UnixNano() {
+			t.Fatalf("took %+v (%v), want the marker for lsn 1 stamped at %v", msgs, ok, tick)
 		}
 		if err := d.AckTerm("a", s.Term, 1); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(time.Until(start.Add(interval)))
+		synctest.Wait()
+		if got := saturation(); got != 0.25 {
+			t.Fatalf("saturation %v, want 0.25", got)
+		}
 
-		// Caught up: no marker at 2s. LSN 2 (nothing for a) at 2.2s: the
-		// next marker comes with the tick at 3s, stamped then.
-		time.Sleep(interval + 200*time.Millisecond)
+		// Caught up: no marker until LSN 2 (nothing for a) at 2.2s; a was
+		// idle since its marker at 0.25s, so the tick at 2.25s sends one.
+		time.Sleep(time.Until(start.Add(2*interval + 200*time.Millisecond)))
 		synctest.Wait()
 		if markers() != 1 {
 			t.Fatalf("%d markers to a caught-up target", markers())
 		}
-		d.Dispatch(other(2), time.Now().UnixNano())
-		markerAt(3*interval, 2)
 		if got := saturation(); got != 0 {
-			t.Fatalf("saturation %v over idle seconds, want 0", got)
+			t.Fatalf("saturation %v over the idle second before 2s, want 0", got)
 		}
+		d.Dispatch(other(2), time.Now().UnixNano())
+		markerAt(2*interval+tick, 2)
+		s, _ = d.Stats("a")
+		if msgs, ok := d.NextBatchForTerm("a", s.Term, 10, 1<<20); !ok || len(msgs) != 1 || msgs[0].LSN != 2 {
+			t.Fatalf("took %+v (%v), want the marker for lsn 2", msgs, ok)
+		}
+		if err := d.AckTerm("a", s.Term, 2); err != nil {
+			t.Fatal(err)
+		}
+
+		// LSN 3 right after: a marker was pushed at 2.25s, so a is not
+		// idle before 3.25s; the ticks at 2.5, 2.75 and 3s send nothing.
+		time.Sleep(10 * time.Millisecond)
+		d.Dispatch(other(3), time.Now().UnixNano())
+		markerAt(3*interval+tick, 3)
 	})
 }

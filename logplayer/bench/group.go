@@ -24,8 +24,9 @@ import (
 // survivors (a) hold every target it owned, connected and on the main
 // stream (state N), and (b) have delivered every one of them a
 // transaction or progress marker beyond the LogStore's head at the kill.
-// (b) includes up to one ProgressInterval (1 s by default) for a target
-// no transaction touched meanwhile.
+// (b) includes, for a target no transaction touched meanwhile, the wait
+// for its first progress marker (up to a quarter ProgressInterval, 250 ms
+// by default).
 
 // failoverMax bounds the wait for a failover.
 const failoverMax = time.Minute
