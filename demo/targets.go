@@ -38,8 +38,8 @@ func (s *RecordingStore) Apply(ds []*targetpb.Delivery, next target.State) error
 // EventStore is the demo's events target: an in-memory target.Store for
 // the orders and inventory topics that counts the events it applies (any
 // message: `logplayer append` may write events of its own shape). Its
-// State lives as long as the value (enough for one dev process; a real
-// target keeps it durable).
+// State lives as long as the value (enough for one dev process; EventLog
+// is the durable one, which `logplayer events` serves).
 type EventStore struct {
 	mu     sync.Mutex
 	st     target.State

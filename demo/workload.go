@@ -24,6 +24,11 @@
 // `logplayer dev --demo` call it): watch the shards, Run, wait for delivery,
 // Check.
 //
+// The events target of the orders and inventory topics has two stores:
+// EventStore, in memory (`logplayer dev`), and EventLog, durable on bbolt
+// (`logplayer events`), which keeps every applied message for
+// ReadEventLog.
+//
 // Goroutines: none in Generator, Model or Recorder (Recorder is safe for
 // concurrent use); Run starts one goroutine per client (each owns its
 // Generator) and one progress ticker, and waits for all of them; Session

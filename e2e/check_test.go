@@ -19,10 +19,11 @@ import (
 
 // verify stops the workload and checks everything the package doc lists:
 // acknowledged Appends against the log read back, the log's transactions
-// whole, every shard's state (live, then its file after stopShards stopped
-// the shards and put their files in each shardNode.dir), and the refusal
+// whole, every shard's state (live, then its file after stopTargets stopped
+// the shards and put their files in each shardNode.dir), the events
+// target's file when c has one (stopTargets stops it too), and the refusal
 // counters w sampled.
-func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch, stopShards func()) {
+func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch, stopTargets func()) {
 	t.Helper()
 	cl, shards := c.client, c.shards
 	res, err := ld.stop()
@@ -49,6 +50,12 @@ func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch
 	checkAcks(t, facts, acks)
 	checkDelivery(ctx, t, cl, shards, ld.rec, res, head)
 	ld.stopWatching()
+	if e := c.events; e != nil {
+		c.waitFor(catchUpMax, e.id+" to apply the head", func() error {
+			_, err := e.applied(head)
+			return err
+		})
+	}
 
 	bad, allowed, scrapes, err := w.close()
 	if err != nil {
@@ -78,8 +85,11 @@ func verify(t testing.TB, began time.Time, c *cluster, ld *load, w *refusalWatch
 	if c.group != nil {
 		epochOf = c.group.lastTokens(ctx, t, st.Epoch)
 	}
-	stopShards()
+	stopTargets()
 	checkDurable(t, shards, facts, head, epochOf)
+	if c.events != nil {
+		checkEvents(t, c.events, facts, head, epochOf)
+	}
 	t.Logf("%v: checked %d transactions, %d acknowledged (head lsn %d, epoch %d)", since(began), head, len(acks), head, st.Epoch)
 }
 
@@ -98,6 +108,9 @@ type logFacts struct {
 	model *demo.Model
 	txn   []string       // txn[lsn] is the id of the transaction at lsn (txn[0] unused)
 	count map[string]int // how many transactions carry each id
+	// events are the messages of eventsTopics in LSN order: what an
+	// events target must hold.
+	events []demo.Event
 }
 
 // readLog reads the whole log [1, head] back and checks every transaction
@@ -117,6 +130,7 @@ func readLog(ctx context.Context, r demo.LogReader, head uint64) (*logFacts, err
 		}
 		f.txn[t.Lsn] = id
 		f.count[id]++
+		f.events = appendEvents(f.events, t)
 		return nil
 	})
 	return f, err

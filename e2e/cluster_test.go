@@ -60,6 +60,9 @@ type shardNode struct {
 	client                 shardpb.ShardClient
 }
 
+func (s *shardNode) targetID() string    { return s.id }
+func (s *shardNode) metricsAddr() string { return s.metrics }
+
 // cluster is the whole system as processes on 127.0.0.1.
 type cluster struct {
 	t      testing.TB
@@ -85,8 +88,11 @@ type cluster struct {
 	tls *e2eTLS
 	// group, when set, is a LogPlayer group instead of the one LogPlayer
 	// (group_test.go): verify checks every member's metrics, and each
-	// shard's durable epoch against its last fencing token.
+	// target's durable epoch against its last fencing token.
 	group *playerGroup
+	// events, when set, is the events target process (events_test.go): a
+	// target of the group beside the shards, whose file verify checks.
+	events *eventsNode
 }
 
 // clusterOptions vary startClusterWith.
@@ -96,6 +102,9 @@ type clusterOptions struct {
 	// playerAdmin grants the LogPlayers' identity the admin role too (a
 	// group member registers its --target flags in the LogStore).
 	playerAdmin bool
+	// events starts the events target process too (`logplayer events`,
+	// cluster.events).
+	events bool
 }
 
 // startCluster starts 3 store nodes, waits for a leader, starts the shards,
@@ -132,6 +141,9 @@ func startClusterWith(t testing.TB, o clusterOptions) *cluster {
 
 	for i := range shardCount {
 		c.addShard(i, build)
+	}
+	if o.events {
+		c.addEvents()
 	}
 	if !o.noPlayer {
 		c.player = c.newPlayer("player")
@@ -245,6 +257,9 @@ func (c *cluster) procs() []*proc {
 	}
 	for _, s := range c.shards {
 		out = append(out, s.proc)
+	}
+	if c.events != nil {
+		out = append(out, c.events.proc)
 	}
 	return out
 }
@@ -423,12 +438,44 @@ func (s *shardNode) applied(lsn uint64) (uint64, error) {
 	return resp.AppliedLsn, nil
 }
 
-// waitShardsApplied waits until every shard applied lsn (its own topic's
-// messages up to it, and progress markers past its last message).
-func (c *cluster) waitShardsApplied(lsn uint64) {
+// targetNode is a target process: a shard or the events target.
+type targetNode interface {
+	watchedTarget
+	// applied returns the target's applied LSN once it is at least lsn,
+	// or an error (down, or still below).
+	applied(lsn uint64) (uint64, error)
+}
+
+// targets are c's target processes: the shards, then the events target
+// when c has one.
+func (c *cluster) targets() []targetNode {
+	var out []targetNode
+	for _, s := range c.shards {
+		out = append(out, s)
+	}
+	if c.events != nil {
+		out = append(out, c.events)
+	}
+	return out
+}
+
+// target returns the target process with id.
+func (c *cluster) target(id string) targetNode {
+	for _, x := range c.targets() {
+		if x.targetID() == id {
+			return x
+		}
+	}
+	c.t.Fatalf("no target %q", id)
+	return nil
+}
+
+// waitTargetsApplied waits until every target applied lsn (its own
+// topics' messages up to it, and progress markers past its last message).
+func (c *cluster) waitTargetsApplied(lsn uint64) {
 	c.t.Helper()
-	c.waitFor(progressMax, fmt.Sprintf("every shard to apply lsn %d", lsn), func() error {
-		for _, s := range c.shards {
+	c.waitFor(progressMax, fmt.Sprintf("every target to apply lsn %d", lsn), func() error {
+		for _, s := range c.targets() {
 			if _, err := s.applied(lsn); err != nil {
 				return err
 			}

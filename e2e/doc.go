@@ -19,6 +19,10 @@
 //   - each shard's durable State: next offset of its topic = messages the
 //     log holds for it, applied LSN at the head, epoch = the last
 //     LogPlayer's (fencing persisted);
+//   - with the events target (`logplayer events`, topics orders and
+//     inventory): its bbolt file (demo.ReadEventLog) holds exactly the log's
+//     messages of its topics, each once, in LSN order, at its offset, and
+//     its durable State is at the head with the last owner's epoch;
 //   - no target refused a delivery: target_refusals_total, sampled every
 //     250 ms and before each kill, stays zero (a duplicate or a gap would be
 //     refused by the SDK's continuity check); the only increases allowed
@@ -40,6 +44,12 @@
 //     and restart it on its data. One
 //     round by default, -long runs 5, -rounds N exactly N; -seed S replays a
 //     workload; -binary-race builds the children with the race detector.
+//   - TestPlayerGroupUnderFaults (go test ./e2e -run
+//     TestPlayerGroupUnderFaults, a few minutes): 3 store nodes, the 3
+//     shards, the events target and 3 LogPlayers in one group; per round,
+//     in a seeded order, SIGKILL a player, SIGSTOP one past its lease,
+//     SIGKILL the LogStore leader; the failover times are printed, and
+//     every target's durable epoch must be its last owner's token.
 //   - TestDockerPartition (go test -tags docker -run TestDockerPartition
 //     ./e2e/, needs a working Docker engine, about 2 minutes): the same
 //     system in FROM-scratch containers (deploy/Dockerfile) on a private

@@ -82,7 +82,7 @@ func TestDockerPlayerGroupPartition(t *testing.T) {
 	})
 	ld := startLoad(t, c.client, c.shards, s)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: group balanced %s, %d acknowledged", since(began), ownersText(before), ld.acks.n.Load())
 
 	cut, other := g.busiest(before)
@@ -127,7 +127,7 @@ func TestDockerPlayerGroupPartition(t *testing.T) {
 			since(began), cut, moved, lapsed.Sub(cutAt).Round(time.Millisecond), reassigned.Round(time.Millisecond),
 			last.Round(time.Millisecond), g.lease())
 		c.waitAcked(ld)
-		c.waitShardsApplied(ld.acks.max.Load())
+		c.waitTargetsApplied(ld.acks.max.Load())
 		t.Logf("%v: %s delivers %v, shards caught up", since(began), other, moved)
 
 		d.docker("network", "connect", "--ip", d.ips[cut], "--alias", cut, d.network, d.name(cut))
@@ -135,7 +135,7 @@ func TestDockerPlayerGroupPartition(t *testing.T) {
 		back := g.waitBalanced()
 		t.Logf("%v: %s reconnected, rejoined after %v: %s", since(began), cut, time.Since(rejoinAt).Round(time.Millisecond), ownersText(back))
 		c.waitAcked(ld)
-		c.waitShardsApplied(ld.acks.max.Load())
+		c.waitTargetsApplied(ld.acks.max.Load())
 	})
 	t.Logf("stale_epoch refusals during the partition and the rejoin: %v", stale)
 

@@ -69,7 +69,7 @@ func TestDockerPartition(t *testing.T) {
 	refusals := watchRefusals(t, c.shards, "superseded")
 	ld := startLoad(t, c.client, c.shards, s)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: cluster up, %d acknowledged", since(began), ld.acks.n.Load())
 
 	// The leader cut off: the majority elects another and goes on; the old
@@ -82,7 +82,7 @@ func TestDockerPartition(t *testing.T) {
 	d.connect(old.id)
 	c.waitRejoined(old)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: %s healed and caught up", since(began), old.id)
 
 	// A shard cut off: the LogPlayer's stream to it goes silent, no reset;
@@ -98,7 +98,7 @@ func TestDockerPartition(t *testing.T) {
 	d.connect(cut.id)
 	c.waitPlayerMetric(progressMax, "logplayer_target_returns_total", label, returns)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: %s healed, returned and caught up", since(began), cut.id)
 
 	// The LogPlayer cut off: every target stream and the main stream go
@@ -120,7 +120,7 @@ func TestDockerPartition(t *testing.T) {
 		c.waitPlayerMetric(progressMax, "logplayer_target_returns_total", label, returned[s.id])
 	}
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: LogPlayer partitioned, healed, every target returned and caught up", since(began))
 
 	// A shard container killed and started again on its volume.
@@ -129,7 +129,7 @@ func TestDockerPartition(t *testing.T) {
 	c.waitAcked(ld)
 	d.docker("start", d.name(killed.id))
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: %s killed and restarted", since(began), killed.id)
 
 	c.waitAcked(ld)

@@ -48,7 +48,7 @@ func TestRealProcessesUnderFaults(t *testing.T) {
 	refusals := watchRefusals(t, c.shards, "superseded")
 	ld := startLoad(t, c.client, c.shards, s)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	t.Logf("%v: cluster up, %d acknowledged", since(began), ld.acks.n.Load())
 
 	for r := range n {
@@ -89,7 +89,7 @@ func (c *cluster) killShard(ld *load, w *refusalWatch, s *shardNode) {
 	c.waitAcked(ld)
 	s.proc.start()
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 }
 
 // pauseShard SIGSTOPs s under load until the LogPlayer suspends it (its
@@ -108,7 +108,7 @@ func (c *cluster) pauseShard(ld *load, s *shardNode) {
 	s.proc.signal(syscall.SIGCONT)
 	c.waitPlayerMetric(progressMax, "logplayer_target_returns_total", label, returns)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 }
 
 // killPlayerWhileShardDown SIGKILLs s, then the LogPlayer, and restarts the
@@ -124,7 +124,7 @@ func (c *cluster) killPlayerWhileShardDown(ld *load, w *refusalWatch, s *shardNo
 	c.waitAcked(ld)
 	s.proc.start()
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 }
 
 // zombiePlayer SIGSTOPs the LogPlayer and starts a second one (a new
@@ -156,7 +156,7 @@ func (c *cluster) zombiePlayer(ld *load, w *refusalWatch, round int) {
 			c.t.Errorf("%s counted %v stale_epoch refusals while a second LogPlayer took over, want at least 1", s.id, fenced[s.id])
 		}
 	}
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 }
 
 // killPlayer SIGKILLs the LogPlayer under load, waits for more writes (the
@@ -170,7 +170,7 @@ func (c *cluster) killPlayer(ld *load) {
 	c.player.start()
 	c.waitNewEpoch(before)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 }
 
 // killLeader SIGKILLs the LogStore leader under load, waits until another
@@ -187,5 +187,5 @@ func (c *cluster) killLeader(ld *load) {
 	old.proc.start()
 	c.waitRejoined(old)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 }

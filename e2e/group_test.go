@@ -16,12 +16,12 @@ import (
 )
 
 // The LogPlayer group under faults (issue #13, "How it is proven", first
-// bullet): 3 store nodes, the 3 shards and 3 LogPlayers in one group, as
-// real processes, under the demo workload.
-//
-// No events target: `logplayer dev` serves it in memory inside the dev
-// process (devcluster), and no subcommand serves it as a process of its
-// own, so the group test delivers to the three shards only.
+// bullet): 3 store nodes, the 3 shards, the events target (`logplayer
+// events`, topics orders and inventory, every message kept in its bbolt
+// file) and 3 LogPlayers in one group, as real processes, under the demo
+// workload. The events target is one more registered target: the group
+// assigns and moves it like a shard, and at the end its file must hold
+// exactly the log's messages of its topics (checkEvents).
 
 // groupName is the LogPlayer group of the test.
 const groupName = "e2e"
@@ -57,9 +57,9 @@ func (g *playerGroup) procs() []*proc {
 	return out
 }
 
-// startGroup starts the group's LogPlayers, each with every shard as a
-// --target (each registers them: the same config again changes nothing),
-// and makes it c's.
+// startGroup starts the group's LogPlayers, each with every target (the
+// shards and the events target) as a --target (each registers them: the
+// same config again changes nothing), and makes it c's.
 func startGroup(c *cluster) *playerGroup {
 	c.t.Helper()
 	g := &playerGroup{c: c, pg: map[string]logstorepb.PlayerGroupClient{}}
@@ -76,6 +76,9 @@ func startGroup(c *cluster) *playerGroup {
 			"--admin-addr", m.admin, "--metrics-addr", m.metrics)
 		for _, s := range c.shards {
 			args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
+		}
+		if c.events != nil {
+			args = append(args, "--target", c.events.spec())
 		}
 		m.proc = newProc(c.t, c.dir, m.id, args...)
 		m.adminc = playerpb.NewPlayerAdminClient(dial(c.t, m.admin, c.tls.dialOptions(c.t)...))
@@ -121,33 +124,54 @@ func owners(d *logstorepb.DescribeGroupResponse) map[string]*logstorepb.Assignme
 	return out
 }
 
-// waitBalanced waits until the registry holds exactly the shards (with the
+// registered maps each target process of c to what the members register
+// for it: registration(address, topics).
+func (c *cluster) registered() map[string]string {
+	out := map[string]string{}
+	for _, s := range c.shards {
+		out[s.id] = registration(s.addr, []string{s.id})
+	}
+	if e := c.events; e != nil {
+		out[e.id] = registration(e.addr, eventsTopics)
+	}
+	return out
+}
+
+// registration is a registered target's address and topics, in one
+// comparable string (the topics sorted).
+func registration(addr string, topics []string) string {
+	return addr + "/" + strings.Join(slices.Sorted(slices.Values(topics)), ",")
+}
+
+// waitBalanced waits until the registry holds exactly the targets (with the
 // addresses and topics every member registered), every member is in the
-// group and owns one shard, and every shard applied lsn.
+// group and owns its share of them (targets/members, rounded down or up),
+// and every target applied lsn.
 func (g *playerGroup) waitBalanced(lsn uint64) *logstorepb.DescribeGroupResponse {
 	c := g.c
 	c.t.Helper()
+	want := c.registered()
+	lo, hi := len(want)/groupPlayers, (len(want)+groupPlayers-1)/groupPlayers
 	var last *logstorepb.DescribeGroupResponse
-	c.waitFor(progressMax, fmt.Sprintf("the group balanced (%d members, one shard each) and every shard at lsn %d", groupPlayers, lsn), func() error {
+	c.waitFor(progressMax, fmt.Sprintf("the group balanced (%d members, %d-%d of the %d targets each) and every target at lsn %d", groupPlayers, lo, hi, len(want), lsn), func() error {
 		d, l, err := g.describe()
 		if err != nil {
 			return err
 		}
-		if len(l.Targets) != len(c.shards) {
-			return fmt.Errorf("%d registered targets, want %d", len(l.Targets), len(c.shards))
+		if len(l.Targets) != len(want) {
+			return fmt.Errorf("%d registered targets, want %d", len(l.Targets), len(want))
 		}
 		for _, rt := range l.Targets {
-			i := slices.IndexFunc(c.shards, func(s *shardNode) bool { return s.id == rt.Id })
-			if i < 0 || rt.Address != c.shards[i].addr || !slices.Equal(rt.Topics, []string{rt.Id}) {
-				c.t.Fatalf("registered target %v: not the shard the members registered", rt)
+			if w, ok := want[rt.Id]; !ok || registration(rt.Address, rt.Topics) != w {
+				c.t.Fatalf("registered target %v: not the target the members registered (%q)", rt, w)
 			}
 		}
 		if len(d.Members) != groupPlayers {
 			return fmt.Errorf("%d members, want %d", len(d.Members), groupPlayers)
 		}
 		for _, m := range d.Members {
-			if m.Targets != 1 {
-				return fmt.Errorf("member %s owns %d targets, want 1", m.MemberId, m.Targets)
+			if int(m.Targets) < lo || int(m.Targets) > hi {
+				return fmt.Errorf("member %s owns %d targets, want %d-%d", m.MemberId, m.Targets, lo, hi)
 			}
 		}
 		for id, a := range owners(d) {
@@ -155,7 +179,7 @@ func (g *playerGroup) waitBalanced(lsn uint64) *logstorepb.DescribeGroupResponse
 				return fmt.Errorf("%s has no owner (token %d)", id, a.Token)
 			}
 		}
-		for _, s := range c.shards {
+		for _, s := range c.targets() {
 			if _, err := s.applied(lsn); err != nil {
 				return err
 			}
@@ -252,7 +276,7 @@ func (g *playerGroup) measureFailover(victim string, owned []string, lsn uint64,
 				if a := as[id]; a == nil || a.MemberId == "" || a.MemberId == victim {
 					return fmt.Errorf("%s still owned by %q", id, a.GetMemberId())
 				}
-				if _, err := c.shardByID(id).applied(lsn + 1); err != nil {
+				if _, err := c.target(id).applied(lsn + 1); err != nil {
 					return err
 				}
 			}
@@ -279,16 +303,6 @@ func (g *playerGroup) member(id string) *groupMember {
 		}
 	}
 	g.c.t.Fatalf("no member %q", id)
-	return nil
-}
-
-func (c *cluster) shardByID(id string) *shardNode {
-	for _, s := range c.shards {
-		if s.id == id {
-			return s
-		}
-	}
-	c.t.Fatalf("no shard %q", id)
 	return nil
 }
 
@@ -358,8 +372,9 @@ func (g *playerGroup) checkMetrics(t testing.TB) {
 }
 
 // TestPlayerGroupUnderFaults runs a LogPlayer group as real processes under
-// the demo workload: 3 store nodes, 3 shards, 3 LogPlayers in group "e2e"
-// (TLS with a policy; each registers the shards as targets). Each round,
+// the demo workload: 3 store nodes, 3 shards, the events target, 3
+// LogPlayers in group "e2e" (TLS with a policy; each registers the shards
+// and the events target as targets). Each round,
 // in a seeded order with seeded victims: SIGKILL a player (its targets
 // move; restarted, it rejoins and takes a share again); SIGSTOP a player
 // past its lease (its targets move; on SIGCONT its lease has lapsed: it
@@ -370,10 +385,12 @@ func (g *playerGroup) checkMetrics(t testing.TB) {
 // target the victim owned has a new owner that delivered past the head at
 // the fault, is printed in a table; the only bound is failoverMax
 // (liveness). Then verify: the log against the acknowledged Appends, every
-// shard exactly the log's messages for its topic (the model), no target
-// refusal but stale_epoch (fenced tokens) and superseded during the faults
-// and joins, no player-side refusal but STALE_EPOCH, and each shard's
-// durable epoch its last owner's token.
+// shard exactly the log's messages for its topic (the model), the events
+// target's file exactly the log's orders and inventory messages (each
+// once, in order, at its offset), no target refusal but stale_epoch
+// (fenced tokens) and superseded during the faults and joins, no
+// player-side refusal but STALE_EPOCH, and each target's durable epoch
+// its last owner's token.
 func TestPlayerGroupUnderFaults(t *testing.T) {
 	n := *rounds
 	if n == 0 {
@@ -392,12 +409,16 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 	binary(t)
 	t.Logf("%v: binary built", since(began))
 
-	c := startClusterWith(t, clusterOptions{noPlayer: true, playerAdmin: true})
+	c := startClusterWith(t, clusterOptions{noPlayer: true, playerAdmin: true, events: true})
 	// Refusals allowed: none in steady state; during a fault (and the
 	// joins) stale_epoch, the new owner's token fencing the old owner's
 	// streams, and superseded, a member's newer stream with the same token
 	// taking over its own older one (allowFenced).
-	refusals := watchRefusals(t, c.shards)
+	var watched []watchedTarget
+	for _, x := range c.targets() {
+		watched = append(watched, x)
+	}
+	refusals := watchTargets(t, watched)
 	ld := startLoad(t, c.client, c.shards, s)
 	var g *playerGroup
 	var d *logstorepb.DescribeGroupResponse
@@ -439,9 +460,9 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 
 	c.waitAcked(ld)
 	var out strings.Builder
-	fmt.Fprintf(&out, "%-5s %-6s %-6s %-24s %-8s %-9s %-5s %s\n", "ROUND", "FAULT", "VICTIM", "TARGETS", "AT LSN", "FAILOVER", "MOVES", "LAPSES")
+	fmt.Fprintf(&out, "%-5s %-6s %-6s %-31s %-8s %-9s %-5s %s\n", "ROUND", "FAULT", "VICTIM", "TARGETS", "AT LSN", "FAILOVER", "MOVES", "LAPSES")
 	for _, f := range table {
-		fmt.Fprintf(&out, "%-5d %-6s %-6s %-24s %-8d %-9v %-5d %d\n", f.round, f.fault, f.victim, strings.Join(f.targets, ","), f.atLSN, f.took.Round(time.Millisecond), f.moves, f.lapses)
+		fmt.Fprintf(&out, "%-5d %-6s %-6s %-31s %-8d %-9v %-5d %d\n", f.round, f.fault, f.victim, strings.Join(f.targets, ","), f.atLSN, f.took.Round(time.Millisecond), f.moves, f.lapses)
 	}
 	t.Logf("failover times (kill, stop: from the fault until every target of the victim has a new owner that delivered past the head at the fault; "+
 		"leader: from the LogStore leader's SIGKILL until every target delivered past it; moves: changes of owner until balanced again; lapses: lease lapses of the other members; lease 3 s):\n%s", out.String())
@@ -449,6 +470,7 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 		for _, s := range c.shards {
 			s.proc.terminate()
 		}
+		c.events.proc.terminate()
 	})
 	for _, p := range c.allProcs() {
 		p.checkLog()
@@ -456,7 +478,7 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 }
 
 // allowFenced allows stale_epoch and superseded refusals while fn runs and
-// returns the stale_epoch ones per shard.
+// returns the stale_epoch ones per target.
 func allowFenced(w *refusalWatch, fn func()) map[string]float64 {
 	var fenced map[string]float64
 	w.allowDuring("superseded", func() { fenced = w.allowDuring("stale_epoch", fn) })
@@ -556,8 +578,8 @@ func (g *playerGroup) leaderFault(ld *load, round int) failover {
 	}
 	st, old := c.leader()
 	f := failover{round: round, fault: "leader", victim: old.id, atLSN: st.HeadLsn, moves: d.Reassignments}
-	for _, s := range c.shards {
-		f.targets = append(f.targets, s.id)
+	for _, s := range c.targets() {
+		f.targets = append(f.targets, s.targetID())
 	}
 	at := time.Now()
 	old.proc.kill()
@@ -572,6 +594,6 @@ func (g *playerGroup) leaderFault(ld *load, round int) failover {
 	old.proc.start()
 	c.waitRejoined(old)
 	c.waitAcked(ld)
-	c.waitShardsApplied(ld.acks.max.Load())
+	c.waitTargetsApplied(ld.acks.max.Load())
 	return f
 }

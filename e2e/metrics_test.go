@@ -73,13 +73,20 @@ const (
 	appliedLSNMetric = "target_applied_lsn"
 )
 
-// refusalWatch samples the shards' target_refusals_total while the test
+// watchedTarget is a target process whose metrics refusalWatch samples:
+// a shard or the events target.
+type watchedTarget interface {
+	targetID() string
+	metricsAddr() string
+}
+
+// refusalWatch samples the targets' target_refusals_total while the test
 // runs. A counter lives as long as its process, so it is read regularly and
 // right before each kill, and every increase is attributed, when it is
 // seen, to a reason the faults of that moment allow, or to a fault of the
 // system.
 type refusalWatch struct {
-	shards []*shardNode
+	targets []watchedTarget
 	// always are the reasons the test's faults make legitimate all along
 	// (a partition leaves a stream the LogPlayer gave up on open at the
 	// target until a newer one supersedes it).
@@ -90,7 +97,7 @@ type refusalWatch struct {
 	mu     struct {
 		sync.Mutex
 		last    map[string]float64 // series -> value at the last scrape of its process
-		gen     map[string]int     // shard id -> processes killed (a scrape across a kill is dropped)
+		gen     map[string]int     // target id -> processes killed (a scrape across a kill is dropped)
 		allow   map[string]bool    // reasons allowed for now (allowDuring)
 		bad     map[string]float64 // series -> increases not allowed
 		allowed map[string]float64 // series -> increases allowed
@@ -104,7 +111,16 @@ const refusalScrapeEvery = 250 * time.Millisecond
 // watchRefusals samples the shards until close or the end of the test;
 // always lists reasons allowed all along.
 func watchRefusals(t testing.TB, shards []*shardNode, always ...string) *refusalWatch {
-	w := &refusalWatch{shards: shards, always: always, stop: make(chan struct{}), done: make(chan struct{})}
+	var targets []watchedTarget
+	for _, s := range shards {
+		targets = append(targets, s)
+	}
+	return watchTargets(t, targets, always...)
+}
+
+// watchTargets is watchRefusals of any targets.
+func watchTargets(t testing.TB, targets []watchedTarget, always ...string) *refusalWatch {
+	w := &refusalWatch{targets: targets, always: always, stop: make(chan struct{}), done: make(chan struct{})}
 	w.mu.last, w.mu.allow, w.mu.gen = map[string]float64{}, map[string]bool{}, map[string]int{}
 	w.mu.bad, w.mu.allowed = map[string]float64{}, map[string]float64{}
 	for _, r := range always {
@@ -121,7 +137,7 @@ func watchRefusals(t testing.TB, shards []*shardNode, always ...string) *refusal
 				return
 			case <-tick.C:
 			}
-			for _, s := range w.shards {
+			for _, s := range w.targets {
 				_ = w.sample(s)
 			}
 		}
@@ -129,25 +145,25 @@ func watchRefusals(t testing.TB, shards []*shardNode, always ...string) *refusal
 	return w
 }
 
-// seriesKey names a sample of shard s.
-func seriesKey(s *shardNode, x sample) string {
-	return fmt.Sprintf("%s: %s{%s}", s.id, x.name, x.labels)
+// seriesKey names a sample of target s.
+func seriesKey(s watchedTarget, x sample) string {
+	return fmt.Sprintf("%s: %s{%s}", s.targetID(), x.name, x.labels)
 }
 
 // sample reads s's refusal counters once (an error when s is down), and
 // checks that its applied-LSN gauge is there and positive: proof that the
 // scrape reads the target's metrics at all.
-func (w *refusalWatch) sample(s *shardNode) error {
+func (w *refusalWatch) sample(s watchedTarget) error {
 	w.mu.Lock()
-	gen := w.mu.gen[s.id]
+	gen := w.mu.gen[s.targetID()]
 	w.mu.Unlock()
-	ss, err := scrape(s.metrics, refusalsMetric, appliedLSNMetric)
+	ss, err := scrape(s.metricsAddr(), refusalsMetric, appliedLSNMetric)
 	if err != nil {
-		return fmt.Errorf("%s: scrape: %w", s.id, err)
+		return fmt.Errorf("%s: scrape: %w", s.targetID(), err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.mu.gen[s.id] != gen {
+	if w.mu.gen[s.targetID()] != gen {
 		return nil // read from the process killed meanwhile (sampled before the kill)
 	}
 	w.mu.scrapes++
@@ -174,29 +190,29 @@ func (w *refusalWatch) sample(s *shardNode) error {
 		}
 	}
 	if !gauge {
-		return fmt.Errorf("%s: no positive %s in its metrics", s.id, appliedLSNMetric)
+		return fmt.Errorf("%s: no positive %s in its metrics", s.targetID(), appliedLSNMetric)
 	}
 	return nil
 }
 
 // kill samples s, kills its process with kill, and forgets the counters
 // that died with it (the next process starts from zero).
-func (w *refusalWatch) kill(s *shardNode, kill func()) {
+func (w *refusalWatch) kill(s watchedTarget, kill func()) {
 	_ = w.sample(s)
 	kill()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.mu.gen[s.id]++
+	w.mu.gen[s.targetID()]++
 	for k := range w.mu.last {
-		if strings.HasPrefix(k, s.id+": ") {
+		if strings.HasPrefix(k, s.targetID()+": ") {
 			delete(w.mu.last, k)
 		}
 	}
 }
 
-// allowDuring allows reason while fn runs: every shard is sampled before
+// allowDuring allows reason while fn runs: every target is sampled before
 // and after, so what changed in between is attributed to fn's fault. It
-// returns how many refusals with that reason each shard counted
+// returns how many refusals with that reason each target counted
 // meanwhile.
 func (w *refusalWatch) allowDuring(reason string, fn func()) map[string]float64 {
 	w.sampleAll()
@@ -217,12 +233,12 @@ func (w *refusalWatch) allowDuring(reason string, fn func()) map[string]float64 
 }
 
 func (w *refusalWatch) sampleAll() {
-	for _, s := range w.shards {
+	for _, s := range w.targets {
 		_ = w.sample(s)
 	}
 }
 
-// count returns the allowed refusals with reason so far, per shard id.
+// count returns the allowed refusals with reason so far, per target id.
 func (w *refusalWatch) count(reason string) map[string]float64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -236,14 +252,14 @@ func (w *refusalWatch) count(reason string) map[string]float64 {
 	return out
 }
 
-// close stops the sampling (idempotent), samples every shard once more
+// close stops the sampling (idempotent), samples every target once more
 // (they must all answer) and returns the refusals counted: those no fault
 // allowed, those allowed, and how many scrapes succeeded.
 func (w *refusalWatch) close() (bad, allowed []string, scrapes int, err error) {
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
 	var errs []error
-	for _, s := range w.shards {
+	for _, s := range w.targets {
 		errs = append(errs, w.sample(s))
 	}
 	w.mu.Lock()

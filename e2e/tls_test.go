@@ -61,6 +61,7 @@ func writeSecurity(t testing.TB, dir, root string, hosts []string, tokens bool) 
 	for i := range shardCount {
 		nodes = append(nodes, security.NodeSpec{Name: demo.ShardTopic(i), Hosts: hosts})
 	}
+	nodes = append(nodes, security.NodeSpec{Name: eventsTarget, Hosts: hosts})
 	if _, err := security.WriteBundle(security.BundleOptions{Dir: dir, Nodes: nodes, Clients: []string{testIdentity}, Tokens: toks}); err != nil {
 		t.Fatal(err)
 	}
