@@ -30,7 +30,9 @@ type lsCluster struct {
 	nodes  []*logstore.Node
 }
 
-func startLogStore(t testing.TB) *lsCluster {
+// startLogStore starts a 3-node LogStore; tweak (optional) adjusts node
+// i's config before it starts.
+func startLogStore(t testing.TB, tweak ...func(i int, cfg *logstore.Config)) *lsCluster {
 	t.Helper()
 	c := &lsCluster{t: t}
 	var peers []logstore.Peer
@@ -52,6 +54,9 @@ func startLogStore(t testing.TB) *lsCluster {
 			// Generous timeouts: the machine is shared and -race is slow.
 			HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: time.Second, LeaderLeaseTimeout: 500 * time.Millisecond,
 			RetentionInterval: time.Hour,
+		}
+		for _, f := range tweak {
+			f(i, &cfg)
 		}
 		c.cfgs = append(c.cfgs, cfg)
 		cfg.RaftListener = rls[i]

@@ -154,22 +154,58 @@ func (g *member) call(ctx context.Context, name string, fn func(ctx context.Cont
 
 // register adds (or replaces) targets in the LogStore's registry. Needs
 // an identity with the admin role when the LogStore checks roles.
+//
+// While the LogStore runs below the cluster version the registry needs
+// (FEATURE_NOT_ENABLED: a voter not yet upgraded, or a new cluster before
+// the leader's first version poll) it waits, with backoff and a warning
+// every versionWarnEvery, until ctx ends: a player upgraded before the
+// LogStore starts once the LogStore catches up.
 func (g *member) register(ctx context.Context, tcs []TargetConfig) error {
 	for _, tc := range tcs {
-		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
-		err := g.call(rctx, "RegisterTarget", func(ctx context.Context, c logstorepb.PlayerGroupClient) error {
-			_, err := c.RegisterTarget(ctx, &logstorepb.RegisterTargetRequest{Target: &logstorepb.RegisteredTarget{
-				Id: tc.ID, Address: tc.Address, Topics: tc.Topics,
-			}})
-			return err
-		})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("logplayer: registering target %s: %w", tc.ID, err)
+		var warned time.Time
+		for backoff := versionBackoffMin; ; backoff = min(2*backoff, versionBackoffMax) {
+			err := g.registerOne(ctx, tc)
+			if err == nil {
+				break
+			}
+			if apierr.CodeOf(err) != logstorepb.ErrorCode_FEATURE_NOT_ENABLED || ctx.Err() != nil {
+				return fmt.Errorf("logplayer: registering target %s: %w", tc.ID, err)
+			}
+			if time.Since(warned) >= versionWarnEvery {
+				g.log.Warn("waiting for the LogStore's cluster version to register targets", "target", tc.ID, "err", err)
+				warned = time.Now()
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("logplayer: registering target %s: %w", tc.ID, err)
+			case <-t.C:
+			}
 		}
 		g.log.Info("target registered", "target", tc.ID, "address", tc.Address, "topics", tc.Topics)
 	}
 	return nil
+}
+
+// The wait of register while the cluster version is too low.
+const (
+	versionBackoffMin = 50 * time.Millisecond
+	versionBackoffMax = time.Second
+	versionWarnEvery  = 10 * time.Second
+)
+
+// registerOne is one RegisterTarget call (with the group policy's
+// retries), bounded by registerTimeout.
+func (g *member) registerOne(ctx context.Context, tc TargetConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, registerTimeout)
+	defer cancel()
+	return g.call(ctx, "RegisterTarget", func(ctx context.Context, c logstorepb.PlayerGroupClient) error {
+		_, err := c.RegisterTarget(ctx, &logstorepb.RegisterTargetRequest{Target: &logstorepb.RegisteredTarget{
+			Id: tc.ID, Address: tc.Address, Topics: tc.Topics,
+		}})
+		return err
+	})
 }
 
 // run is the heartbeat loop, until ctx ends; then it stops every target

@@ -14,6 +14,8 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/fsm"
 )
 
 // Two group members on a real 3-node LogStore (the PlayerGroup service:
@@ -168,4 +170,36 @@ func TestGroupRealLogStorePausedMember(t *testing.T) {
 	a.stop(t)
 	b.stop(t)
 	checkTargets(t, readLog(t, cl, head), targets...)
+}
+
+// A group member that starts while the LogStore still runs below the
+// cluster version target registration needs (a voter not yet upgraded, or
+// a new cluster before its first version poll) waits for the version and
+// then registers; Run does not fail.
+func TestGroupRegisterWaitsForClusterVersion(t *testing.T) {
+	ls := startLogStore(t, func(i int, cfg *logstore.Config) {
+		if i == 2 {
+			cfg.AdvertisedVersion = fsm.BaseVersion // an old voter
+		}
+	})
+	targets := []*testTarget{newShardTarget(t, "shard-0", "shard-0")}
+	a := startPlayer(t, nil, targets, func(c *Config) {
+		c.PlayerID = "a"
+		c.LogStore = ls.addrs()
+		c.Group = &GroupConfig{Name: "players"}
+	})
+	time.Sleep(2 * time.Second) // several version polls: the cluster stays at the base version
+	select {
+	case err := <-a.done:
+		a.done <- err // for the cleanup's stop
+		t.Fatalf("Run returned while the cluster was below version %d: %v", fsm.CurrentVersion, err)
+	default:
+	}
+	if n := len(owned(a.p)); n != 0 {
+		t.Fatalf("a owns %d targets before they could be registered", n)
+	}
+	ls.stop(2)
+	ls.cfgs[2].AdvertisedVersion = 0 // the upgraded binary
+	ls.restart(2)
+	testwait.For(t, testwait.Max, "a to own shard-0 once the cluster is upgraded", func() bool { return len(owned(a.p)) == 1 })
 }
