@@ -10,30 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/boltcrash"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/targettest"
 	"github.com/logplayer/logplayer/types"
 )
 
-// bbolt runs only on a real file (it mmaps it), so the crashable in-memory
-// filesystem of the segment log cannot hold a shard. TestPowerLossPages
-// models a power loss from what bbolt's commit protocol allows the disk to
-// keep: a commit writes its data pages (to free pages, never over the pages
-// of the last committed tree), fdatasyncs, writes one meta page, and
-// fdatasyncs again. Between two commits the disk may so hold any subset of
-// the new data pages with the old meta page, or all of them with the new
-// meta page whole or torn. The test records the file after every commit
-// (each Apply returns after bbolt's last fdatasync), builds such crash
-// images between two of them from the seed, and checks that each opens at
-// one of the two commits, with the data of the model at its applied LSN,
-// and that redelivering from that LSN + 1 ends in the state of the whole
-// log (nothing applied twice, nothing lost).
-//
-// What it does not model: writes reordered across an fdatasync (the disk
-// honours flushes), and a torn data page of the commit in flight beyond
-// "written or not" at page granularity (bbolt never reads those pages from
-// the old meta's tree).
+// TestPowerLossPages records the file after every commit (each Apply
+// returns after bbolt's last fdatasync), builds for 128 seeds a crash image
+// between two consecutive commits with internal/boltcrash (its package doc
+// says what a power loss may and may not leave in that model), and checks
+// that each opens at one of the two commits, with the data of the model at
+// its applied LSN, and that redelivering from that LSN + 1 ends in the
+// state of the whole log (nothing applied twice, nothing lost).
 func TestPowerLossPages(t *testing.T) {
 	const topic = "t"
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -73,7 +63,7 @@ func TestPowerLossPages(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xb01d))
 			k := rng.IntN(len(commits) - 1)
 			old, new := commits[k], commits[k+1]
-			img, shape := crashImage(rng, old.image, new.image, pageSize)
+			img, shape := boltcrash.Image(rng, old.image, new.image, pageSize)
 			crashDir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(crashDir, FileName), img, 0o600); err != nil {
 				t.Fatal(err)
@@ -86,8 +76,8 @@ func TestPowerLossPages(t *testing.T) {
 			st := s.written
 			t.Logf("%s between commits at lsn %d and %d: opened at lsn %d", shape, old.lsn, new.lsn, st.AppliedLSN)
 			switch {
-			case shape == "data pages only" && st.AppliedLSN != old.lsn,
-				shape == "whole commit" && st.AppliedLSN != new.lsn,
+			case shape == boltcrash.DataPagesOnly && st.AppliedLSN != old.lsn,
+				shape == boltcrash.WholeCommit && st.AppliedLSN != new.lsn,
 				st.AppliedLSN != old.lsn && st.AppliedLSN != new.lsn:
 				t.Fatalf("seed %d (%s between commits at lsn %d and %d): opened at lsn %d", seed, shape, old.lsn, new.lsn, st.AppliedLSN)
 			}
@@ -109,53 +99,6 @@ func TestPowerLossPages(t *testing.T) {
 			checkModel(t, s, topic, all, types.LSN(all[len(all)-1].Lsn))
 		})
 	}
-}
-
-// crashImage returns a file a power loss between the commits whose files
-// are old and new could leave, and names its shape.
-func crashImage(rng *rand.Rand, old, new []byte, pageSize int) ([]byte, string) {
-	img := make([]byte, len(new))
-	copy(img, old)
-	var data, meta []int // pages that differ
-	for p := 0; p*pageSize < len(new); p++ {
-		a, b := page(old, p, pageSize), page(new, p, pageSize)
-		if bytes.Equal(a, b) {
-			continue
-		}
-		if p < 2 {
-			meta = append(meta, p)
-		} else {
-			data = append(data, p)
-		}
-	}
-	put := func(p, n int) { copy(img[p*pageSize:p*pageSize+n], new[p*pageSize:]) }
-	switch rng.IntN(3) {
-	case 0:
-		for _, p := range data {
-			if rng.IntN(2) == 0 {
-				put(p, pageSize)
-			}
-		}
-		return img, "data pages only"
-	case 1:
-		for _, p := range append(data, meta...) {
-			put(p, pageSize)
-		}
-		return img, "whole commit"
-	default:
-		for _, p := range data {
-			put(p, pageSize)
-		}
-		for _, p := range meta {
-			put(p, rng.IntN(96)) // inside the meta struct and its checksum
-		}
-		return img, "torn meta page"
-	}
-}
-
-func page(b []byte, p, size int) []byte {
-	lo, hi := min(p*size, len(b)), min((p+1)*size, len(b))
-	return b[lo:hi]
 }
 
 // genBatches makes n batches of 1 to 8 deliveries of puts and deletes of 64
