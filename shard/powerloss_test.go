@@ -34,25 +34,23 @@ func TestPowerLossPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	pageSize := s.db.Info().PageSize
-	type commit struct {
-		image []byte
-		lsn   types.LSN
-	}
-	snap := func(lsn types.LSN) commit {
+	var files [][]byte   // the file after each commit
+	var lsns []types.LSN // its applied LSN
+	snap := func(lsn types.LSN) {
 		b, err := os.ReadFile(filepath.Join(dir, FileName))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return commit{image: b, lsn: lsn}
+		files, lsns = append(files, b), append(lsns, lsn)
 	}
-	commits := []commit{snap(0)}
+	snap(0)
 	next := target.State{Epoch: 1, Topics: map[string]types.Offset{}}
 	for _, b := range batches {
 		next = nextState(next, b)
 		if err := s.Apply(b, next.Clone()); err != nil {
 			t.Fatal(err)
 		}
-		commits = append(commits, snap(next.AppliedLSN))
+		snap(next.AppliedLSN)
 	}
 	if err := s.close(); err != nil {
 		t.Fatal(err)
@@ -61,25 +59,24 @@ func TestPowerLossPages(t *testing.T) {
 	for seed := range uint64(128) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xb01d))
-			k := rng.IntN(len(commits) - 1)
-			old, new := commits[k], commits[k+1]
-			img, shape := boltcrash.Image(rng, old.image, new.image, pageSize)
+			k, img, shape := boltcrash.Between(rng, files, pageSize)
+			oldLSN, newLSN := lsns[k], lsns[k+1]
 			crashDir := t.TempDir()
 			if err := os.WriteFile(filepath.Join(crashDir, FileName), img, 0o600); err != nil {
 				t.Fatal(err)
 			}
 			s, err := openStore(crashDir, []string{topic}, time.Second)
 			if err != nil {
-				t.Fatalf("seed %d (%s between commits at lsn %d and %d): open: %v", seed, shape, old.lsn, new.lsn, err)
+				t.Fatalf("seed %d (%s between commits at lsn %d and %d): open: %v", seed, shape, oldLSN, newLSN, err)
 			}
 			defer s.close()
 			st := s.written
-			t.Logf("%s between commits at lsn %d and %d: opened at lsn %d", shape, old.lsn, new.lsn, st.AppliedLSN)
+			t.Logf("%s between commits at lsn %d and %d: opened at lsn %d", shape, oldLSN, newLSN, st.AppliedLSN)
 			switch {
-			case shape == boltcrash.DataPagesOnly && st.AppliedLSN != old.lsn,
-				shape == boltcrash.WholeCommit && st.AppliedLSN != new.lsn,
-				st.AppliedLSN != old.lsn && st.AppliedLSN != new.lsn:
-				t.Fatalf("seed %d (%s between commits at lsn %d and %d): opened at lsn %d", seed, shape, old.lsn, new.lsn, st.AppliedLSN)
+			case shape == boltcrash.DataPagesOnly && st.AppliedLSN != oldLSN,
+				shape == boltcrash.WholeCommit && st.AppliedLSN != newLSN,
+				st.AppliedLSN != oldLSN && st.AppliedLSN != newLSN:
+				t.Fatalf("seed %d (%s between commits at lsn %d and %d): opened at lsn %d", seed, shape, oldLSN, newLSN, st.AppliedLSN)
 			}
 			checkModel(t, s, topic, all, st.AppliedLSN)
 			// Redeliver from the durable LSN on, as the LogPlayer does

@@ -3,7 +3,8 @@
 // the events target's EventLog). bbolt mmaps a real file, so these targets
 // cannot run on the crashable in-memory filesystem of the segment log
 // (internal/vfs); their tests instead record the file after every commit
-// and build crash images between two consecutive ones with Image.
+// and build crash images between two consecutive ones with Image (Between
+// also picks the two).
 //
 // The model follows bbolt's commit protocol (go.etcd.io/bbolt, tx.Commit):
 // a commit first grows the file if it must (truncate, then fsync, so the
@@ -87,6 +88,15 @@ func Image(rng *rand.Rand, old, new []byte, pageSize int) (img []byte, shape str
 		}
 		return img, TornMeta
 	}
+}
+
+// Between picks two consecutive commits k and k+1 of files (the file
+// after each commit, in order) from rng and returns a crash image between
+// them as Image does.
+func Between(rng *rand.Rand, files [][]byte, pageSize int) (k int, img []byte, shape string) {
+	k = rng.IntN(len(files) - 1)
+	img, shape = Image(rng, files[k], files[k+1], pageSize)
+	return k, img, shape
 }
 
 // page is page p of the file b (shorter at the end of b, empty past it).

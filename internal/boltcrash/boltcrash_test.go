@@ -129,12 +129,15 @@ func TestImage(t *testing.T) {
 	for name, opts := range options {
 		t.Run(name, func(t *testing.T) {
 			commits, pageSize := record(t, opts, 40)
+			files := make([][]byte, len(commits))
+			for i, c := range commits {
+				files[i] = c.file
+			}
 			opened := map[string]map[string]int{} // shape -> "old"/"new"/"partial" -> count
 			for seed := range uint64(300) {
 				rng := rand.New(rand.NewPCG(seed, 0xc0de))
-				k := rng.IntN(len(commits) - 1)
+				k, img, shape := Between(rng, files, pageSize)
 				old, new := commits[k], commits[k+1]
-				img, shape := Image(rng, old.file, new.file, pageSize)
 				where := fmt.Sprintf("seed %d, %s between txids %d and %d", seed, shape, old.txid, new.txid)
 				if len(img) != len(new.file) {
 					t.Fatalf("%s: image of %d bytes, want the new file's %d", where, len(img), len(new.file))
