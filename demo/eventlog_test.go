@@ -61,9 +61,14 @@ func wantEvents(t *testing.T, got, want []Event) {
 
 func wantState(t *testing.T, what string, got, want target.State) {
 	t.Helper()
-	if got.AppliedLSN != want.AppliedLSN || got.Epoch != want.Epoch || !maps.Equal(got.Topics, want.Topics) {
+	if !sameState(got, want) {
 		t.Fatalf("%s: state %+v, want %+v", what, got, want)
 	}
+}
+
+// sameState reports whether a and b are the same State.
+func sameState(a, b target.State) bool {
+	return a.AppliedLSN == b.AppliedLSN && a.Epoch == b.Epoch && maps.Equal(a.Topics, b.Topics)
 }
 
 func openEventLog(t *testing.T, path string) *EventLog {
