@@ -318,6 +318,16 @@ func ownedBy(d *logstorepb.DescribeGroupResponse, member string) []string {
 	return out
 }
 
+// ownerOf is the member d assigns target to ("" if none).
+func ownerOf(d *logstorepb.DescribeGroupResponse, target string) string {
+	for _, a := range d.Assignments {
+		if a.GetTarget().GetId() == target {
+			return a.MemberId
+		}
+	}
+	return ""
+}
+
 // maxToken is the highest token of d.
 func maxToken(d *logstorepb.DescribeGroupResponse) uint64 {
 	var m uint64
@@ -375,7 +385,8 @@ func (g *playerGroup) checkMetrics(t testing.TB) {
 // the demo workload: 3 store nodes, 3 shards, the events target, 3
 // LogPlayers in group "e2e" (TLS with a policy; each registers the shards
 // and the events target as targets). Each round,
-// in a seeded order with seeded victims: SIGKILL a player (its targets
+// in a seeded order with seeded victims (the first player fault always
+// takes the events target's owner, so its file sees a handover): SIGKILL a player (its targets
 // move; restarted, it rejoins and takes a share again); SIGSTOP a player
 // past its lease (its targets move; on SIGCONT its lease has lapsed: it
 // stops delivering, and rejoins with new tokens); SIGKILL the LogStore
@@ -433,6 +444,7 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 	t.Logf("%v: cluster and group up, %d acknowledged, owners %v; stale_epoch refusals meanwhile %v", since(began), ld.acks.n.Load(), ownerList(d), fenced)
 
 	var table []failover
+	eventsHit := false // the first player fault takes the events target's owner
 	for r := range n {
 		faults := []string{"kill", "stop", "leader"}
 		rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
@@ -440,7 +452,11 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 			fenced := allowFenced(refusals, func() {
 				var fo failover
 				victim := ""
-				if f != "leader" {
+				switch {
+				case f == "leader":
+				case !eventsHit:
+					victim, eventsHit = ownerOf(d, eventsTarget), true
+				default:
 					victim = g.members[rng.IntN(len(g.members))].id
 				}
 				lapses := g.lapses(victim)
@@ -450,6 +466,7 @@ func TestPlayerGroupUnderFaults(t *testing.T) {
 					fo = g.playerFault(ld, r+1, f, g.member(victim))
 				}
 				after := g.waitBalanced(ld.acks.max.Load())
+				d = after
 				fo.moves = after.Reassignments - fo.moves
 				fo.lapses = g.lapses(victim) - lapses
 				table = append(table, fo)
