@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -239,16 +240,16 @@ func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
 	if err != nil {
 		return info, err
 	}
-	if err := writeFileSync(filepath.Join(stage, metaFile), meta); err != nil {
+	if err := writeFileSync(vfs.Default, filepath.Join(stage, metaFile), meta); err != nil {
 		return info, err
 	}
-	if err := syncDir(stage); err != nil {
+	if err := vfs.SyncDir(vfs.Default, stage); err != nil {
 		return info, err
 	}
 	if err := os.Rename(stage, filepath.Join(snaps, id)); err != nil {
 		return info, err
 	}
-	return info, syncDir(snaps)
+	return info, vfs.SyncDir(vfs.Default, snaps)
 }
 
 // rewriteArchive copies an archive with the members table emptied: the

@@ -209,13 +209,12 @@ type Config struct {
 	// PeerDialOptions are used by the leader to ask the other nodes' APIs
 	// which version they support (default: plaintext).
 	PeerDialOptions []grpc.DialOption
-	// FS is the filesystem of the segment log and of the raft-wal Raft log
-	// and stable store (nil: the real one, opened as before). Tests pass a
-	// crashable in-memory one (vfs.NewCrashableMem) to cut a node's power
-	// (fshook.go): raft-wal then keeps its metadata and stable keys in
-	// walvfs.MetaStore files instead of bbolt. Snapshots stay on the real
-	// filesystem, so a node on another FS takes none (fshook.go); RaftLogBoltDB
-	// needs the real one.
+	// FS is the filesystem of the segment log, the snapshot store and the
+	// raft-wal Raft log and stable store (nil: the real one, opened as
+	// before). Tests pass a crashable in-memory one (vfs.NewCrashableMem) to
+	// cut a node's power (powerloss_test.go): raft-wal then keeps its
+	// metadata and stable keys in walvfs.MetaStore files instead of bbolt.
+	// RaftLogBoltDB needs the real one.
 	FS vfs.FS
 }
 

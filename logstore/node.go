@@ -107,7 +107,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.Registry.Register(newSegmentCollector(n.seg, cfg.ID)); err != nil {
 		return nil, fmt.Errorf("logstore: metrics: %w", err)
 	}
-	if n.snaps, err = newSnapshotStore(filepath.Join(cfg.Dir, "snapshots"), cfg.SnapshotRetain, n.log, cfg.Now); err != nil {
+	if n.snaps, err = newSnapshotStore(filepath.Join(cfg.Dir, "snapshots"), n.seg.FS(), cfg.SnapshotRetain, n.log, cfg.Now); err != nil {
 		return nil, err
 	}
 	st, err := n.recover()
@@ -164,7 +164,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 	}
 	n.stable = &stableGuard{StableStore: n.raftStore}
-	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, raftSnapshots(n.snaps, cfg.FS), n.transport); err != nil {
+	if n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stable, n.snaps, n.transport); err != nil {
 		return nil, fmt.Errorf("logstore: start raft: %w", err)
 	}
 	if len(cfg.Bootstrap) > 0 {

@@ -2,13 +2,17 @@ package logstore_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -141,9 +145,18 @@ func memSegmentFiles(t testing.TB, fsys vfs.FS, dir string) map[string][]byte {
 // on it. It must open (truncate its segment log back to what its Raft
 // state proves), re-apply, catch up, and end with segment files
 // byte-identical to the others'; every acknowledged Append is in every
-// node's log at its LSN. Snapshots are off (a node on a MemFS takes none:
-// Config.FS), so the restarted node re-applies from its Raft log and the
-// leader's.
+// node's log at its LSN.
+//
+// Snapshots (seed%3, powerLossMode): off for a third of the seeds (the
+// restarted node re-applies its whole Raft log and the leader's); on for
+// the others, taken every 8 entries with 4 trailing logs, and the cut
+// comes after every victim has a complete snapshot on its MemFS, at a
+// random time or (powerLossMidSnapshot, snapshotTrap) while a victim is
+// writing its next one. The restarted node must open on its newest
+// complete snapshot in the crash image (recovered at its Raft index; a
+// half-written one, a *.tmp directory, ignored) and catch up from its Raft
+// log and the leader's; over the seeds run, at least one restart must
+// restore a snapshot.
 //
 // The seed picks the node (the leader or a follower), the cut time and the
 // crash image; goroutine scheduling is not seeded, so a replay reruns the
@@ -167,6 +180,7 @@ func TestPowerLossNode(t *testing.T) {
 			seeds = append(seeds, uint64(s))
 		}
 	}
+	var stats powerLossStats
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Cleanup(func() {
@@ -174,13 +188,174 @@ func TestPowerLossNode(t *testing.T) {
 					t.Logf("replay: go test ./logstore -count=1 -run 'TestPowerLossNode' -powerloss.seed=%d", seed)
 				}
 			})
-			testPowerLossNode(t, seed)
+			testPowerLossNode(t, seed, &stats)
 		})
+	}
+	t.Logf("%d seeds with snapshots: %d snapshots taken by the victims before the cut, %d restarts restored one from the crash image, "+
+		"%d crash images held a half-written one",
+		stats.seeds, stats.taken, stats.restored, stats.halfWritten)
+	if stats.seeds >= 3 && stats.restored == 0 && !t.Failed() {
+		t.Errorf("%d seeds with snapshots, no restart restored a snapshot", stats.seeds)
 	}
 }
 
-func testPowerLossNode(t *testing.T, seed uint64) {
+// powerLossMode is what a seed of TestPowerLossNode does with snapshots.
+type powerLossMode int
+
+const (
+	powerLossNoSnapshots powerLossMode = iota
+	powerLossSnapshots                 // the cut at a random time after the first snapshot
+	powerLossMidSnapshot               // the cut while a snapshot is being written
+)
+
+// powerLossStats adds up, over the seeds of a run, what the victims did
+// with snapshots.
+type powerLossStats struct {
+	seeds       int // seeds with snapshots on
+	taken       int // snapshots the victims completed before the cut
+	restored    int // restarts that opened on a snapshot of the crash image
+	halfWritten int // crash images with a *.tmp snapshot directory
+}
+
+// snapshotSteps are the points of writing a local snapshot where a
+// snapshotTrap can stop it: in the checkpoint (a file created or linked in
+// data/), before state.bin, manifest.json or meta.json is created, or after
+// the *.tmp directory's rename, before its parent's fsync.
+var snapshotSteps = []string{"data", "state.bin", "manifest.json", "meta.json", "rename"}
+
+// snapshotTrap is a node's filesystem that, once armed, stops the snapshot
+// store at one step of writing a snapshot: it sends the step on hit and
+// waits for release, so the test cuts the power while the snapshot is half
+// written. Only the snapshot goroutine waits; the node goes on applying.
+type snapshotTrap struct {
+	*vfs.MemFS
+	mu      sync.Mutex
+	once    sync.Once
+	step    string // armed when not ""
+	hit     chan string
+	release chan struct{}
+}
+
+func (f *snapshotTrap) arm(step string) {
+	f.mu.Lock()
+	f.step = step
+	f.mu.Unlock()
+}
+
+// at stops the caller if path, a name the store is creating (step
+// "rename": a directory it has just renamed), is the armed step.
+func (f *snapshotTrap) at(op, path string) {
+	dir := filepath.Dir(path)
+	f.mu.Lock()
+	var match bool
+	switch f.step {
+	case "":
+	case "data": // <id>.tmp/data/<file>
+		match = filepath.Base(dir) == "data" && strings.HasSuffix(filepath.Dir(dir), ".tmp") &&
+			filepath.Base(filepath.Dir(filepath.Dir(dir))) == "snapshots"
+	case "rename": // snapshots/<id>
+		match = op == "rename" && filepath.Base(dir) == "snapshots"
+	default: // <id>.tmp/<step>
+		match = op == "create" && filepath.Base(path) == f.step && strings.HasSuffix(dir, ".tmp") &&
+			filepath.Base(filepath.Dir(dir)) == "snapshots"
+	}
+	step := f.step
+	if match {
+		f.step = ""
+	}
+	f.mu.Unlock()
+	if match {
+		f.hit <- step
+		<-f.release
+	}
+}
+
+// open releases a trapped snapshot (once; at the latest when the test ends).
+func (f *snapshotTrap) open() { f.once.Do(func() { close(f.release) }) }
+
+func (f *snapshotTrap) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	if flag&os.O_CREATE != 0 {
+		f.at("create", name)
+	}
+	return f.MemFS.OpenFile(name, flag, perm)
+}
+
+func (f *snapshotTrap) Link(oldname, newname string) error {
+	f.at("create", newname)
+	return f.MemFS.Link(oldname, newname)
+}
+
+func (f *snapshotTrap) Rename(oldpath, newpath string) error {
+	if err := f.MemFS.Rename(oldpath, newpath); err != nil {
+		return err
+	}
+	if strings.HasSuffix(oldpath, ".tmp") {
+		f.at("rename", newpath)
+	}
+	return nil
+}
+
+// memSnapshot is the part of a snapshot's meta.json the test reads.
+type memSnapshot struct {
+	ID          string
+	Index, Term uint64
+}
+
+// memSnapshots lists the snapshot directory of the node at dir on fsys:
+// the complete snapshots (a readable meta.json), newest first as the
+// store orders them, and the names of half-written ones (*.tmp).
+func memSnapshots(t testing.TB, fsys vfs.FS, dir string) (complete []memSnapshot, partial []string) {
+	t.Helper()
+	snapDir := filepath.Join(dir, "snapshots")
+	names, err := fsys.Subdirs(snapDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if strings.HasSuffix(name, ".tmp") {
+			partial = append(partial, name)
+			continue
+		}
+		b, err := vfs.ReadFile(fsys, filepath.Join(snapDir, name, "meta.json"))
+		if err != nil {
+			continue // a reap cut short: the store skips it too
+		}
+		var m memSnapshot
+		if err := json.Unmarshal(b, &m); err != nil || m.ID != name {
+			continue
+		}
+		complete = append(complete, m)
+	}
+	slices.SortFunc(complete, func(a, b memSnapshot) int {
+		return -cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(a.Index, b.Index), cmp.Compare(a.ID, b.ID))
+	})
+	return complete, partial
+}
+
+// recoveredIndex is the raft_index of the last "recovered" line in log.
+func recoveredIndex(t testing.TB, log *syncBuffer) uint64 {
+	t.Helper()
+	l := log.lines("msg=recovered")
+	if len(l) == 0 {
+		t.Fatal("the restarted node logged no recovered line")
+	}
+	var idx uint64
+	for _, f := range strings.Fields(l[len(l)-1]) {
+		if v, ok := strings.CutPrefix(f, "raft_index="); ok {
+			if _, err := fmt.Sscan(v, &idx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return idx
+}
+
+func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 	rng := rand.New(rand.NewPCG(seed, 15))
+	mode := powerLossMode(seed % 3)
 	const n = 3
 	// One node, or two at once (the quorum: then an acknowledged entry
 	// survives only if the Raft log of one of them kept it, so a missing
@@ -199,6 +374,7 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 	}
 	base := t.TempDir()
 	mems := make([]*vfs.MemFS, n)
+	traps := make([]*snapshotTrap, n)
 	logs := make([]*syncBuffer, n)
 	cfgs := make([]logstore.Config, n)
 	streams := make([]*cutStream, n)
@@ -215,9 +391,16 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 		cfg.Bootstrap, cfg.RaftAddr, cfg.APIAddr = peers, peers[i].RaftAddr, peers[i].APIAddr
 		cfg.SegmentBytes = 16 << 10 // several seals, the sealer behind when the power goes
 		cfg.SnapshotThreshold, cfg.SnapshotInterval = 1<<62, time.Hour
+		if mode != powerLossNoSnapshots {
+			// Every few entries, the log compacted behind them (raft-wal
+			// still serves the compacted entries of its tail segment, so
+			// the leader never needs to send its snapshot here).
+			cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 8, 50*time.Millisecond, 4
+		}
 		if isVictim(i) {
 			mems[i], logs[i] = vfs.NewCrashableMem(), &syncBuffer{}
-			cfg.FS = mems[i]
+			traps[i] = &snapshotTrap{MemFS: mems[i], hit: make(chan string), release: make(chan struct{})}
+			cfg.FS = traps[i]
 			cfg.Logger = slog.New(slog.NewTextHandler(logs[i], nil))
 		}
 		streams[i] = &cutStream{Listener: raftLis[i]}
@@ -229,6 +412,13 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 		}
 		stores[i] = st
 	}
+	defer func() { // before the stores close: a trapped snapshot holds up Raft's shutdown
+		for _, tr := range traps {
+			if tr != nil {
+				tr.open()
+			}
+		}
+	}()
 	testwait.For(t, 60*time.Second, "a leader", func() bool {
 		for _, st := range stores {
 			if st.Node.IsLeader() {
@@ -241,7 +431,10 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 	for _, v := range victims {
 		cut = append(cut, fmt.Sprintf("n%d (leader: %v)", v, stores[v].Node.IsLeader()))
 	}
-	t.Logf("seed %d: power cut of %s after 20 acks and %v", seed, strings.Join(cut, " and "), cutAfter)
+	when := map[powerLossMode]string{
+		powerLossNoSnapshots: "snapshots off", powerLossSnapshots: "after a snapshot", powerLossMidSnapshot: "while writing a snapshot",
+	}[mode]
+	t.Logf("seed %d: power cut of %s after 20 acks and %v (%s)", seed, strings.Join(cut, " and "), cutAfter, when)
 
 	// Writers: every success is an ack that must survive; a failure is an
 	// unknown outcome (the LSN may or may not hold it).
@@ -294,7 +487,29 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 		defer mu.Unlock()
 		return len(acks) >= 20
 	})
-	time.Sleep(cutAfter)
+	if mode != powerLossNoSnapshots {
+		stats.seeds++
+		for _, v := range victims {
+			testwait.For(t, 120*time.Second, fmt.Sprintf("a complete snapshot on n%d", v), func() bool {
+				complete, _ := memSnapshots(t, mems[v], cfgs[v].Dir)
+				return len(complete) > 0
+			})
+		}
+	}
+	var trapped *snapshotTrap
+	if mode == powerLossMidSnapshot {
+		trapped = traps[victims[0]]
+		step := snapshotSteps[int(seed/3)%len(snapshotSteps)] // each step within 15 seeds
+		trapped.arm(step)
+		select {
+		case step := <-trapped.hit:
+			t.Logf("n%d stopped writing a snapshot at %s", victims[0], step)
+		case <-time.After(120 * time.Second):
+			t.Fatalf("n%d reached no snapshot step %s in 120s", victims[0], step)
+		}
+	} else {
+		time.Sleep(cutAfter)
+	}
 	headAtCut := make([]uint64, n)
 	for _, v := range victims {
 		headAtCut[v] = uint64(stores[v].Node.HeadLSN())
@@ -304,9 +519,26 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 	for _, v := range victims {
 		crashed[v] = mems[v].CrashClone(rng)
 	}
+	if trapped != nil {
+		trapped.open() // the dead node may finish its snapshot: the image has what it had
+	}
 	for _, v := range victims {
 		stores[v].Close() // the dead node's last writes go to mems[v], not to the image
 		stores[v] = nil
+	}
+	wantIndex := make([]uint64, n) // the Raft index each victim must recover at
+	if mode != powerLossNoSnapshots {
+		for _, v := range victims {
+			stats.taken += len(logs[v].lines(`msg="snapshot complete up to"`))
+			complete, partial := memSnapshots(t, crashed[v], cfgs[v].Dir)
+			if len(complete) > 0 {
+				wantIndex[v] = complete[0].Index
+			}
+			if len(partial) > 0 {
+				stats.halfWritten++
+			}
+			t.Logf("n%d crash image: snapshots %v, half-written %v", v, complete, partial)
+		}
 	}
 
 	// Power back: the same addresses, the crashed filesystems.
@@ -314,6 +546,8 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 	for _, v := range victims {
 		cfg := cfgs[v]
 		cfg.FS = crashed[v]
+		logs[v] = &syncBuffer{} // the restarted node's own lines
+		cfg.Logger = slog.New(slog.NewTextHandler(logs[v], nil))
 		testwait.For(t, 30*time.Second, "restart on the crashed filesystem", func() bool {
 			rl, err := net.Listen("tcp", peers[v].RaftAddr)
 			if err != nil {
@@ -335,6 +569,11 @@ func testPowerLossNode(t *testing.T, seed uint64) {
 		if l := logs[v].lines("msg=recovered"); len(l) > 0 {
 			last := l[len(l)-1]
 			t.Logf("n%d (head %d at the cut) restarted: %s", v, headAtCut[v], last[strings.Index(last, "msg="):])
+		}
+		if got := recoveredIndex(t, logs[v]); got != wantIndex[v] {
+			t.Fatalf("n%d recovered at raft index %d, its newest complete snapshot in the crash image is at %d", v, got, wantIndex[v])
+		} else if got > 0 {
+			stats.restored++
 		}
 	}
 

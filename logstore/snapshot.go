@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/logplayer/logplayer/internal/failpoint"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -39,6 +40,11 @@ import (
 // snapshot) and Restore consumes, is fsm.ArchiveHeader (state and manifest
 // JSON) followed by the files (segment.Manifest.WriteFiles), so a new voter
 // receives every retained segment along with the state.
+//
+// The store's files are on the node's Config.FS, the filesystem of its
+// segment log: a local snapshot's data/ is a checkpoint of that log (its
+// hard links must be on the same filesystem), and a restore stages the
+// received segments through it (restoreArchive).
 const (
 	metaFile     = "meta.json"
 	stateFile    = "state.bin"
@@ -73,6 +79,7 @@ type snapMeta struct {
 // last reader closes.
 type snapshotStore struct {
 	dir    string
+	fs     vfs.FS
 	retain int
 	log    *slog.Logger
 	now    func() time.Time
@@ -86,22 +93,22 @@ type snapshotStore struct {
 
 var _ raft.SnapshotStore = (*snapshotStore)(nil)
 
-func newSnapshotStore(dir string, retain int, log *slog.Logger, now func() time.Time) (*snapshotStore, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func newSnapshotStore(dir string, fsys vfs.FS, retain int, log *slog.Logger, now func() time.Time) (*snapshotStore, error) {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	entries, err := os.ReadDir(dir)
+	names, err := fsys.Subdirs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	for _, e := range entries { // leftovers of a crash mid-snapshot
-		if strings.HasSuffix(e.Name(), tmpSuffix) {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range names { // leftovers of a crash mid-snapshot
+		if strings.HasSuffix(name, tmpSuffix) {
+			if err := fsys.RemoveAll(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 			}
 		}
 	}
-	s := &snapshotStore{dir: dir, retain: retain, log: log, now: now}
+	s := &snapshotStore{dir: dir, fs: fsys, retain: retain, log: log, now: now}
 	s.mu.pins, s.mu.busy = map[string]int{}, map[string]struct{}{}
 	return s, nil
 }
@@ -167,7 +174,7 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 	}
 	id := fmt.Sprintf("%d-%d-%d", term, index, s.now().UnixMilli())
 	path := filepath.Join(s.dir, id+tmpSuffix)
-	if err := os.MkdirAll(path, 0o755); err != nil {
+	if err := s.fs.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	return &snapSink{store: s, path: path, meta: snapMeta{SnapshotMeta: raft.SnapshotMeta{
@@ -190,18 +197,18 @@ func (s *snapshotStore) List() ([]*raft.SnapshotMeta, error) {
 }
 
 func (s *snapshotStore) list() ([]snapMeta, error) {
-	entries, err := os.ReadDir(s.dir)
+	names, err := s.fs.Subdirs(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	var metas []snapMeta
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasSuffix(e.Name(), tmpSuffix) || e.Name() == restoreStage || e.Name() == exportStage {
+	for _, name := range names {
+		if strings.HasSuffix(name, tmpSuffix) || name == restoreStage || name == exportStage {
 			continue
 		}
-		m, err := s.readMeta(e.Name())
+		m, err := s.readMeta(name)
 		if err != nil {
-			s.log.Warn("skipping unreadable snapshot", "snapshot", e.Name(), "err", err)
+			s.log.Warn("skipping unreadable snapshot", "snapshot", name, "err", err)
 			continue
 		}
 		metas = append(metas, m)
@@ -214,7 +221,7 @@ func (s *snapshotStore) list() ([]snapMeta, error) {
 
 func (s *snapshotStore) readMeta(id string) (snapMeta, error) {
 	var m snapMeta
-	b, err := os.ReadFile(filepath.Join(s.dir, id, metaFile))
+	b, err := vfs.ReadFile(s.fs, filepath.Join(s.dir, id, metaFile))
 	if err != nil {
 		return m, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
@@ -245,17 +252,17 @@ func (s *snapshotStore) open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	}
 	dir := filepath.Join(s.dir, id)
 	if m.Kind == kindArchive {
-		f, err := os.Open(filepath.Join(dir, archiveFile))
+		f, err := s.fs.Open(filepath.Join(dir, archiveFile))
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
 		return &m.SnapshotMeta, f, nil
 	}
-	state, err := os.ReadFile(filepath.Join(dir, stateFile))
+	state, err := vfs.ReadFile(s.fs, filepath.Join(dir, stateFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	mjson, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	mjson, err := vfs.ReadFile(s.fs, filepath.Join(dir, manifestFile))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
@@ -269,7 +276,7 @@ func (s *snapshotStore) open(id string) (*raft.SnapshotMeta, io.ReadCloser, erro
 	pr, pw := io.Pipe()
 	go func() { // one per open stream; ends when the reader closes or the files are sent
 		bw := bufio.NewWriterSize(pw, 256<<10)
-		err := writeArchive(bw, state, mjson, man, filepath.Join(dir, dataDir))
+		err := writeArchive(bw, s.fs, state, mjson, man, filepath.Join(dir, dataDir))
 		if err == nil {
 			err = bw.Flush()
 		}
@@ -290,7 +297,7 @@ func (s *snapshotStore) reap() {
 		if !s.lock(m.ID) {
 			continue // pinned: its last reader's Close reaps it
 		}
-		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil { // outside s.mu: Open of another id never waits on this I/O
+		if err := s.fs.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil { // outside s.mu: Open of another id never waits on this I/O
 			s.log.Warn("reaping snapshot", "snapshot", m.ID, "err", err)
 		}
 		s.unlock(m.ID)
@@ -302,11 +309,11 @@ func archiveSize(state, mjson []byte, m segment.Manifest) int64 {
 	return fsm.ArchiveHeaderSize(state, mjson) + m.Bytes()
 }
 
-func writeArchive(w io.Writer, state, mjson []byte, m segment.Manifest, dataDir string) error {
+func writeArchive(w io.Writer, fsys vfs.FS, state, mjson []byte, m segment.Manifest, dataDir string) error {
 	if _, err := w.Write(fsm.ArchiveHeader(state, mjson)); err != nil {
 		return err
 	}
-	_, err := m.WriteFiles(w, dataDir)
+	_, err := m.WriteFiles(fsys, w, dataDir)
 	return err
 }
 
@@ -324,7 +331,8 @@ func readArchiveHeader(r io.Reader) (*fsm.State, segment.Manifest, error) {
 }
 
 // restoreArchive reads an archive stream, installs its segments into log
-// (through a staging directory under nodeDir) and returns its state.
+// (through a staging directory under nodeDir, on the log's filesystem) and
+// returns its state.
 func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*fsm.State, error) {
 	st, man, err := readArchiveHeader(r)
 	if err != nil {
@@ -333,12 +341,13 @@ func restoreArchive(r io.Reader, log *segment.Log, nodeDir string) (*fsm.State, 
 	if man.LastLSN != st.LastLSN() {
 		return nil, fmt.Errorf("%w: archive manifest ends at lsn %d, state at %d", ErrSnapshot, man.LastLSN, st.LastLSN())
 	}
+	fsys := log.FS()
 	stage := filepath.Join(nodeDir, restoreStage)
-	if err := os.RemoveAll(stage); err != nil {
+	if err := fsys.RemoveAll(stage); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	defer os.RemoveAll(stage)
-	if err := man.ReadFiles(r, stage); err != nil {
+	defer fsys.RemoveAll(stage)
+	if err := man.ReadFiles(fsys, r, stage); err != nil {
 		return nil, fmt.Errorf("%w: receive segments: %w", ErrSnapshot, err)
 	}
 	if err := log.Install(stage, man); err != nil {
@@ -354,7 +363,7 @@ type snapSink struct {
 	store   *snapshotStore
 	path    string
 	meta    snapMeta
-	archive *os.File
+	archive vfs.File
 	closed  bool
 }
 
@@ -371,7 +380,7 @@ func (k *snapSink) Write(p []byte) (int, error) {
 		return 0, fmt.Errorf("%w: write to a local snapshot sink", ErrSnapshot)
 	}
 	if k.archive == nil {
-		f, err := os.OpenFile(filepath.Join(k.path, archiveFile), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		f, err := k.store.fs.OpenFile(filepath.Join(k.path, archiveFile), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err != nil {
 			return 0, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
@@ -391,10 +400,10 @@ func (k *snapSink) finishLocal(state []byte, m segment.Manifest) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	if err := writeFileSync(filepath.Join(k.path, stateFile), state); err != nil {
+	if err := writeFileSync(k.store.fs, filepath.Join(k.path, stateFile), state); err != nil {
 		return err
 	}
-	if err := writeFileSync(filepath.Join(k.path, manifestFile), mjson); err != nil {
+	if err := writeFileSync(k.store.fs, filepath.Join(k.path, manifestFile), mjson); err != nil {
 		return err
 	}
 	k.meta.Kind, k.meta.Size = kindLocal, archiveSize(state, mjson, m)
@@ -407,6 +416,7 @@ func (k *snapSink) Close() error {
 		return nil
 	}
 	k.closed = true
+	fsys := k.store.fs
 	if k.archive != nil {
 		err := failpoint.Inject(failpoint.SnapshotSync)
 		if err == nil {
@@ -416,30 +426,30 @@ func (k *snapSink) Close() error {
 			err = cerr
 		}
 		if err != nil {
-			os.RemoveAll(k.path)
+			fsys.RemoveAll(k.path)
 			return fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
 	}
 	if k.meta.Kind == "" {
-		os.RemoveAll(k.path)
+		fsys.RemoveAll(k.path)
 		return fmt.Errorf("%w: closing an empty snapshot", ErrSnapshot)
 	}
 	mb, err := json.Marshal(k.meta)
 	if err == nil {
-		err = writeFileSync(filepath.Join(k.path, metaFile), mb)
+		err = writeFileSync(fsys, filepath.Join(k.path, metaFile), mb)
 	}
 	if err == nil {
-		err = syncDir(k.path)
+		err = vfs.SyncDir(fsys, k.path)
 	}
 	final := strings.TrimSuffix(k.path, tmpSuffix)
 	if err == nil {
-		err = os.Rename(k.path, final)
+		err = fsys.Rename(k.path, final)
 	}
 	if err == nil {
-		err = syncDir(k.store.dir)
+		err = vfs.SyncDir(fsys, k.store.dir)
 	}
 	if err != nil {
-		os.RemoveAll(k.path)
+		fsys.RemoveAll(k.path)
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	k.store.reap()
@@ -452,11 +462,11 @@ func (k *snapSink) Cancel() error {
 	if k.archive != nil {
 		k.archive.Close()
 	}
-	return os.RemoveAll(k.path)
+	return k.store.fs.RemoveAll(k.path)
 }
 
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+func writeFileSync(fsys vfs.FS, path string, b []byte) error {
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
@@ -474,18 +484,6 @@ func writeFileSync(path string, b []byte) error {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // fsmSnapshot is the state captured by raftFSM.Snapshot.
@@ -527,11 +525,12 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 		s.f.metrics.snapshotBytes.Set(float64(m.Bytes()))
 		return k.finishLocal(state, m)
 	}
+	fsys := s.f.log.FS()
 	stage := filepath.Join(s.f.dir, exportStage)
-	if err := os.RemoveAll(stage); err != nil {
+	if err := fsys.RemoveAll(stage); err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	defer os.RemoveAll(stage)
+	defer fsys.RemoveAll(stage)
 	m, err := s.f.log.Checkpoint(stage, types.LSN(s.state.LastLsn))
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: %w", ErrSnapshot, err)
@@ -540,7 +539,7 @@ func (s *fsmSnapshot) persist(sink raft.SnapshotSink) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	return writeArchive(sink, state, mjson, m, stage)
+	return writeArchive(sink, fsys, state, mjson, m, stage)
 }
 
 // Release implements raft.FSMSnapshot.
@@ -566,7 +565,7 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 	var st *fsm.State
 	var man segment.Manifest
 	if m.Kind == kindArchive {
-		f, err := os.Open(filepath.Join(dir, archiveFile))
+		f, err := s.fs.Open(filepath.Join(dir, archiveFile))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
@@ -576,14 +575,14 @@ func (s *snapshotStore) loadNewest() (*localSnapshot, error) {
 			return nil, err
 		}
 	} else {
-		b, err := os.ReadFile(filepath.Join(dir, stateFile))
+		b, err := vfs.ReadFile(s.fs, filepath.Join(dir, stateFile))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
 		if st, err = fsm.UnmarshalState(b); err != nil {
 			return nil, fmt.Errorf("%s: %w", m.ID, err)
 		}
-		mb, err := os.ReadFile(filepath.Join(dir, manifestFile))
+		mb, err := vfs.ReadFile(s.fs, filepath.Join(dir, manifestFile))
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
@@ -600,7 +599,7 @@ func (ls *localSnapshot) reinstall(log *segment.Log, nodeDir string) error {
 	if ls.meta.Kind == kindLocal {
 		return log.Install(filepath.Join(ls.dir, dataDir), ls.man)
 	}
-	f, err := os.Open(filepath.Join(ls.dir, archiveFile))
+	f, err := log.FS().Open(filepath.Join(ls.dir, archiveFile))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/types"
 )
@@ -43,7 +44,7 @@ func (s *snapshotStore) trimBefore(lsn types.LSN) error {
 
 func (s *snapshotStore) trimOne(id string, lsn types.LSN) error {
 	dir := filepath.Join(s.dir, id)
-	b, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	b, err := vfs.ReadFile(s.fs, filepath.Join(dir, manifestFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // reaped since it was listed
 	}
@@ -62,29 +63,32 @@ func (s *snapshotStore) trimOne(id string, lsn types.LSN) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	if err := replaceFileSync(dir, manifestFile, mjson); err != nil {
+	if err := replaceFileSync(s.fs, dir, manifestFile, mjson); err != nil {
 		return err
 	}
 	for _, f := range dropped {
-		if err := os.Remove(filepath.Join(dir, dataDir, f.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := s.fs.Remove(filepath.Join(dir, dataDir, f.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("%w: %w", ErrSnapshot, err)
 		}
 	}
 	s.log.Info("retention trimmed snapshot", "snapshot", id, "first_lsn", trimmed.FirstLSN, "files", len(dropped))
-	return syncDir(filepath.Join(dir, dataDir))
+	if err := vfs.SyncDir(s.fs, filepath.Join(dir, dataDir)); err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshot, err)
+	}
+	return nil
 }
 
 // replaceFileSync atomically replaces dir/name with b: a temporary file,
 // fsync, rename, fsync of dir.
-func replaceFileSync(dir, name string, b []byte) error {
+func replaceFileSync(fsys vfs.FS, dir, name string, b []byte) error {
 	tmp := filepath.Join(dir, name+tmpSuffix)
-	if err := writeFileSync(tmp, b); err != nil {
+	if err := writeFileSync(fsys, tmp, b); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	if err := fsys.Rename(tmp, filepath.Join(dir, name)); err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := vfs.SyncDir(fsys, dir); err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	return nil

@@ -3,11 +3,13 @@ package vfs
 import (
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,40 +18,57 @@ import (
 // MemFS is an in-memory filesystem that remembers what is durable.
 //
 // A file's data is durable up to its last Sync; the writes and truncations
-// after it are kept in order as pending operations. A directory's names are
-// durable up to its last Sync (of a File opened on the directory); the
-// creations, links, renames and removals after it are pending operations,
-// in order, one list per directory. CrashClone returns what a power loss
-// could leave: for each file, its durable data plus a random prefix of its
-// pending operations (the last one kept possibly torn: a prefix of its
-// bytes); for each directory, its durable names plus a random prefix of its
-// pending operations. A rename is one operation (atomic). A file no name
-// reaches is gone.
+// after it are kept in order as pending operations. A directory's names
+// (of files and of subdirectories) are durable up to its last Sync (of a
+// File opened on the directory); the creations, links, renames and
+// removals after it are pending operations, in order, one list per
+// directory. CrashClone returns what a power loss could leave: for each
+// file, its durable data plus a random prefix of its pending operations
+// (the last one kept possibly torn: a prefix of its bytes); for each
+// directory, its durable names plus a random prefix of its pending
+// operations. A rename (of a file or a directory) is one operation
+// (atomic); RemoveAll is a removal of each name below the directory, in
+// its directory, then of the directory's own name. A file or directory no
+// name reaches is gone.
 //
-// Directories are made by MkdirAll and are durable at once (a
-// simplification: the storage code creates its directories once, before
-// anything else). ReadDir lists files only. Safe for concurrent use.
+// A directory MkdirAll creates is durable at once (a simplification: the
+// storage code makes its directories before anything else, or makes a
+// fresh one and renames it), unless its name has changes pending in the
+// parent (a removal or rename not synced yet): then its creation is
+// pending after them, like a file's. ReadDir lists files only, Subdirs
+// directories only. Paths are taken from one root (a relative path as if
+// it began with /). Safe for concurrent use.
 type MemFS struct {
 	mu   sync.Mutex
-	dirs map[string]*memDir
+	root *memDir
 }
 
 var _ FS = (*MemFS)(nil)
 
 // NewCrashableMem returns an empty MemFS.
-func NewCrashableMem() *MemFS { return &MemFS{dirs: map[string]*memDir{}} }
+func NewCrashableMem() *MemFS { return &MemFS{root: newMemDir()} }
+
+// node is what a directory entry names: an *inode or a *memDir.
+type node interface{ isNode() }
+
+func (*inode) isNode()  {}
+func (*memDir) isNode() {}
 
 type memDir struct {
-	names   map[string]*inode
-	durable map[string]*inode
+	names   map[string]node
+	durable map[string]node
 	pending []dirOp
 }
 
-// dirOp is a change to a directory's names: name now refers to ino (nil:
+func newMemDir() *memDir {
+	return &memDir{names: map[string]node{}, durable: map[string]node{}}
+}
+
+// dirOp is a change to a directory's names: name now refers to n (nil:
 // removed); a rename also removes from.
 type dirOp struct {
 	name, from string
-	ino        *inode
+	n          node
 }
 
 type inode struct {
@@ -88,11 +107,17 @@ func (d *memDir) apply(op dirOp) {
 	if op.from != "" {
 		delete(d.names, op.from)
 	}
-	if op.ino == nil {
+	if op.n == nil {
 		delete(d.names, op.name)
 	} else {
-		d.names[op.name] = op.ino
+		d.names[op.name] = op.n
 	}
+}
+
+// change applies op now and keeps it pending until the directory's Sync.
+func (d *memDir) change(op dirOp) {
+	d.apply(op)
+	d.pending = append(d.pending, op)
 }
 
 // CrashClone returns the filesystem a power loss could leave behind, drawn
@@ -102,9 +127,8 @@ func (d *memDir) apply(op dirOp) {
 func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := NewCrashableMem()
 	crashed := map[*inode]*inode{}
-	crash := func(ino *inode) *inode {
+	crashFile := func(ino *inode) *inode {
 		if c, ok := crashed[ino]; ok {
 			return c
 		}
@@ -122,31 +146,29 @@ func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
 		crashed[ino] = c
 		return c
 	}
-	paths := make([]string, 0, len(m.dirs))
-	for p := range m.dirs {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		d := m.dirs[p]
-		tmp := &memDir{names: map[string]*inode{}}
-		for name, ino := range d.durable {
-			tmp.names[name] = ino
-		}
+	var crashDir func(d *memDir) *memDir
+	crashDir = func(d *memDir) *memDir {
+		tmp := &memDir{names: maps.Clone(d.durable)}
 		for _, op := range d.pending[:rng.IntN(len(d.pending)+1)] {
 			tmp.apply(op)
 		}
-		nd := &memDir{names: map[string]*inode{}, durable: map[string]*inode{}}
+		nd := newMemDir()
 		for _, name := range sortedNames(tmp.names) {
-			c := crash(tmp.names[name])
+			var c node
+			switch n := tmp.names[name].(type) {
+			case *inode:
+				c = crashFile(n)
+			case *memDir:
+				c = crashDir(n)
+			}
 			nd.names[name], nd.durable[name] = c, c
 		}
-		out.dirs[p] = nd
+		return nd
 	}
-	return out
+	return &MemFS{root: crashDir(m.root)}
 }
 
-func sortedNames(m map[string]*inode) []string {
+func sortedNames(m map[string]node) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
 		names = append(names, n)
@@ -155,12 +177,46 @@ func sortedNames(m map[string]*inode) []string {
 	return names
 }
 
+// namesOf returns the sorted names in d of files (dirs false) or of
+// directories (dirs true).
+func namesOf(d *memDir, dirs bool) []string {
+	var out []string
+	for _, name := range sortedNames(d.names) {
+		if _, isDir := d.names[name].(*memDir); isDir == dirs {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// components splits a cleaned path into its names below the root.
+func components(name string) []string {
+	name = strings.Trim(filepath.ToSlash(filepath.Clean(name)), "/")
+	if name == "" || name == "." {
+		return nil
+	}
+	return strings.Split(name, "/")
+}
+
+// dirLocked returns the directory at path, nil if there is none.
+func (m *MemFS) dirLocked(path string) *memDir {
+	d := m.root
+	for _, c := range components(path) {
+		sub, ok := d.names[c].(*memDir)
+		if !ok {
+			return nil
+		}
+		d = sub
+	}
+	return d
+}
+
 // lookupLocked splits name into its directory and base and returns the
 // directory.
 func (m *MemFS) lookupLocked(op, name string) (*memDir, string, error) {
 	name = filepath.Clean(name)
-	d := m.dirs[filepath.Dir(name)]
-	if d == nil {
+	d := m.dirLocked(filepath.Dir(name))
+	if d == nil || len(components(name)) == 0 {
 		return nil, "", &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 	}
 	return d, filepath.Base(name), nil
@@ -169,17 +225,17 @@ func (m *MemFS) lookupLocked(op, name string) (*memDir, string, error) {
 func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.dirs[filepath.Clean(name)]; ok {
+	if d := m.dirLocked(name); d != nil {
 		if flag&(os.O_WRONLY|os.O_RDWR) != 0 {
 			return nil, &fs.PathError{Op: "open", Path: name, Err: syscall.EISDIR}
 		}
-		return &memFile{fs: m, name: filepath.Clean(name), dir: true}, nil
+		return &memFile{fs: m, name: filepath.Clean(name), dir: d}, nil
 	}
 	d, base, err := m.lookupLocked("open", name)
 	if err != nil {
 		return nil, err
 	}
-	ino := d.names[base]
+	ino, _ := d.names[base].(*inode)
 	switch {
 	case ino != nil && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrExist}
@@ -187,9 +243,7 @@ func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	case ino == nil:
 		ino = &inode{}
-		op := dirOp{name: base, ino: ino}
-		d.apply(op)
-		d.pending = append(d.pending, op)
+		d.change(dirOp{name: base, n: ino})
 	}
 	writable := flag&(os.O_WRONLY|os.O_RDWR) != 0
 	if writable && flag&os.O_TRUNC != 0 && len(ino.data) > 0 {
@@ -202,6 +256,7 @@ func (m *MemFS) OpenFile(name string, flag int, _ os.FileMode) (File, error) {
 
 func (m *MemFS) Open(name string) (File, error) { return m.OpenFile(name, os.O_RDONLY, 0) }
 
+// Remove removes a file or an empty directory.
 func (m *MemFS) Remove(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -209,15 +264,53 @@ func (m *MemFS) Remove(name string) error {
 	if err != nil {
 		return err
 	}
-	if d.names[base] == nil {
+	switch n := d.names[base].(type) {
+	case nil:
 		return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrNotExist}
+	case *memDir:
+		if len(n.names) > 0 {
+			return &fs.PathError{Op: "remove", Path: name, Err: syscall.ENOTEMPTY}
+		}
 	}
-	op := dirOp{name: base}
-	d.apply(op)
-	d.pending = append(d.pending, op)
+	d.change(dirOp{name: base})
 	return nil
 }
 
+// RemoveAll removes name and, for a directory, everything below it: each
+// name is a removal pending in its directory, the deepest first, as a
+// recursive unlink does. A missing name is no error.
+func (m *MemFS) RemoveAll(name string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(components(name)) == 0 {
+		return &fs.PathError{Op: "removeall", Path: name, Err: syscall.EINVAL}
+	}
+	d, base, err := m.lookupLocked("removeall", name)
+	if err != nil {
+		return nil
+	}
+	var empty func(d *memDir)
+	empty = func(d *memDir) {
+		for _, name := range sortedNames(d.names) {
+			if sub, ok := d.names[name].(*memDir); ok {
+				empty(sub)
+			}
+			d.change(dirOp{name: name})
+		}
+	}
+	switch n := d.names[base].(type) {
+	case nil:
+		return nil
+	case *memDir:
+		empty(n)
+	}
+	d.change(dirOp{name: base})
+	return nil
+}
+
+// Rename renames a file or a directory within its directory. A file
+// replaces a file of the new name; a directory replaces only an empty
+// directory.
 func (m *MemFS) Rename(oldpath, newpath string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -228,13 +321,29 @@ func (m *MemFS) Rename(oldpath, newpath string) error {
 	if err != nil {
 		return err
 	}
-	ino := d.names[from]
-	if ino == nil {
+	n := d.names[from]
+	if n == nil {
 		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: fs.ErrNotExist}
 	}
-	op := dirOp{name: filepath.Base(newpath), from: from, ino: ino}
-	d.apply(op)
-	d.pending = append(d.pending, op)
+	to := filepath.Base(newpath)
+	if to == from {
+		return nil
+	}
+	_, srcDir := n.(*memDir)
+	switch dst := d.names[to].(type) {
+	case *memDir:
+		if !srcDir {
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.EISDIR}
+		}
+		if len(dst.names) > 0 {
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.ENOTEMPTY}
+		}
+	case *inode:
+		if srcDir {
+			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: syscall.ENOTDIR}
+		}
+	}
+	d.change(dirOp{name: to, from: from, n: n})
 	return nil
 }
 
@@ -245,9 +354,13 @@ func (m *MemFS) Link(oldname, newname string) error {
 	if err != nil {
 		return err
 	}
-	ino := sd.names[from]
-	if ino == nil {
-		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrNotExist}
+	ino, ok := sd.names[from].(*inode)
+	if !ok {
+		err := fs.ErrNotExist
+		if sd.names[from] != nil {
+			err = fs.ErrPermission // no links to directories
+		}
+		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: err}
 	}
 	dd, base, err := m.lookupLocked("link", newname)
 	if err != nil {
@@ -256,47 +369,62 @@ func (m *MemFS) Link(oldname, newname string) error {
 	if dd.names[base] != nil {
 		return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: fs.ErrExist}
 	}
-	op := dirOp{name: base, ino: ino}
-	dd.apply(op)
-	dd.pending = append(dd.pending, op)
+	dd.change(dirOp{name: base, n: ino})
 	return nil
 }
 
 func (m *MemFS) MkdirAll(dir string, _ os.FileMode) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
-		if m.dirs[p] == nil {
-			m.dirs[p] = &memDir{names: map[string]*inode{}, durable: map[string]*inode{}}
+	d := m.root
+	for _, c := range components(dir) {
+		switch n := d.names[c].(type) {
+		case *memDir:
+			d = n
+			continue
+		case *inode:
+			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
 		}
-		if parent := filepath.Dir(p); parent == p {
-			return nil
+		sub := newMemDir()
+		op := dirOp{name: c, n: sub}
+		if slices.ContainsFunc(d.pending, func(p dirOp) bool { return p.name == c || p.from == c }) {
+			d.change(op)
+		} else {
+			d.apply(op)
+			d.durable[c] = sub
 		}
+		d = sub
 	}
+	return nil
 }
 
-func (m *MemFS) ReadDir(dir string) ([]string, error) {
+func (m *MemFS) ReadDir(dir string) ([]string, error) { return m.list("readdir", dir, false) }
+
+// Subdirs returns the names of the directories in dir, sorted.
+func (m *MemFS) Subdirs(dir string) ([]string, error) { return m.list("subdirs", dir, true) }
+
+func (m *MemFS) list(op, dir string, dirs bool) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	d := m.dirs[filepath.Clean(dir)]
+	d := m.dirLocked(dir)
 	if d == nil {
-		return nil, &fs.PathError{Op: "readdir", Path: dir, Err: fs.ErrNotExist}
+		return nil, &fs.PathError{Op: op, Path: dir, Err: fs.ErrNotExist}
 	}
-	return sortedNames(d.names), nil
+	return namesOf(d, dirs), nil
 }
 
 func (m *MemFS) Stat(name string) (os.FileInfo, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.dirs[filepath.Clean(name)]; ok {
+	if m.dirLocked(name) != nil {
 		return memInfo{name: filepath.Base(name), dir: true}, nil
 	}
 	d, base, err := m.lookupLocked("stat", name)
 	if err != nil {
 		return nil, err
 	}
-	ino := d.names[base]
-	if ino == nil {
+	ino, ok := d.names[base].(*inode)
+	if !ok {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
 	}
 	return m.infoLocked(base, ino), nil
@@ -304,13 +432,20 @@ func (m *MemFS) Stat(name string) (os.FileInfo, error) {
 
 func (m *MemFS) infoLocked(name string, ino *inode) memInfo {
 	n := uint64(0)
-	for _, d := range m.dirs {
+	var count func(d *memDir)
+	count = func(d *memDir) {
 		for _, other := range d.names {
-			if other == ino {
-				n++
+			switch o := other.(type) {
+			case *inode:
+				if o == ino {
+					n++
+				}
+			case *memDir:
+				count(o)
 			}
 		}
 	}
+	count(m.root)
 	return memInfo{name: name, size: int64(len(ino.data)), stat: memStat{nlink: n}}
 }
 
@@ -319,8 +454,8 @@ func (m *MemFS) infoLocked(name string, ino *inode) memInfo {
 type memFile struct {
 	fs       *MemFS
 	name     string
-	ino      *inode // nil for a directory
-	dir      bool
+	ino      *inode  // nil for a directory
+	dir      *memDir // nil for a file
 	writable bool
 	pos      int64
 	closed   bool
@@ -330,7 +465,7 @@ func (f *memFile) errLocked(op string) error {
 	switch {
 	case f.closed:
 		return &fs.PathError{Op: op, Path: f.name, Err: fs.ErrClosed}
-	case f.dir:
+	case f.dir != nil:
 		return &fs.PathError{Op: op, Path: f.name, Err: syscall.EISDIR}
 	}
 	return nil
@@ -403,12 +538,8 @@ func (f *memFile) Sync() error {
 	if f.closed {
 		return &fs.PathError{Op: "sync", Path: f.name, Err: fs.ErrClosed}
 	}
-	if f.dir {
-		d := f.fs.dirs[f.name]
-		d.durable = map[string]*inode{}
-		for name, ino := range d.names {
-			d.durable[name] = ino
-		}
+	if d := f.dir; d != nil {
+		d.durable = maps.Clone(d.names)
 		d.pending = nil
 		return nil
 	}
@@ -423,7 +554,7 @@ func (f *memFile) Stat() (os.FileInfo, error) {
 	if f.closed {
 		return nil, &fs.PathError{Op: "stat", Path: f.name, Err: fs.ErrClosed}
 	}
-	if f.dir {
+	if f.dir != nil {
 		return memInfo{name: filepath.Base(f.name), dir: true}, nil
 	}
 	return f.fs.infoLocked(filepath.Base(f.name), f.ino), nil

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -136,5 +138,173 @@ func TestMemFSLinks(t *testing.T) {
 	}
 	if _, err := m.Stat("/a/f"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("stat removed: %v", err)
+	}
+}
+
+// TestCrashCloneDirs: a directory's rename and its removal (RemoveAll)
+// are names in its parent: durable only once the parent is synced, before
+// that kept or lost by a crash, and a rename never leaves both names or a
+// directory that is half at each. A synced directory keeps its files
+// wherever its name survives.
+func TestCrashCloneDirs(t *testing.T) {
+	var renameLost, renameKept, removeLost, removeKept, removePartial int
+	for seed := range uint64(200) {
+		m := NewCrashableMem()
+		for _, d := range []string{"/s/a.tmp/data", "/s/old"} {
+			if err := m.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(t, m, "/s/a.tmp/meta", []byte("meta"), true)
+		write(t, m, "/s/a.tmp/data/seg", []byte("seg"), true)
+		write(t, m, "/s/old/x", []byte("x"), true)
+		write(t, m, "/s/old/y", []byte("y"), true)
+		for _, d := range []string{"/s/a.tmp/data", "/s/a.tmp", "/s/old", "/s"} {
+			if err := SyncDir(m, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := m.Rename("/s/a.tmp", "/s/a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RemoveAll("/s/old"); err != nil {
+			t.Fatal(err)
+		}
+		if dirs, err := m.Subdirs("/s"); err != nil || !slices.Equal(dirs, []string{"a"}) {
+			t.Fatalf("Subdirs after rename and RemoveAll: %v %v", dirs, err)
+		}
+		c := m.CrashClone(rand.New(rand.NewPCG(seed, 2)))
+		dirs, err := c.Subdirs("/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasA, hasTmp := slices.Contains(dirs, "a"), slices.Contains(dirs, "a.tmp")
+		switch {
+		case hasA == hasTmp:
+			t.Fatalf("seed %d: rename not atomic: %v", seed, dirs)
+		case hasA:
+			renameKept++
+		default:
+			renameLost++
+		}
+		snap := "/s/a"
+		if hasTmp {
+			snap = "/s/a.tmp"
+		}
+		for name, want := range map[string]string{"meta": "meta", "data/seg": "seg"} {
+			if b, err := ReadFile(c, snap+"/"+name); err != nil || string(b) != want {
+				t.Fatalf("seed %d: %s/%s: %q %v", seed, snap, name, b, err)
+			}
+		}
+		if !slices.Contains(dirs, "old") {
+			removeKept++
+			continue
+		}
+		left, err := c.ReadDir("/s/old")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 2 {
+			removeLost++
+		} else {
+			removePartial++
+		}
+	}
+	if renameLost == 0 || renameKept == 0 || removeLost == 0 || removeKept == 0 || removePartial == 0 {
+		t.Fatalf("200 seeds never showed every outcome: rename lost %d, kept %d; RemoveAll lost %d, kept %d, partial %d",
+			renameLost, renameKept, removeLost, removeKept, removePartial)
+	}
+
+	// Synced, both are durable.
+	m := NewCrashableMem()
+	if err := m.MkdirAll("/s/a.tmp", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MkdirAll("/s/old", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Rename("/s/a.tmp", "/s/a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveAll("/s/old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(m, "/s"); err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(20) {
+		dirs, err := m.CrashClone(rand.New(rand.NewPCG(seed, 3))).Subdirs("/s")
+		if err != nil || !slices.Equal(dirs, []string{"a"}) {
+			t.Fatalf("seed %d: after the parent's sync: %v %v", seed, dirs, err)
+		}
+	}
+}
+
+// TestMemFSDirs: Subdirs and ReadDir split a directory's names; a
+// directory rename carries its files and refuses a non-empty target;
+// Remove refuses a non-empty directory; RemoveAll of a missing name is no
+// error; a directory made again after an unsynced removal may be lost
+// with it.
+func TestMemFSDirs(t *testing.T) {
+	m := NewCrashableMem()
+	if err := m.MkdirAll("/d/sub/deeper", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MkdirAll("/d/other", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/d/f", nil, true)
+	write(t, m, "/d/sub/g", []byte("g"), true)
+	if dirs, _ := m.Subdirs("/d"); !slices.Equal(dirs, []string{"other", "sub"}) {
+		t.Fatalf("Subdirs: %v", dirs)
+	}
+	if files, _ := m.ReadDir("/d"); !slices.Equal(files, []string{"f"}) {
+		t.Fatalf("ReadDir: %v", files)
+	}
+	if err := m.Remove("/d/sub"); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("Remove of a non-empty dir: %v", err)
+	}
+	write(t, m, "/d/other/h", nil, true)
+	if err := m.Rename("/d/sub", "/d/other"); !errors.Is(err, syscall.ENOTEMPTY) {
+		t.Fatalf("rename onto a non-empty dir: %v", err)
+	}
+	if err := m.Rename("/d/sub", "/d/f"); err == nil {
+		t.Fatal("rename of a dir onto a file")
+	}
+	if err := m.Rename("/d/sub", "/d/moved"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFile(m, "/d/moved/g"); err != nil || string(b) != "g" {
+		t.Fatalf("file of a renamed dir: %q %v", b, err)
+	}
+	if _, err := m.Stat("/d/sub/g"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("old path after a dir rename: %v", err)
+	}
+	if _, err := m.Stat("/d/moved/deeper"); err != nil {
+		t.Fatalf("subdirectory of a renamed dir: %v", err)
+	}
+	if err := m.RemoveAll("/d/missing"); err != nil {
+		t.Fatalf("RemoveAll of a missing name: %v", err)
+	}
+	if err := SyncDir(m, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveAll("/d/moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MkdirAll("/d/moved", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var again, old int
+	for seed := range uint64(100) {
+		c := m.CrashClone(rand.New(rand.NewPCG(seed, 4)))
+		if _, err := c.Stat("/d/moved/g"); err == nil {
+			old++ // the removal was lost: the old directory is back
+		} else if _, err := c.Stat("/d/moved"); err == nil {
+			again++
+		}
+	}
+	if again == 0 || old == 0 {
+		t.Fatalf("100 seeds: the new directory %d times, the old one %d times", again, old)
 	}
 }

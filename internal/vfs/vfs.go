@@ -5,7 +5,7 @@
 // write, creation, rename and removal not yet made durable by an fsync of
 // the file (data) or of its directory (names) may be lost, and any prefix of
 // them may survive. Pebble's vfs is the model; this is a much smaller one
-// that holds what the segment log uses.
+// that holds what the segment log and the snapshot store use.
 package vfs
 
 import (
@@ -25,14 +25,20 @@ type FS interface {
 	// Open opens a file or a directory read-only; a directory's File is
 	// only good for Sync (making the names in it durable) and Close.
 	Open(name string) (File, error)
+	// Remove removes a file or an empty directory.
 	Remove(name string) error
-	// Rename renames a file within its directory.
+	// RemoveAll removes name and everything below it (nil if name does
+	// not exist), as os.RemoveAll does.
+	RemoveAll(name string) error
+	// Rename renames a file or a directory within its directory.
 	Rename(oldpath, newpath string) error
 	// Link makes newname another name of the file oldname.
 	Link(oldname, newname string) error
 	MkdirAll(dir string, perm os.FileMode) error
 	// ReadDir returns the names of the files in dir, sorted.
 	ReadDir(dir string) ([]string, error)
+	// Subdirs returns the names of the directories in dir, sorted.
+	Subdirs(dir string) ([]string, error)
 	Stat(name string) (os.FileInfo, error)
 }
 
@@ -73,19 +79,25 @@ func (osFS) Open(name string) (File, error) {
 }
 
 func (osFS) Remove(name string) error                    { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                 { return os.RemoveAll(name) }
 func (osFS) Rename(oldpath, newpath string) error        { return os.Rename(oldpath, newpath) }
 func (osFS) Link(oldname, newname string) error          { return os.Link(oldname, newname) }
 func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
 func (osFS) Stat(name string) (os.FileInfo, error)       { return os.Stat(name) }
 
-func (osFS) ReadDir(dir string) ([]string, error) {
+func (osFS) ReadDir(dir string) ([]string, error) { return osList(dir, false) }
+func (osFS) Subdirs(dir string) ([]string, error) { return osList(dir, true) }
+
+// osList returns the sorted names in dir of the files (dirs false) or of
+// the directories (dirs true).
+func osList(dir string, dirs bool) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if !e.IsDir() {
+		if e.IsDir() == dirs {
 			names = append(names, e.Name())
 		}
 	}

@@ -139,12 +139,12 @@ func TestInstallIntoFreshLog(t *testing.T) {
 	}
 	// Ship the files through a stream, as a snapshot does.
 	var stream bytes.Buffer
-	n, err := m.WriteFiles(&stream, cp)
+	n, err := m.WriteFiles(vfs.Default, &stream, cp)
 	if err != nil || n != m.Bytes() {
 		t.Fatalf("WriteFiles: %d bytes, %v; manifest has %d", n, err, m.Bytes())
 	}
 	recv := filepath.Join(t.TempDir(), "recv")
-	if err := m.ReadFiles(bytes.NewReader(stream.Bytes()), recv); err != nil {
+	if err := m.ReadFiles(vfs.Default, bytes.NewReader(stream.Bytes()), recv); err != nil {
 		t.Fatal(err)
 	}
 
@@ -261,15 +261,15 @@ func TestInstallRejectsBadFiles(t *testing.T) {
 
 	var stream bytes.Buffer
 	flip(t, filepath.Join(cp, m.Files[2].Name), 100) // undo
-	if _, err := m.WriteFiles(&stream, cp); err != nil {
+	if _, err := m.WriteFiles(vfs.Default, &stream, cp); err != nil {
 		t.Fatal(err)
 	}
 	b := stream.Bytes()
 	b[len(b)/2] ^= 1
-	if err := m.ReadFiles(bytes.NewReader(b), t.TempDir()); !errors.Is(err, ErrCorrupt) {
+	if err := m.ReadFiles(vfs.Default, bytes.NewReader(b), t.TempDir()); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ReadFiles of a damaged stream: %v, want ErrCorrupt", err)
 	}
-	if err := m.ReadFiles(bytes.NewReader(b[:len(b)/3]), t.TempDir()); !errors.Is(err, ErrCorrupt) {
+	if err := m.ReadFiles(vfs.Default, bytes.NewReader(b[:len(b)/3]), t.TempDir()); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ReadFiles of a short stream: %v, want ErrCorrupt", err)
 	}
 }

@@ -538,6 +538,10 @@ func (l *Log) LastRaftIndex() uint64 {
 	return l.mu.lastRaft
 }
 
+// FS is the filesystem of the log (Options.FS, vfs.Default if unset), of
+// its checkpoint directories and of the directories it installs from.
+func (l *Log) FS() vfs.FS { return l.fs }
+
 // Segments describes every segment, oldest first; the last is the active one.
 func (l *Log) Segments() []SegmentInfo {
 	l.mu.RLock()

@@ -113,16 +113,16 @@ func verifyFile(fs vfs.FS, path string, f FileInfo) error {
 	return nil
 }
 
-// WriteFiles writes the files of m from dir to w, one after the other in
+// WriteFiles writes the files of m from dir (on fsys) to w, one after the other in
 // manifest order with no framing (m gives every size), checking each file's
 // CRC on the way. Send m itself first, by any encoding.
-func (m Manifest) WriteFiles(w io.Writer, dir string) (int64, error) {
+func (m Manifest) WriteFiles(fsys vfs.FS, w io.Writer, dir string) (int64, error) {
 	if err := m.validate(); err != nil {
 		return 0, err
 	}
 	var total int64
 	for _, f := range m.Files {
-		in, err := os.Open(filepath.Join(dir, f.Name))
+		in, err := fsys.Open(filepath.Join(dir, f.Name))
 		if err != nil {
 			return total, fmt.Errorf("segment: %w", err)
 		}
@@ -140,26 +140,26 @@ func (m Manifest) WriteFiles(w io.Writer, dir string) (int64, error) {
 	return total, nil
 }
 
-// ReadFiles reads what WriteFiles wrote from r into dir (created if
-// missing), checking each file's size and CRC, and fsyncs the files and dir.
+// ReadFiles reads what WriteFiles wrote from r into dir (on fsys, created
+// if missing), checking each file's size and CRC, and fsyncs the files and dir.
 // Then Install(dir, m) installs them.
-func (m Manifest) ReadFiles(r io.Reader, dir string) error {
+func (m Manifest) ReadFiles(fsys vfs.FS, r io.Reader, dir string) error {
 	if err := m.validate(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
 	for _, f := range m.Files {
-		if err := readFile(r, filepath.Join(dir, f.Name), f); err != nil {
+		if err := readFile(fsys, r, filepath.Join(dir, f.Name), f); err != nil {
 			return err
 		}
 	}
-	return syncDir(vfs.Default, dir)
+	return syncDir(fsys, dir)
 }
 
-func readFile(r io.Reader, path string, f FileInfo) error {
-	out, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+func readFile(fsys vfs.FS, r io.Reader, path string, f FileInfo) error {
+	out, err := fsys.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("segment: %w", err)
 	}
@@ -175,7 +175,7 @@ func readFile(r io.Reader, path string, f FileInfo) error {
 		err = cerr
 	}
 	if err != nil {
-		return errors.Join(err, os.Remove(path))
+		return errors.Join(err, fsys.Remove(path))
 	}
 	return nil
 }
