@@ -12,10 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/fsm"
+	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // Two group members on a real 3-node LogStore (the PlayerGroup service:
@@ -183,12 +185,24 @@ func TestGroupRegisterWaitsForClusterVersion(t *testing.T) {
 		}
 	})
 	targets := []*testTarget{newShardTarget(t, "shard-0", "shard-0")}
+	var refused atomic.Int64 // RegisterTarget calls answered FEATURE_NOT_ENABLED
+	countRefusals := grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
+		invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if strings.HasSuffix(method, "/RegisterTarget") && apierr.CodeOf(err) == logstorepb.ErrorCode_FEATURE_NOT_ENABLED {
+			refused.Add(1)
+		}
+		return err
+	})
 	a := startPlayer(t, nil, targets, func(c *Config) {
 		c.PlayerID = "a"
 		c.LogStore = ls.addrs()
+		c.DialOptions = []grpc.DialOption{countRefusals}
 		c.Group = &GroupConfig{Name: "players"}
 	})
-	time.Sleep(2 * time.Second) // several version polls: the cluster stays at the base version
+	// Refused several times (the backoff doubles from 50 ms): the member
+	// retried rather than giving up at the first refusal.
+	testwait.For(t, testwait.Max, "3 refused registrations", func() bool { return refused.Load() >= 3 })
 	select {
 	case err := <-a.done:
 		a.done <- err // for the cleanup's stop
