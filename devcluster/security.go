@@ -34,14 +34,17 @@ const (
 // ConsumerTopics are what ConsumerIdentity may read.
 var ConsumerTopics = []string{demo.OrdersTopic, "shard-0"}
 
-// devPolicy grants the identities above their roles.
+// devPolicy grants the identities above their roles. Every identity that
+// may produce may use every producer name ("producers": ["*"]): the dev
+// cluster has one user; a real policy binds each team to its own names
+// (docs/SECURITY.md §5).
 func devPolicy() string {
 	return fmt.Sprintf(`{"grants": [
   {"identity": %q, "role": "player"},
   {"identity": %q, "role": "admin"},
-  {"identity": %q, "role": "producer", "topics": ["*"]},
-  {"identity": %q, "role": "consumer", "topics": [%q, %q], "groups": ["g-*"]},
-  {"identity": %q, "role": "producer", "topics": ["*"]},
+  {"identity": %q, "role": "producer", "topics": ["*"], "producers": ["*"]},
+  {"identity": %q, "role": "consumer", "topics": [%q, %q], "groups": ["g-*"], "producers": ["*"]},
+  {"identity": %q, "role": "producer", "topics": ["*"], "producers": ["*"]},
   {"identity": %q, "role": "consumer", "topics": ["*"], "groups": ["*"]},
   {"identity": %q, "role": "admin"}
 ]}

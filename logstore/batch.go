@@ -29,6 +29,9 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 	if err := validateBatchSize(req, s.n.cfg.maxBatchCallBytes()); err != nil {
 		return nil, err
 	}
+	if err := s.authorizeProducers(ctx, req.Requests...); err != nil {
+		return nil, err
+	}
 	if s.n.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}

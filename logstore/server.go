@@ -70,6 +70,9 @@ func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 }
 
 func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
+	if err := s.authorizeProducers(ctx, req); err != nil {
+		return nil, err
+	}
 	cmd, size, err := s.appendCommand(req)
 	if err != nil {
 		return nil, err

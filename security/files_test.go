@@ -22,6 +22,9 @@ func TestParsePolicyRefusals(t *testing.T) {
 		{`{"grants": [{"identity": "a", "role": "consumer", "topics": ["[x"]}]}`, "bad pattern"},
 		{`{"grants": [{"identity": "a", "role": "player", "topic": ["x"]}]}`, "unknown field"},
 		{`{"grants": [`, "policy:"},
+		{`{"grants": [{"identity": "a", "role": "player", "producers": ["x"]}]}`, "takes no producer names"},
+		{`{"grants": [{"identity": "a", "role": "producer", "topics": ["x"], "producers": ["a*b"]}]}`, "bad producer name"},
+		{`{"grants": [{"identity": "a", "role": "producer", "topics": ["x"], "producers": [""]}]}`, "bad producer name"},
 	} {
 		if _, err := ParsePolicy([]byte(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParsePolicy(%s) = %v, want %q", tc.doc, err, tc.want)
@@ -44,6 +47,45 @@ func TestPolicyGrantsAddUp(t *testing.T) {
 	}
 	if other := p.grantsFor("someone"); !other.canRead("public") || other.has(RoleProducer) {
 		t.Fatalf("'*' grant: %+v", other)
+	}
+}
+
+// Producer names: a grant's own names and prefixes; a grant without names
+// takes every name no grant binds; '*' and '/' are plain characters of a
+// name, not glob syntax.
+func TestProducerNames(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"grants": [
+		{"identity": "a", "role": "producer", "topics": ["x"], "producers": ["a-*", "shared"]},
+		{"identity": "b", "role": "consumer", "groups": ["g"], "producers": ["b/*"]},
+		{"identity": "old", "role": "producer", "topics": ["x"]},
+		{"identity": "ops", "role": "admin"}
+	]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		identity, name string
+		want           bool
+	}{
+		{"a", "a-1", true}, {"a", "a-", true}, {"a", "shared", true}, {"a", "shared-2", false}, {"a", "b/1", false}, {"a", "free", false},
+		{"b", "b/x/y", true}, {"b", "a-1", false},
+		{"old", "free", true}, {"old", "a-1", false}, {"old", "shared", false}, {"old", "b/1", false},
+		{"ops", "free", false}, {"nobody", "free", false},
+	} {
+		if got := p.grantsFor(tc.identity).names.allows(tc.name); got != tc.want {
+			t.Errorf("%s may use producer name %q: %v, want %v", tc.identity, tc.name, got, tc.want)
+		}
+	}
+	if p.grantsFor("old").names.every() || p.grantsFor("a").names.every() {
+		t.Error("every(): true while names are bound")
+	}
+	if w := p.Warnings(); len(w) != 1 || !strings.Contains(w[0], `"old"`) {
+		t.Errorf("Warnings() = %q, want one about grant \"old\"", w)
+	}
+	unbound, _ := ParsePolicy([]byte(`{"grants": [{"identity": "old", "role": "producer", "topics": ["x"]}]}`))
+	star, _ := ParsePolicy([]byte(`{"grants": [{"identity": "dev", "role": "producer", "topics": ["x"], "producers": ["*"]}]}`))
+	if !unbound.grantsFor("old").names.every() || !star.grantsFor("dev").names.every() || !star.grantsFor("dev").names.allows("any/name*") {
+		t.Error("every(): false for a policy that binds no names, or for a '*' grant")
 	}
 }
 

@@ -93,3 +93,16 @@ func (a *Access) CanReadTopic(topic string) bool {
 func (a *Access) ReadsAllTopics() bool {
 	return a == nil || a.grants.readsAll()
 }
+
+// MayUseProducer reports whether the caller may use the producer name
+// (InitProducer's name, or the name behind an Append's producer id; see
+// Grant.Producers); a nil Access (security off) may use every name.
+func (a *Access) MayUseProducer(name string) bool {
+	return a == nil || a.grants.names.allows(name)
+}
+
+// MayUseEveryProducer reports whether MayUseProducer is true for every
+// name, so a handler can skip looking names up.
+func (a *Access) MayUseEveryProducer() bool {
+	return a == nil || a.grants.names.every()
+}

@@ -58,8 +58,12 @@ var methods = map[string]rule{
 	// Registering a producer writes nothing to a topic (the Appends that
 	// follow are checked against the topic grants); every identity that may
 	// Append registers the producer it appends with (read-process-write
-	// consumers too).
-	logstorepb.LogStore_InitProducer_FullMethodName: {roles: []Role{RoleProducer, RoleConsumer}},
+	// consumers too), under a name its grants bind (Grant.Producers).
+	// Registering fences the name's older instance, so another identity's
+	// name is refused without a word of its state. An Append's producer id
+	// is checked by the LogStore (logstore/producerauth.go: the id's name is
+	// in the replicated producer table), with Access.MayUseProducer.
+	logstorepb.LogStore_InitProducer_FullMethodName: {roles: []Role{RoleProducer, RoleConsumer}, check: checkOf(checkInitProducer)},
 
 	logstorepb.Cluster_AddVoter_FullMethodName:           {roles: []Role{RoleAdmin}},
 	logstorepb.Cluster_RemoveServer_FullMethodName:       {roles: []Role{RoleAdmin}},
@@ -166,6 +170,13 @@ func checkRead(g *grantSet, r *logstorepb.ReadRequest) *denial {
 func checkReadTopic(g *grantSet, r *logstorepb.ReadTopicRequest) *denial {
 	if !g.canRead(r.GetTopic()) {
 		return deny(r.GetTopic(), "", "no consumer grant for topic %q", r.GetTopic())
+	}
+	return nil
+}
+
+func checkInitProducer(g *grantSet, r *logstorepb.InitProducerRequest) *denial {
+	if !g.names.allows(r.GetName()) {
+		return deny("", "", "no grant binds producer name %q to this identity", r.GetName())
 	}
 	return nil
 }

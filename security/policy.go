@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path"
 	"slices"
+	"strings"
 )
 
 // Role is a set of RPCs a grant allows (see the method table, methods.go).
@@ -34,20 +36,29 @@ var Roles = []Role{RoleProducer, RoleConsumer, RolePlayer, RoleAdmin}
 const AnyIdentity = "*"
 
 // Grant gives one identity one role, limited by patterns for the producer
-// and consumer roles. Patterns are path.Match globs ("orders", "shard-*",
-// "*"); topic names never contain '/'.
+// and consumer roles. Topic and group patterns are path.Match globs
+// ("orders", "shard-*", "*"); topic names never contain '/'.
+//
+// Producers binds producer names (InitProducer's name, an Append's legacy
+// producer_id, and through the producer table the registered id an Append
+// carries) to the identity: each entry is a name, or a prefix ending in
+// '*' ("billing-*"; "*" alone is every name). Producer and consumer grants
+// take it. A producer or consumer grant without it may use every name that
+// no grant of the policy binds (producerNames): old policies keep working,
+// and binding a name to its team protects it from every other identity.
 type Grant struct {
-	Identity string   `json:"identity"`
-	Role     Role     `json:"role"`
-	Topics   []string `json:"topics,omitempty"`
-	Groups   []string `json:"groups,omitempty"`
+	Identity  string   `json:"identity"`
+	Role      Role     `json:"role"`
+	Topics    []string `json:"topics,omitempty"`
+	Groups    []string `json:"groups,omitempty"`
+	Producers []string `json:"producers,omitempty"`
 }
 
 // Policy maps identities to roles; the policy file is its JSON encoding:
 //
 //	{"grants": [
-//	  {"identity": "producer-1", "role": "producer", "topics": ["orders", "shard-*"]},
-//	  {"identity": "billing", "role": "consumer", "topics": ["orders"], "groups": ["billing"]},
+//	  {"identity": "producer-1", "role": "producer", "topics": ["orders", "shard-*"], "producers": ["checkout-*"]},
+//	  {"identity": "billing", "role": "consumer", "topics": ["orders"], "groups": ["billing"], "producers": ["billing"]},
 //	  {"identity": "player", "role": "player"},
 //	  {"identity": "ops", "role": "admin"}
 //	]}
@@ -90,6 +101,14 @@ func (p *Policy) Validate() error {
 				return fmt.Errorf("%s: bad pattern %q", where, pat)
 			}
 		}
+		for _, pat := range g.Producers {
+			if !validNamePattern(pat) {
+				return fmt.Errorf("%s: bad producer name %q (a name, or a prefix ending in '*')", where, pat)
+			}
+		}
+		if len(g.Producers) > 0 && g.Role != RoleProducer && g.Role != RoleConsumer {
+			return fmt.Errorf("%s: role %s takes no producer names", where, g.Role)
+		}
 		switch g.Role {
 		case RoleProducer:
 			if len(g.Topics) == 0 || len(g.Groups) > 0 {
@@ -108,17 +127,68 @@ func (p *Policy) Validate() error {
 	return nil
 }
 
+// Warnings are what a valid policy does that its author may not expect:
+// producer grants that bind no producer names. LoadPolicyFile logs them at
+// every load.
+func (p *Policy) Warnings() []string {
+	var out []string
+	for i, g := range p.Grants {
+		if g.Role == RoleProducer && len(g.Producers) == 0 {
+			out = append(out, fmt.Sprintf(`policy: grant %d (%q, producer) binds no producer names: it may register every name no grant binds; add "producers" to bind names to it`, i, g.Identity))
+		}
+	}
+	return out
+}
+
 // grantSet is what one identity may do: the union of its grants.
 type grantSet struct {
 	produce, read, groups []string // patterns
 	player, admin         bool
+	names                 producerNames
+}
+
+// producerNames is which producer names an identity may use: the names
+// its grants bind, and, when one of its producer or consumer grants binds
+// none, every name no grant of the policy binds (claimed).
+type producerNames struct {
+	own     []string // name patterns of its grants
+	unbound bool     // a producer or consumer grant without names
+	claimed []string // name patterns of every grant of the policy
+}
+
+func (n *producerNames) allows(name string) bool {
+	return matchName(n.own, name) || (n.unbound && !matchName(n.claimed, name))
+}
+
+// every reports whether allows is true for every name.
+func (n *producerNames) every() bool {
+	return slices.Contains(n.own, "*") || (n.unbound && len(n.claimed) == 0)
+}
+
+// validNamePattern: a non-empty name, or a prefix followed by one '*'.
+func validNamePattern(pat string) bool {
+	return pat != "" && !strings.Contains(strings.TrimSuffix(pat, "*"), "*")
+}
+
+func matchName(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(name, prefix) || p == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Policy) grantsFor(name string) *grantSet {
 	gs := &grantSet{}
 	for _, g := range p.Grants {
+		gs.names.claimed = append(gs.names.claimed, g.Producers...)
 		if g.Identity != name && g.Identity != AnyIdentity {
 			continue
+		}
+		if g.Role == RoleProducer || g.Role == RoleConsumer {
+			gs.names.own = append(gs.names.own, g.Producers...)
+			gs.names.unbound = gs.names.unbound || len(g.Producers) == 0
 		}
 		switch g.Role {
 		case RoleProducer:
@@ -169,9 +239,22 @@ type PolicyFile struct {
 }
 
 // LoadPolicyFile reads path once (failing on any error) and re-reads it
-// when it changes; a bad edit keeps the previous policy and is logged.
+// when it changes; a bad edit keeps the previous policy and is logged, and
+// so are a loaded policy's Warnings.
 func LoadPolicyFile(path string, opts ReloadOptions) (*PolicyFile, error) {
-	w, err := watchFile("policy", path, ParsePolicy, opts)
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	w, err := watchFile("policy", path, func(data []byte) (*Policy, error) {
+		p, err := ParsePolicy(data)
+		if err == nil {
+			for _, w := range p.Warnings() {
+				log.Warn(w, "file", path)
+			}
+		}
+		return p, err
+	}, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,16 @@ func registered(req *logstorepb.AppendRequest) bool { return req.GetProducerEpoc
 // RegisteredProducers is the number of registered producer rows.
 func (s *State) RegisteredProducers() int { return len(s.registered) }
 
+// ProducerName returns the name registered under id, and whether the
+// table holds id (the edge checks that the caller may use the name:
+// logstore/producerauth.go).
+func (s *State) ProducerName(id uint64) (string, bool) {
+	if p := s.registered[id]; p != nil {
+		return p.Name, true
+	}
+	return "", false
+}
+
 // applyInitProducer registers r.Name (see the package comment above).
 func (m *Machine) applyInitProducer(ts int64, r *logstorepb.InitProducerRequest) Result {
 	st := m.st
