@@ -480,8 +480,8 @@ func TestAccessCanReadTopic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	consumer := &Access{Identity: Identity{Name: "consumer-1"}, grants: p.grantsFor("consumer-1")}
-	player := &Access{Identity: Identity{Name: "player"}, grants: p.grantsFor("player")}
+	consumer := newAccess(Identity{Name: "consumer-1"}, p.grantsFor("consumer-1"))
+	player := newAccess(Identity{Name: "player"}, p.grantsFor("player"))
 	var off *Access
 	if !consumer.CanReadTopic("orders") || consumer.CanReadTopic("payments") || consumer.ReadsAllTopics() {
 		t.Fatal("consumer-1 should read orders only")

@@ -16,11 +16,15 @@
 //	policy.go       roles, grants with topic/group patterns, the policy file
 //	methods.go      the method table: a rule for every RPC of proto/*.proto; unknown methods are refused
 //	interceptor.go  Authorizer: unary and stream server interceptors (UNAUTHENTICATED, PERMISSION_DENIED via apierr)
+//	revoke.go       open streams authorized again when the policy or token file changes; those refused are ended
 //	setup.go        GRPCServerOptions, GRPCDialOptions: everything from file names, for cmd/
 //	certgen.go      GenerateCA, IssueCert, LoadKeyPair (ECDSA P-256)
 //	bundle.go       WriteBundle: the CA and node/client certificates of `logplayer certs`
 //
-// Goroutines: none long-lived. Files are re-read inside the calls that use
+// Goroutines: one per Authorizer while streams are open (watchStreams,
+// revoke.go): every Config.RecheckInterval it checks the policy and token
+// files and authorizes the open streams again; it exits with the last
+// stream. Otherwise files are re-read inside the calls that use
 // them (a handshake, an RPC), at most once per ReloadOptions.Interval, under
 // a mutex held only for the stat and, after a change, the parse. A refused
 // TLS connection is drained for at most one second (lingerClose) in the
@@ -30,11 +34,13 @@
 //
 // Bounds: one policy, one token list and one certificate set in memory per
 // server, replaced whole on reload; token lookup is linear in the number of
-// tokens (constant time per entry, so no timing side channel).
+// tokens (constant time per entry, so no timing side channel); one entry
+// per open stream (its caller and first request) for the re-checks.
 //
 // Invariants: an identity comes only from a verified chain
 // (VerifiedChains, never PeerCertificates) or a token in the token file; a
 // bearer token is neither sent (BearerToken) nor accepted (Authorizer)
 // without TLS; a method missing from the method table is refused to every
-// identity; a refused call never reaches its handler.
+// identity; a refused call never reaches its handler; a stream whose
+// identity loses its token or grant is ended within RecheckInterval.
 package security

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"sync/atomic"
 )
 
 // Source is how an identity was established.
@@ -63,10 +64,18 @@ func certName(c *x509.Certificate) string {
 type accessKey struct{}
 
 // Access is what an authorized call carries in its context: who called and
-// what the policy lets them do. Handlers read it with AccessFrom.
+// what the policy lets them do. Handlers read it with AccessFrom. An open
+// stream's grants are replaced when the policy changes (see
+// Authorizer.recheck), hence the atomic pointer.
 type Access struct {
 	Identity Identity
-	grants   *grantSet
+	grants   atomic.Pointer[grantSet]
+}
+
+func newAccess(id Identity, g *grantSet) *Access {
+	a := &Access{Identity: id}
+	a.grants.Store(g)
+	return a
 }
 
 // AccessFrom returns the Access the server interceptors attached, or nil
@@ -85,24 +94,24 @@ func withAccess(ctx context.Context, a *Access) context.Context {
 // Read handler uses it to drop slices; a nil Access (security off) reads
 // everything.
 func (a *Access) CanReadTopic(topic string) bool {
-	return a == nil || a.grants.canRead(topic)
+	return a == nil || a.grants.Load().canRead(topic)
 }
 
 // ReadsAllTopics reports whether CanReadTopic is true for every topic, so a
 // handler can skip per-slice checks.
 func (a *Access) ReadsAllTopics() bool {
-	return a == nil || a.grants.readsAll()
+	return a == nil || a.grants.Load().readsAll()
 }
 
 // MayUseProducer reports whether the caller may use the producer name
 // (InitProducer's name, or the name behind an Append's producer id; see
 // Grant.Producers); a nil Access (security off) may use every name.
 func (a *Access) MayUseProducer(name string) bool {
-	return a == nil || a.grants.names.allows(name)
+	return a == nil || a.grants.Load().names.allows(name)
 }
 
 // MayUseEveryProducer reports whether MayUseProducer is true for every
 // name, so a handler can skip looking names up.
 func (a *Access) MayUseEveryProducer() bool {
-	return a == nil || a.grants.names.every()
+	return a == nil || a.grants.Load().names.every()
 }

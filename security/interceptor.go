@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -29,6 +30,10 @@ type Config struct {
 	ShardTopics []string
 	// Log receives one line per refused call; nil means slog.Default().
 	Log *slog.Logger
+	// RecheckInterval is how often, while streams are open, the policy and
+	// token files are checked for changes and the open streams authorized
+	// again (revoke.go); zero means DefaultReloadInterval.
+	RecheckInterval time.Duration
 }
 
 // Authorizer authenticates and authorizes every call of a gRPC server by
@@ -39,6 +44,8 @@ type Authorizer struct {
 	tokens      *TokenFile
 	shardTopics []string
 	log         *slog.Logger
+	recheck     time.Duration
+	streams     openStreams // revoke.go
 }
 
 // NewAuthorizer checks cfg.
@@ -49,7 +56,10 @@ func NewAuthorizer(cfg Config) (*Authorizer, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Authorizer{policy: cfg.Policy, tokens: cfg.Tokens, shardTopics: cfg.ShardTopics, log: cfg.Log}, nil
+	if cfg.RecheckInterval <= 0 {
+		cfg.RecheckInterval = DefaultReloadInterval
+	}
+	return &Authorizer{policy: cfg.Policy, tokens: cfg.Tokens, shardTopics: cfg.ShardTopics, log: cfg.Log, recheck: cfg.RecheckInterval}, nil
 }
 
 // ServerOptions are the interceptors to pass to grpc.NewServer (chained,
@@ -70,11 +80,31 @@ var (
 	authorizationHeader = "authorization"
 )
 
+// authn is what a caller authenticated with.
+type authn struct {
+	id     Identity
+	token  string  // the bearer token; "" for a certificate
+	tokens *Tokens // the token file token was found in (nil for a certificate)
+}
+
+// caller is who made a call and what it authenticated with: what an open
+// stream keeps to be authorized again when the files change (revoke.go).
+type caller struct {
+	authn
+	acc    *Access
+	policy *Policy // the policy acc's grants come from
+}
+
+func (a *Authorizer) newCaller(au authn) *caller {
+	pol := a.policy.Policy()
+	return &caller{authn: au, acc: newAccess(au.id, pol.grantsFor(au.id.Name)), policy: pol}
+}
+
 // authenticate finds the caller's identity: a bearer token when the call
 // carries one (it must be valid: a bad token is never ignored in favour of
 // the certificate), else the verified client certificate. ok is false with
 // a nil error when the caller presented neither.
-func (a *Authorizer) authenticate(ctx context.Context) (Identity, bool, error) {
+func (a *Authorizer) authenticate(ctx context.Context) (authn, bool, error) {
 	p, _ := peer.FromContext(ctx)
 	var tlsInfo *credentials.TLSInfo
 	if p != nil {
@@ -86,41 +116,43 @@ func (a *Authorizer) authenticate(ctx context.Context) (Identity, bool, error) {
 	if vals := md.Get(authorizationHeader); len(vals) > 0 {
 		tok, found := strings.CutPrefix(vals[0], "Bearer ")
 		if len(vals) != 1 || !found || tok == "" {
-			return Identity{}, false, errMalformedBearer
+			return authn{}, false, errMalformedBearer
 		}
 		if tlsInfo == nil {
-			return Identity{}, false, errTokenOverPlain
+			return authn{}, false, errTokenOverPlain
 		}
 		if a.tokens == nil {
-			return Identity{}, false, errNoTokens
+			return authn{}, false, errNoTokens
 		}
-		id, err := a.tokens.Tokens().Lookup(tok)
+		toks := a.tokens.Tokens()
+		id, err := toks.Lookup(tok)
 		if err != nil {
-			return Identity{}, false, err
+			return authn{}, false, err
 		}
-		return id, true, nil
+		return authn{id: id, token: tok, tokens: toks}, true, nil
 	}
 	// Only verified chains count: PeerCertificates may hold a certificate
 	// nobody checked.
 	if tlsInfo != nil && len(tlsInfo.State.VerifiedChains) > 0 && len(tlsInfo.State.VerifiedChains[0]) > 0 {
 		if id, ok := IdentityFromCertificate(tlsInfo.State.VerifiedChains[0][0]); ok {
-			return id, true, nil
+			return authn{id: id}, true, nil
 		}
 	}
-	return Identity{}, false, nil
+	return authn{}, false, nil
 }
 
 // authorize decides a call before its handler runs (for a stream whose
 // rule checks the request, the check runs again on its first message:
-// see checkRequest). It returns the context with the caller's Access.
-func (a *Authorizer) authorize(ctx context.Context, method string) (context.Context, *Access, rule, error) {
+// see checkRequest). It returns the context with the caller's Access; the
+// caller is nil for an anonymous call of a public method.
+func (a *Authorizer) authorize(ctx context.Context, method string) (context.Context, *caller, rule, error) {
 	r, known := methods[method]
-	id, ok, err := a.authenticate(ctx)
+	au, ok, err := a.authenticate(ctx)
 	if r.public {
 		// Health checks answer whoever asks, whatever they present.
 		if ok && err == nil {
-			acc := &Access{Identity: id, grants: a.policy.Policy().grantsFor(id.Name)}
-			return withAccess(ctx, acc), acc, r, nil
+			c := a.newCaller(au)
+			return withAccess(ctx, c.acc), c, r, nil
 		}
 		return ctx, nil, r, nil
 	}
@@ -130,15 +162,22 @@ func (a *Authorizer) authorize(ctx context.Context, method string) (context.Cont
 	if !ok {
 		return ctx, nil, r, a.refuse(ctx, method, Identity{}, logstorepb.ErrorCode_UNAUTHENTICATED, errNoIdentity.Error(), nil)
 	}
-	acc := &Access{Identity: id, grants: a.policy.Policy().grantsFor(id.Name)}
 	if !known {
-		return ctx, nil, r, a.refuse(ctx, method, id, logstorepb.ErrorCode_PERMISSION_DENIED, "method not in the security method table", nil)
+		return ctx, nil, r, a.refuse(ctx, method, au.id, logstorepb.ErrorCode_PERMISSION_DENIED, "method not in the security method table", nil)
 	}
-	if len(r.roles) > 0 && !hasAny(acc.grants, r.roles) {
-		return ctx, nil, r, a.refuse(ctx, method, id, logstorepb.ErrorCode_PERMISSION_DENIED,
-			fmt.Sprintf("needs role %s", joinRoles(r.roles)), nil)
+	c := a.newCaller(au)
+	if why := roleRefusal(r, c.acc.grants.Load()); why != "" {
+		return ctx, nil, r, a.refuse(ctx, method, au.id, logstorepb.ErrorCode_PERMISSION_DENIED, why, nil)
 	}
-	return withAccess(ctx, acc), acc, r, nil
+	return withAccess(ctx, c.acc), c, r, nil
+}
+
+// roleRefusal says why g lacks the roles r needs, or "".
+func roleRefusal(r rule, g *grantSet) string {
+	if len(r.roles) > 0 && !hasAny(g, r.roles) {
+		return fmt.Sprintf("needs role %s", joinRoles(r.roles))
+	}
+	return ""
 }
 
 // checkRequest runs the rule's request check.
@@ -150,7 +189,7 @@ func (a *Authorizer) checkRequest(ctx context.Context, method string, acc *Acces
 	if !ok {
 		return a.refuse(ctx, method, acc.Identity, logstorepb.ErrorCode_PERMISSION_DENIED, fmt.Sprintf("unexpected request type %T", req), nil)
 	}
-	if d := r.check(a, acc.grants, m); d != nil {
+	if d := r.check(a, acc.grants.Load(), m); d != nil {
 		return a.refuse(ctx, method, acc.Identity, logstorepb.ErrorCode_PERMISSION_DENIED, d.msg, d)
 	}
 	return nil
@@ -197,27 +236,54 @@ func (a *Authorizer) refuse(ctx context.Context, method string, id Identity, cod
 // Access to the context (AccessFrom).
 func (a *Authorizer) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		ctx, acc, r, err := a.authorize(ctx, info.FullMethod)
+		ctx, c, r, err := a.authorize(ctx, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
-		if err := a.checkRequest(ctx, info.FullMethod, acc, r, req); err != nil {
+		if err := a.checkRequest(ctx, info.FullMethod, c.access(), r, req); err != nil {
 			return nil, err
 		}
 		return handler(ctx, req)
 	}
 }
 
+// access is c's Access, nil for an anonymous caller.
+func (c *caller) access() *Access {
+	if c == nil {
+		return nil
+	}
+	return c.acc
+}
+
 // StreamInterceptor does what UnaryInterceptor does for streams; a rule
 // that checks the request checks the stream's first message, and a Read
-// stream of a caller that may not read every topic is filtered.
+// stream of a caller that may not read every topic is filtered. While the
+// stream is open it is authorized again whenever the policy or token file
+// changes, and ended with the refusal when its identity lost the grant
+// (revoke.go): the handler sees its context cancelled, and the caller gets
+// the refusal instead of what the handler returns.
 func (a *Authorizer) StreamInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx, acc, r, err := a.authorize(ss.Context(), info.FullMethod)
+		ctx, c, r, err := a.authorize(ss.Context(), info.FullMethod)
 		if err != nil {
 			return err
 		}
-		return handler(srv, &authStream{ServerStream: ss, ctx: ctx, a: a, method: info.FullMethod, acc: acc, rule: r})
+		as := &authStream{ServerStream: ss, ctx: ctx, a: a, method: info.FullMethod, acc: c.access(), rule: r}
+		if c == nil || r.public {
+			return handler(srv, as)
+		}
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		as.ctx = ctx
+		as.open = &openStream{method: info.FullMethod, rule: r, peerCtx: ss.Context(), cancel: cancel}
+		as.open.mu.caller = *c
+		a.track(as.open)
+		defer a.untrack(as.open)
+		err = handler(srv, as)
+		if ended := as.open.ended(); ended != nil {
+			return ended
+		}
+		return err
 	}
 }
 
@@ -232,6 +298,7 @@ type authStream struct {
 	acc     *Access
 	rule    rule
 	checked bool
+	open    *openStream // nil for a public method
 }
 
 func (s *authStream) Context() context.Context { return s.ctx }
@@ -244,7 +311,13 @@ func (s *authStream) RecvMsg(m any) error {
 		return nil
 	}
 	s.checked = true
-	return s.a.checkRequest(s.ctx, s.method, s.acc, s.rule, m)
+	if err := s.a.checkRequest(s.ctx, s.method, s.acc, s.rule, m); err != nil {
+		return err
+	}
+	if pm, ok := m.(proto.Message); ok && s.open != nil {
+		s.open.setFirst(pm)
+	}
+	return nil
 }
 
 func (s *authStream) SendMsg(m any) error {
