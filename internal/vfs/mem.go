@@ -124,20 +124,35 @@ func (d *memDir) change(op dirOp) {
 // from rng (the same rng state gives the same result). m itself is not
 // changed and may go on being used (by the "dead" process) without
 // affecting the clone.
-func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
+func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS { return m.crashClone(rng) }
+
+// DurableClone returns the filesystem a power loss leaves when none of the
+// pending operations reached the disk: only what was fsynced (file data by
+// the file's Sync, names by their directory's). It is the one image a test
+// can check deterministically that everything a method promised durable is.
+func (m *MemFS) DurableClone() *MemFS { return m.crashClone(nil) }
+
+// crashClone is CrashClone; a nil rng keeps no pending operation.
+func (m *MemFS) crashClone(rng *rand.Rand) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	prefix := func(n int) int {
+		if rng == nil {
+			return 0
+		}
+		return rng.IntN(n + 1)
+	}
 	crashed := map[*inode]*inode{}
 	crashFile := func(ino *inode) *inode {
 		if c, ok := crashed[ino]; ok {
 			return c
 		}
 		c := &inode{data: slices.Clone(ino.synced)}
-		k := rng.IntN(len(ino.pending) + 1)
+		k := prefix(len(ino.pending))
 		for _, op := range ino.pending[:k] {
 			c.apply(op)
 		}
-		if k < len(ino.pending) && !ino.pending[k].truncate && rng.IntN(2) == 0 {
+		if rng != nil && k < len(ino.pending) && !ino.pending[k].truncate && rng.IntN(2) == 0 {
 			op := ino.pending[k]
 			op.data = op.data[:rng.IntN(len(op.data)+1)]
 			c.apply(op)
@@ -149,7 +164,7 @@ func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
 	var crashDir func(d *memDir) *memDir
 	crashDir = func(d *memDir) *memDir {
 		tmp := &memDir{names: maps.Clone(d.durable)}
-		for _, op := range d.pending[:rng.IntN(len(d.pending)+1)] {
+		for _, op := range d.pending[:prefix(len(d.pending))] {
 			tmp.apply(op)
 		}
 		nd := newMemDir()

@@ -308,3 +308,36 @@ func TestMemFSDirs(t *testing.T) {
 		t.Fatalf("100 seeds: the new directory %d times, the old one %d times", again, old)
 	}
 }
+
+// TestDurableClone: the image with no pending operation kept holds what
+// was fsynced and nothing else, every time.
+func TestDurableClone(t *testing.T) {
+	m := NewCrashableMem()
+	if err := m.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(m, "/"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/d/a", []byte("synced"), true)
+	if err := SyncDir(m, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.OpenFile("/d/a", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(" not synced"), 6); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/d/b", []byte("synced data, unsynced name"), true)
+	for range 3 {
+		c := m.DurableClone()
+		if b, err := ReadFile(c, "/d/a"); err != nil || string(b) != "synced" {
+			t.Fatalf("/d/a in the durable image: %q %v", b, err)
+		}
+		if _, err := c.Stat("/d/b"); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("/d/b, whose name was never synced, in the durable image: %v", err)
+		}
+	}
+}
