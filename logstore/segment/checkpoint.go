@@ -30,8 +30,8 @@ type cpFile struct {
 func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
-	if err := l.Sync(); err != nil {
-		return Manifest{}, err
+	if l.hooks.beforeCheckpointPlan != nil {
+		l.hooks.beforeCheckpointPlan()
 	}
 	plan, m, err := l.planCheckpoint(upTo)
 	if err != nil {
@@ -44,6 +44,14 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 			}
 		}
 	}()
+	// Sync after the plan, not before: appends go on, and a segment sealed
+	// between a Sync and the plan would be planned as sealed (its files
+	// linked) while the sealer has not yet fsynced it or written its
+	// index file. Every segment the plan saw sealed was queued to the
+	// sealer before it was published as sealed, so this Sync waits for it.
+	if err := l.Sync(); err != nil {
+		return Manifest{}, err
+	}
 	if last := &plan[len(plan)-1]; last.copyLen < 0 {
 		if last.copyLen, err = positionAfter(last.seg, upTo); err != nil {
 			return Manifest{}, err

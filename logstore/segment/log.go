@@ -154,6 +154,13 @@ type Log struct {
 	// sealer makes sealed segments durable off the writer's path.
 	sealer sealer
 
+	// hooks are set by tests (before use) to run code between two steps
+	// that another goroutine may interleave; nil in production.
+	hooks struct {
+		syncFlushed          func() // Sync: after flushSeals, before the active segment's fsync
+		beforeCheckpointPlan func() // Checkpoint: before planCheckpoint
+	}
+
 	stats struct {
 		seals            atomic.Uint64
 		sealNanos        atomic.Int64
@@ -602,15 +609,21 @@ func (l *Log) Sync() error {
 		l.mu.RUnlock()
 		return ErrClosed
 	}
-	l.mu.RUnlock()
-	if err := l.flushSeals(); err != nil {
-		return err
-	}
-	l.mu.RLock()
+	// The active segment is taken before the wait for the sealer: a seal
+	// after this point makes another segment active, but the one taken
+	// here, which holds the records appended before the call, is fsynced;
+	// every segment sealed before it was queued before it was published,
+	// so flushSeals waits for it.
 	s := l.mu.segs[len(l.mu.segs)-1]
 	s.acquire()
 	l.mu.RUnlock()
 	defer s.release()
+	if err := l.flushSeals(); err != nil {
+		return err
+	}
+	if l.hooks.syncFlushed != nil {
+		l.hooks.syncFlushed()
+	}
 	if err := failpoint.Inject(failpoint.SegmentSync); err != nil {
 		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
 	}
