@@ -31,12 +31,11 @@ import (
 // its directory, then of the directory's own name. A file or directory no
 // name reaches is gone.
 //
-// A directory MkdirAll creates is durable at once (a simplification: the
-// storage code makes its directories before anything else, or makes a
-// fresh one and renames it), unless its name has changes pending in the
-// parent (a removal or rename not synced yet): then its creation is
-// pending after them, like a file's. ReadDir lists files only, Subdirs
-// directories only. Paths are taken from one root (a relative path as if
+// A directory MkdirAll creates is a name pending in its parent like a
+// file's, durable once the parent is synced (MkdirAllSync does that): a
+// crash before may drop it, and with it everything below it however well
+// synced. DurableClone is the image that keeps only what was synced.
+// ReadDir lists files only, Subdirs directories only. Paths are taken from one root (a relative path as if
 // it began with /). Safe for concurrent use.
 type MemFS struct {
 	mu   sync.Mutex
@@ -401,13 +400,7 @@ func (m *MemFS) MkdirAll(dir string, _ os.FileMode) error {
 			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
 		}
 		sub := newMemDir()
-		op := dirOp{name: c, n: sub}
-		if slices.ContainsFunc(d.pending, func(p dirOp) bool { return p.name == c || p.from == c }) {
-			d.change(op)
-		} else {
-			d.apply(op)
-			d.durable[c] = sub
-		}
+		d.change(dirOp{name: c, n: sub})
 		d = sub
 	}
 	return nil

@@ -18,8 +18,8 @@ type cpFile struct {
 	copyLen int64
 }
 
-// Checkpoint syncs the log, then fills dir (created if missing; it must hold
-// no segment files) with a point-in-time copy of the log from FirstLSN up to
+// Checkpoint syncs the log, then fills dir (created if missing, its path
+// made durable; it must hold no segment files) with a point-in-time copy of the log from FirstLSN up to
 // the record upTo: sealed segments wholly at or below upTo and their index
 // files are hard-linked (sealed files are immutable), the segment holding
 // upTo contributes a copy of its bytes up to upTo, and when upTo ends a
@@ -62,7 +62,7 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 			plan[i].info.Bytes = plan[i].copyLen
 		}
 	}
-	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(l.fs, dir, 0o755); err != nil {
 		return Manifest{}, fmt.Errorf("segment: %w", err)
 	}
 	names, err := l.fs.ReadDir(dir)

@@ -180,7 +180,8 @@ type Log struct {
 	}
 }
 
-// Open opens or creates the log in opts.Dir and recovers it. Sealed segments
+// Open opens or creates the log in opts.Dir (its path made durable) and
+// recovers it. Sealed segments
 // are trusted through their index files (only the index files are read, and
 // each sealed file's size checked): a sealed segment whose index is missing,
 // fails its CRC or disagrees with the file is ErrCorrupt. The active (last)
@@ -190,7 +191,7 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(opts.FS, opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	l := &Log{opts: opts, fs: opts.FS, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
