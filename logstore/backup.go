@@ -222,7 +222,7 @@ func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
 	snaps := filepath.Join(dataDir, "snapshots")
 	id := fmt.Sprintf("1-%d-restored", info.RaftIndex)
 	stage := filepath.Join(snaps, id+tmpSuffix)
-	if err := os.MkdirAll(stage, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(vfs.Default, stage, 0o755); err != nil {
 		return info, err
 	}
 	archive := filepath.Join(stage, archiveFile)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/internal/grpcedge"
 	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/internal/raftlog"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -96,8 +96,18 @@ func NewNode(cfg Config) (*Node, error) {
 	if n.metrics, err = newMetrics(cfg.Registry, cfg.ID); err != nil {
 		return nil, fmt.Errorf("logstore: metrics: %w", err)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("logstore: %w", err)
+	// The node's directories, each durable in its parent before anything
+	// is written in it (segment.Open and raft-wal's opening make theirs
+	// the same way): a power loss must not drop a directory whose files
+	// were synced.
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = vfs.Default
+	}
+	for _, dir := range []string{cfg.Dir, filepath.Join(cfg.Dir, "snapshots")} {
+		if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
+			return nil, fmt.Errorf("logstore: %w", err)
+		}
 	}
 	if n.seg, err = segment.Open(segment.Options{
 		Dir: filepath.Join(cfg.Dir, "segments"), SegmentBytes: cfg.SegmentBytes, Logger: n.log, FS: cfg.FS,

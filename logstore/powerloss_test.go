@@ -774,3 +774,23 @@ func TestNodeRefusesSealedTail(t *testing.T) {
 	}
 	t.Logf("NewNode: %v", err)
 }
+
+// TestNodeDirsDurable: the directories a node makes at its first start
+// (its data directory, segments/, snapshots/, raft-wal/) are durable in
+// their parents once NewNode returns: a power loss then keeps them (the
+// durable image: nothing unsynced survives), so the files synced in them
+// later are never lost with their directory.
+func TestNodeDirsDurable(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	c := startCluster(t, 1, func(cfg *logstore.Config) {
+		cfg.FS, cfg.RaftLogStore = mem, logstore.RaftLogWAL
+	})
+	c.waitLeader()
+	img := mem.DurableClone()
+	for _, sub := range []string{"", "segments", "snapshots", "raft-wal"} {
+		dir := filepath.Join(c.Configs[0].Dir, sub)
+		if fi, err := img.Stat(dir); err != nil || !fi.IsDir() {
+			t.Errorf("%s after a power loss right after the start: %v", dir, err)
+		}
+	}
+}

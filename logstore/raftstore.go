@@ -88,7 +88,7 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger, fsys v
 			return nil, fmt.Errorf("%w: %s holds a raft-boltdb log (%s); start the node with --raft-log-store %s",
 				ErrRaftLogStoreMismatch, dir, boltFile, RaftLogBoltDB)
 		}
-		if err := fsys.MkdirAll(walPath, 0o755); err != nil {
+		if err := vfs.MkdirAllSync(fsys, walPath, 0o755); err != nil {
 			return nil, fmt.Errorf("logstore: %w", err)
 		}
 		if err := walvfs.CheckTail(walPath, fsys); err != nil {

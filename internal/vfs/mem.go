@@ -31,12 +31,11 @@ import (
 // its directory, then of the directory's own name. A file or directory no
 // name reaches is gone.
 //
-// A directory MkdirAll creates is durable at once (a simplification: the
-// storage code makes its directories before anything else, or makes a
-// fresh one and renames it), unless its name has changes pending in the
-// parent (a removal or rename not synced yet): then its creation is
-// pending after them, like a file's. ReadDir lists files only, Subdirs
-// directories only. Paths are taken from one root (a relative path as if
+// A directory MkdirAll creates is a name pending in its parent like a
+// file's, durable once the parent is synced (MkdirAllSync does that): a
+// crash before may drop it, and with it everything below it however well
+// synced. DurableClone is the image that keeps only what was synced.
+// ReadDir lists files only, Subdirs directories only. Paths are taken from one root (a relative path as if
 // it began with /). Safe for concurrent use.
 type MemFS struct {
 	mu   sync.Mutex
@@ -124,20 +123,35 @@ func (d *memDir) change(op dirOp) {
 // from rng (the same rng state gives the same result). m itself is not
 // changed and may go on being used (by the "dead" process) without
 // affecting the clone.
-func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
+func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS { return m.crashClone(rng) }
+
+// DurableClone returns the filesystem a power loss leaves when none of the
+// pending operations reached the disk: only what was fsynced (file data by
+// the file's Sync, names by their directory's). It is the one image a test
+// can check deterministically that everything a method promised durable is.
+func (m *MemFS) DurableClone() *MemFS { return m.crashClone(nil) }
+
+// crashClone is CrashClone; a nil rng keeps no pending operation.
+func (m *MemFS) crashClone(rng *rand.Rand) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	prefix := func(n int) int {
+		if rng == nil {
+			return 0
+		}
+		return rng.IntN(n + 1)
+	}
 	crashed := map[*inode]*inode{}
 	crashFile := func(ino *inode) *inode {
 		if c, ok := crashed[ino]; ok {
 			return c
 		}
 		c := &inode{data: slices.Clone(ino.synced)}
-		k := rng.IntN(len(ino.pending) + 1)
+		k := prefix(len(ino.pending))
 		for _, op := range ino.pending[:k] {
 			c.apply(op)
 		}
-		if k < len(ino.pending) && !ino.pending[k].truncate && rng.IntN(2) == 0 {
+		if rng != nil && k < len(ino.pending) && !ino.pending[k].truncate && rng.IntN(2) == 0 {
 			op := ino.pending[k]
 			op.data = op.data[:rng.IntN(len(op.data)+1)]
 			c.apply(op)
@@ -149,7 +163,7 @@ func (m *MemFS) CrashClone(rng *rand.Rand) *MemFS {
 	var crashDir func(d *memDir) *memDir
 	crashDir = func(d *memDir) *memDir {
 		tmp := &memDir{names: maps.Clone(d.durable)}
-		for _, op := range d.pending[:rng.IntN(len(d.pending)+1)] {
+		for _, op := range d.pending[:prefix(len(d.pending))] {
 			tmp.apply(op)
 		}
 		nd := newMemDir()
@@ -386,13 +400,7 @@ func (m *MemFS) MkdirAll(dir string, _ os.FileMode) error {
 			return &fs.PathError{Op: "mkdir", Path: dir, Err: syscall.ENOTDIR}
 		}
 		sub := newMemDir()
-		op := dirOp{name: c, n: sub}
-		if slices.ContainsFunc(d.pending, func(p dirOp) bool { return p.name == c || p.from == c }) {
-			d.change(op)
-		} else {
-			d.apply(op)
-			d.durable[c] = sub
-		}
+		d.change(dirOp{name: c, n: sub})
 		d = sub
 	}
 	return nil

@@ -36,7 +36,7 @@ func TestCrashClone(t *testing.T) {
 	var lost, kept, torn, renamedOld, renamedNew int
 	for seed := range uint64(200) {
 		m := NewCrashableMem()
-		if err := m.MkdirAll("/d", 0o755); err != nil {
+		if err := MkdirAllSync(m, "/d", 0o755); err != nil {
 			t.Fatal(err)
 		}
 		write(t, m, "/d/durable", []byte("durable"), true)
@@ -151,7 +151,7 @@ func TestCrashCloneDirs(t *testing.T) {
 	for seed := range uint64(200) {
 		m := NewCrashableMem()
 		for _, d := range []string{"/s/a.tmp/data", "/s/old"} {
-			if err := m.MkdirAll(d, 0o755); err != nil {
+			if err := MkdirAllSync(m, d, 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -217,7 +217,7 @@ func TestCrashCloneDirs(t *testing.T) {
 
 	// Synced, both are durable.
 	m := NewCrashableMem()
-	if err := m.MkdirAll("/s/a.tmp", 0o755); err != nil {
+	if err := MkdirAllSync(m, "/s/a.tmp", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.MkdirAll("/s/old", 0o755); err != nil {
@@ -247,7 +247,7 @@ func TestCrashCloneDirs(t *testing.T) {
 // with it.
 func TestMemFSDirs(t *testing.T) {
 	m := NewCrashableMem()
-	if err := m.MkdirAll("/d/sub/deeper", 0o755); err != nil {
+	if err := MkdirAllSync(m, "/d/sub/deeper", 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.MkdirAll("/d/other", 0o755); err != nil {
@@ -306,5 +306,97 @@ func TestMemFSDirs(t *testing.T) {
 	}
 	if again == 0 || old == 0 {
 		t.Fatalf("100 seeds: the new directory %d times, the old one %d times", again, old)
+	}
+}
+
+// TestDurableClone: the image with no pending operation kept holds what
+// was fsynced and nothing else, every time.
+func TestDurableClone(t *testing.T) {
+	m := NewCrashableMem()
+	if err := m.MkdirAll("/d", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := SyncDir(m, "/"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/d/a", []byte("synced"), true)
+	if err := SyncDir(m, "/d"); err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.OpenFile("/d/a", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte(" not synced"), 6); err != nil {
+		t.Fatal(err)
+	}
+	write(t, m, "/d/b", []byte("synced data, unsynced name"), true)
+	for range 3 {
+		c := m.DurableClone()
+		if b, err := ReadFile(c, "/d/a"); err != nil || string(b) != "synced" {
+			t.Fatalf("/d/a in the durable image: %q %v", b, err)
+		}
+		if _, err := c.Stat("/d/b"); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("/d/b, whose name was never synced, in the durable image: %v", err)
+		}
+	}
+}
+
+// TestCrashCloneNewDirs: a directory MkdirAll makes is a name pending in
+// its parent: a crash before the parent's sync may drop it with every
+// file below it (synced or not), and the durable image always does;
+// MkdirAllSync makes the whole path durable, also for a directory an
+// earlier (crashed) call made without the sync.
+func TestCrashCloneNewDirs(t *testing.T) {
+	mk := func(mkdir func(m *MemFS, dir string) error) *MemFS {
+		m := NewCrashableMem()
+		if err := mkdir(m, "/a/b"); err != nil {
+			t.Fatal(err)
+		}
+		write(t, m, "/a/b/f", []byte("f"), true)
+		if err := SyncDir(m, "/a/b"); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := mk(func(m *MemFS, dir string) error { return m.MkdirAll(dir, 0o755) })
+	var lost, kept int
+	for seed := range uint64(100) {
+		c := m.CrashClone(rand.New(rand.NewPCG(seed, 5)))
+		if b, err := ReadFile(c, "/a/b/f"); err == nil && string(b) == "f" {
+			kept++
+		} else if _, err := c.Stat("/a/b"); err == nil {
+			t.Fatalf("seed %d: /a/b survived without its synced file", seed)
+		} else {
+			lost++
+		}
+	}
+	if lost == 0 || kept == 0 {
+		t.Fatalf("100 seeds: a new unsynced directory lost %d times, kept %d times", lost, kept)
+	}
+	if _, err := m.DurableClone().Stat("/a"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the durable image holds /a, whose parent was never synced: %v", err)
+	}
+	// The parent synced, the grandparent not: /a survives, /a/b not.
+	if err := SyncDir(m, "/a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DurableClone().Stat("/a"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("/a in the durable image before / was synced: %v", err)
+	}
+
+	for name, mkdir := range map[string]func(m *MemFS, dir string) error{
+		"MkdirAllSync": func(m *MemFS, dir string) error { return MkdirAllSync(m, dir, 0o755) },
+		"MkdirAllSync after MkdirAll": func(m *MemFS, dir string) error {
+			if err := m.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			return MkdirAllSync(m, dir, 0o755)
+		},
+	} {
+		c := mk(mkdir).DurableClone()
+		if b, err := ReadFile(c, "/a/b/f"); err != nil || string(b) != "f" {
+			t.Fatalf("%s: /a/b/f in the durable image: %q %v", name, b, err)
+		}
 	}
 }

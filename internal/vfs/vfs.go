@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 )
@@ -118,6 +120,31 @@ func SyncDir(fs FS, dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// MkdirAllSync makes dir and any missing parent, as MkdirAll does, and
+// makes its path durable: it fsyncs every directory above dir, from the
+// top down (for a relative dir, up to the working directory). A new
+// directory's name, like a file's, is durable only once its parent is
+// synced; without that a power loss can drop the directory and everything
+// synced below it. Every ancestor, not only those it creates: one that
+// exists may have been made by a run that crashed before its sync. It is
+// for directories made once (at start, one per checkpoint), so the few
+// fsyncs do not matter.
+func MkdirAllSync(fs FS, dir string, perm os.FileMode) error {
+	if err := fs.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	var parents []string // deepest first
+	for d := filepath.Clean(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
+		parents = append(parents, filepath.Dir(d))
+	}
+	for _, p := range slices.Backward(parents) {
+		if err := SyncDir(fs, p); err != nil {
+			return err
+		}
 	}
 	return nil
 }

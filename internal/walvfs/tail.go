@@ -16,10 +16,21 @@ import (
 )
 
 // Open opens raft-wal in dir on fsys: segment files through VFS, metadata
-// and stable keys in a MetaStore.
+// and stable keys in a MetaStore. It makes dir (and its path) durable
+// first: raft-wal syncs the directory after its files, never the
+// directory's own name in its parent.
 func Open(dir string, fsys vfs.FS, logger hclog.Logger) (*raftwal.WAL, error) {
-	return raftwal.Open(dir, raftwal.WithLogger(logger),
-		raftwal.WithSegmentFiler(segment.NewFiler(dir, VFS{FS: fsys})), raftwal.WithMetaStore(NewMetaStore(fsys)))
+	return open(dir, fsys, logger, NewMetaStore(fsys), 0)
+}
+
+// open is Open with a chosen MetaStore and segment size (0: raft-wal's
+// default); tests use small segments and a MetaStore that blocks.
+func open(dir string, fsys vfs.FS, logger hclog.Logger, meta types.MetaStore, segmentBytes int) (*raftwal.WAL, error) {
+	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
+		return nil, fmt.Errorf("walvfs: %w", err)
+	}
+	return raftwal.Open(dir, raftwal.WithLogger(logger), raftwal.WithSegmentFiler(segment.NewFiler(dir, VFS{FS: fsys})),
+		raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(segmentBytes))
 }
 
 // ErrSealedTail: the WAL in a directory is wedged on a sealed tail (see

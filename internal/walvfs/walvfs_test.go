@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
-	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/logplayer/logplayer/internal/vfs"
@@ -27,8 +26,7 @@ const walDir = "/node/raft-wal"
 // a run rotates through several).
 func openWAL(t *testing.T, fsys vfs.FS) *raftwal.WAL {
 	t.Helper()
-	w, err := raftwal.Open(walDir, raftwal.WithSegmentFiler(segment.NewFiler(walDir, VFS{FS: fsys})),
-		raftwal.WithMetaStore(NewMetaStore(fsys)), raftwal.WithSegmentSize(8<<10))
+	w, err := open(walDir, fsys, nil, NewMetaStore(fsys), 8<<10)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
@@ -225,8 +223,7 @@ func TestSealedTailWedge(t *testing.T) {
 		t.Fatal(err)
 	}
 	meta := &blockingMeta{MetaStore: NewMetaStore(mem), blocked: make(chan struct{}), release: make(chan struct{})}
-	w, err := raftwal.Open(walDir, raftwal.WithSegmentFiler(segment.NewFiler(walDir, VFS{FS: mem})),
-		raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(8<<10))
+	w, err := open(walDir, mem, nil, meta, 8<<10)
 	if err != nil {
 		t.Fatal(err)
 	}

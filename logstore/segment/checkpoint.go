@@ -18,8 +18,8 @@ type cpFile struct {
 	copyLen int64
 }
 
-// Checkpoint syncs the log, then fills dir (created if missing; it must hold
-// no segment files) with a point-in-time copy of the log from FirstLSN up to
+// Checkpoint syncs the log, then fills dir (created if missing, its path
+// made durable; it must hold no segment files) with a point-in-time copy of the log from FirstLSN up to
 // the record upTo: sealed segments wholly at or below upTo and their index
 // files are hard-linked (sealed files are immutable), the segment holding
 // upTo contributes a copy of its bytes up to upTo, and when upTo ends a
@@ -30,8 +30,8 @@ type cpFile struct {
 func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()
-	if err := l.Sync(); err != nil {
-		return Manifest{}, err
+	if l.hooks.beforeCheckpointPlan != nil {
+		l.hooks.beforeCheckpointPlan()
 	}
 	plan, m, err := l.planCheckpoint(upTo)
 	if err != nil {
@@ -44,6 +44,14 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 			}
 		}
 	}()
+	// Sync after the plan, not before: appends go on, and a segment sealed
+	// between a Sync and the plan would be planned as sealed (its files
+	// linked) while the sealer has not yet fsynced it or written its
+	// index file. Every segment the plan saw sealed was queued to the
+	// sealer before it was published as sealed, so this Sync waits for it.
+	if err := l.Sync(); err != nil {
+		return Manifest{}, err
+	}
 	if last := &plan[len(plan)-1]; last.copyLen < 0 {
 		if last.copyLen, err = positionAfter(last.seg, upTo); err != nil {
 			return Manifest{}, err
@@ -54,7 +62,7 @@ func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 			plan[i].info.Bytes = plan[i].copyLen
 		}
 	}
-	if err := l.fs.MkdirAll(dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(l.fs, dir, 0o755); err != nil {
 		return Manifest{}, fmt.Errorf("segment: %w", err)
 	}
 	names, err := l.fs.ReadDir(dir)

@@ -9,7 +9,7 @@ import (
 // Install replaces the log's content with the checkpoint described by m,
 // whose files are in srcDir (ReadFiles wrote them there, or Checkpoint did).
 // Local files identical to the manifest's (same name, size and CRC) are kept
-// as they are; the others are verified in srcDir (size and CRC) before
+// as they are (made durable first: the active segment is fsynced); the others are verified in srcDir (size and CRC) before
 // anything changes, then hard-linked into the log's directory (the last
 // segment, which the log will append to, is copied). A crash in the middle
 // leaves a marker that makes Open discard the half-installed files (the log
@@ -26,7 +26,13 @@ func (l *Log) Install(srcDir string, m Manifest) error {
 	if l.mu.closed {
 		return ErrClosed
 	}
-	if err := l.flushSeals(); err != nil {
+	// A local file Install keeps stands for the leader's from then on, and
+	// the leader's index may be linked beside it: it must be on disk first.
+	// The sealed ones are once the sealer is done; the active one (kept
+	// when it holds exactly a sealed segment of the leader's) was never
+	// fsynced, so Sync it too, or a power loss could leave a durable index
+	// over a torn segment that Open refuses.
+	if err := l.Sync(); err != nil {
 		return err
 	}
 	local := map[string]FileInfo{}

@@ -154,6 +154,13 @@ type Log struct {
 	// sealer makes sealed segments durable off the writer's path.
 	sealer sealer
 
+	// hooks are set by tests (before use) to run code between two steps
+	// that another goroutine may interleave; nil in production.
+	hooks struct {
+		syncFlushed          func() // Sync: after flushSeals, before the active segment's fsync
+		beforeCheckpointPlan func() // Checkpoint: before planCheckpoint
+	}
+
 	stats struct {
 		seals            atomic.Uint64
 		sealNanos        atomic.Int64
@@ -173,7 +180,8 @@ type Log struct {
 	}
 }
 
-// Open opens or creates the log in opts.Dir and recovers it. Sealed segments
+// Open opens or creates the log in opts.Dir (its path made durable) and
+// recovers it. Sealed segments
 // are trusted through their index files (only the index files are read, and
 // each sealed file's size checked): a sealed segment whose index is missing,
 // fails its CRC or disagrees with the file is ErrCorrupt. The active (last)
@@ -183,7 +191,7 @@ func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
+	if err := vfs.MkdirAllSync(opts.FS, opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("segment: %w", err)
 	}
 	l := &Log{opts: opts, fs: opts.FS, log: opts.Logger.With("component", "segment", "dir", opts.Dir)}
@@ -602,15 +610,21 @@ func (l *Log) Sync() error {
 		l.mu.RUnlock()
 		return ErrClosed
 	}
-	l.mu.RUnlock()
-	if err := l.flushSeals(); err != nil {
-		return err
-	}
-	l.mu.RLock()
+	// The active segment is taken before the wait for the sealer: a seal
+	// after this point makes another segment active, but the one taken
+	// here, which holds the records appended before the call, is fsynced;
+	// every segment sealed before it was queued before it was published,
+	// so flushSeals waits for it.
 	s := l.mu.segs[len(l.mu.segs)-1]
 	s.acquire()
 	l.mu.RUnlock()
 	defer s.release()
+	if err := l.flushSeals(); err != nil {
+		return err
+	}
+	if l.hooks.syncFlushed != nil {
+		l.hooks.syncFlushed()
+	}
 	if err := failpoint.Inject(failpoint.SegmentSync); err != nil {
 		return l.fail(fmt.Errorf("segment: sync %s: %w", segFileName(s.base), err))
 	}
