@@ -144,7 +144,7 @@ func (s *Server) applyGroup(group []*item) {
 		return
 	}
 	next := s.ap.st.Clone()
-	var ok [][]*targetpb.Delivery // per batch, what the Store applies
+	var ok []checkedBatch // the batches that passed, in order
 	var refused *refusal
 	dispatched := int64(0)
 	for _, it := range group {
@@ -156,7 +156,7 @@ func (s *Server) applyGroup(group []*item) {
 			refused = r
 			break
 		}
-		ok = append(ok, out)
+		ok = append(ok, checkedBatch{in: it.batch.Deliveries, out: out})
 		if d := it.batch.DispatchedUnixNano; d != 0 && (dispatched == 0 || d < dispatched) {
 			dispatched = d
 		}
@@ -181,15 +181,24 @@ func (s *Server) applyGroup(group []*item) {
 	}
 }
 
+// checkedBatch is one batch that passed continuity: in is what the stream
+// sent, out what the Store applies (in with the operator's skipped LSNs
+// turned into progress markers). Continuity is re-checked over in, never
+// over out: a marker carries no slices, so checking it would not advance the
+// skipped delivery's topics.
+type checkedBatch struct {
+	in, out []*targetpb.Delivery
+}
+
 // apply calls Store.Apply with the concatenated batches and, on success,
 // installs next.
-func (s *Server) apply(batches [][]*targetpb.Delivery, next State) error {
+func (s *Server) apply(batches []checkedBatch, next State) error {
 	var ds []*targetpb.Delivery
 	if len(batches) == 1 {
-		ds = batches[0]
+		ds = batches[0].out
 	} else {
 		for _, b := range batches {
-			ds = append(ds, b...)
+			ds = append(ds, b.out...)
 		}
 	}
 	if len(ds) == 0 {
@@ -208,24 +217,27 @@ func (s *Server) apply(batches [][]*targetpb.Delivery, next State) error {
 }
 
 // applyBeforePermanent handles a permanent Apply failure: nothing was
-// applied. The batches wholly before the failing LSN are applied again on
-// their own, and the stream is refused with APPLY_REJECTED naming the LSN.
-func (s *Server) applyBeforePermanent(batches [][]*targetpb.Delivery, err error) *refusal {
+// applied. The batches wholly before the failing LSN are checked again from
+// the applied State (over what the stream sent, so skipped LSNs still move
+// their topics) and applied on their own, and the stream is refused with
+// APPLY_REJECTED naming the LSN.
+func (s *Server) applyBeforePermanent(batches []checkedBatch, err error) *refusal {
 	var lsn types.LSN
 	var ae *ApplyError
 	if errors.As(err, &ae) {
 		lsn = ae.LSN
 	}
 	next := s.ap.st.Clone()
-	var before [][]*targetpb.Delivery
+	var before []checkedBatch
 	for _, b := range batches {
-		if len(b) == 0 || types.LSN(b[len(b)-1].Lsn) >= lsn {
+		if len(b.in) == 0 || types.LSN(b.in[len(b.in)-1].Lsn) >= lsn {
 			break
 		}
-		if _, r := s.check.advance(&next, b); r != nil {
+		out, r := s.check.advance(&next, b.in)
+		if r != nil {
 			panic("target: batch passed continuity once and failed it on retry: " + r.msg)
 		}
-		before = append(before, b)
+		before = append(before, checkedBatch{in: b.in, out: out})
 	}
 	if len(before) > 0 {
 		if err2 := s.apply(before, next); err2 != nil {

@@ -1,6 +1,7 @@
 package target_test
 
 import (
+	"errors"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -64,3 +65,18 @@ func appliedLSNs(m *targettest.MemStore) []uint64 {
 }
 
 func val(s string) [][]byte { return [][]byte{[]byte(s)} }
+
+// refuseBad is a Store check: the first delivery carrying a message "bad" is
+// refused permanently, as a payload the target can never apply.
+func refuseBad(ds []*targetpb.Delivery) error {
+	for _, d := range ds {
+		for _, sl := range d.Slices {
+			for _, m := range sl.Messages {
+				if string(m.Value) == "bad" {
+					return target.Permanent(types.LSN(d.Lsn), errors.New("not a mutation"))
+				}
+			}
+		}
+	}
+	return nil
+}

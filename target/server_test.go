@@ -356,16 +356,7 @@ func TestPermanentApplyError(t *testing.T) {
 			blocked <- struct{}{}
 			<-release
 		})
-		for _, d := range ds {
-			for _, sl := range d.Slices {
-				for _, m := range sl.Messages {
-					if string(m.Value) == "bad" {
-						return target.Permanent(types.LSN(d.Lsn), errors.New("not a mutation"))
-					}
-				}
-			}
-		}
-		return nil
+		return refuseBad(ds)
 	}
 	reg := prometheus.NewRegistry()
 	e := newEnv(t, store, func(c *target.Config) { c.Registerer = reg })
