@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
@@ -32,7 +31,11 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 	if err := s.authorizeProducers(ctx, req.Requests...); err != nil {
 		return nil, err
 	}
-	if s.n.raft.State() != raft.Leader {
+	leader, err := s.awaitCaughtUp(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !leader {
 		return nil, s.notLeader()
 	}
 	s.n.metrics.appendBatchRequests.Observe(float64(n))
@@ -40,9 +43,13 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 	results := make([]*logstorepb.AppendResult, n)
 	queued := make([]*pending, n)
 	for i, r := range req.Requests {
-		cmd, size, err := s.appendCommand(r)
+		a, err := s.admitAppend(r, true)
+		if err == nil && a.cmd == nil {
+			results[i] = s.appendResult(a.answer, nil, start)
+			continue
+		}
 		if err == nil {
-			queued[i], err = s.n.agg.enqueue(cmd, size)
+			queued[i], err = s.n.agg.enqueue(a.cmd, a.size)
 		}
 		if err != nil {
 			results[i] = s.appendResult(nil, s.submitErr(err), start)

@@ -51,6 +51,9 @@ type Node struct {
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 	agg       *aggregator
+	// caught tells the edge when a new leader has applied every earlier
+	// entry (leaderready.go).
+	caught *caughtUp
 
 	// durableLSN is the LSN of the newest durable snapshot: retention never
 	// deletes above it.
@@ -75,7 +78,7 @@ func NewNode(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), closing: make(chan struct{}), reads: make(chan struct{}), versionKick: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, log: cfg.Logger.With("node", cfg.ID), caught: newCaughtUp(), closing: make(chan struct{}), reads: make(chan struct{}), versionKick: make(chan struct{}, 1)}
 	ok := false
 	defer func() {
 		if ok {
@@ -254,6 +257,9 @@ func (n *Node) watchLeadership() {
 		case isLeader := <-ch:
 			if isLeader {
 				n.metrics.isLeader.Set(1)
+				ready := n.caught.elected()
+				n.wg.Add(1)
+				go func() { defer n.wg.Done(); n.catchUp(ready) }()
 				n.registerMembers()
 				select {
 				case n.versionKick <- struct{}{}:
@@ -261,10 +267,33 @@ func (n *Node) watchLeadership() {
 				}
 			} else {
 				n.metrics.isLeader.Set(0)
+				n.caught.deposed()
 			}
 		}
 	}
 }
+
+// catchUp marks the new leadership caught up (caughtUp) once a Raft
+// barrier returns: every entry before it is applied. A barrier that fails
+// while this node still leads is tried again (each try is bounded by
+// RaftTimeout).
+func (n *Node) catchUp(ready func()) {
+	for n.raft.State() == raft.Leader {
+		if err := n.raft.Barrier(n.cfg.RaftTimeout).Error(); err == nil {
+			ready()
+			return
+		}
+		select {
+		case <-n.closing:
+			return
+		case <-time.After(catchUpRetry):
+		}
+	}
+}
+
+// catchUpRetry paces catchUp's barriers when one fails at once (a
+// leadership transfer in progress).
+const catchUpRetry = 50 * time.Millisecond
 
 func (n *Node) registerMembers() {
 	want := []Peer{{ID: n.cfg.ID, RaftAddr: string(n.transport.LocalAddr()), APIAddr: n.APIAddr()}}

@@ -73,28 +73,83 @@ func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 	if err := s.authorizeProducers(ctx, req); err != nil {
 		return nil, err
 	}
-	cmd, size, err := s.appendCommand(req)
+	leader, err := s.awaitCaughtUp(ctx)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, cmd, size)
+	a, err := s.admitAppend(req, leader)
+	if err != nil || a.cmd == nil {
+		return a.answer, err
+	}
+	resp, err := s.submit(ctx, a.cmd, a.size)
 	if err != nil {
 		return nil, err
 	}
 	return resp.(*logstorepb.AppendResponse), nil
 }
 
-// appendCommand validates req (the typed INVALID_ARGUMENT errors) and wraps
-// it as the Raft command of its transaction, with its encoded size.
-func (s *server) appendCommand(req *logstorepb.AppendRequest) (*logstorepb.Command, int, error) {
+// awaitCaughtUp waits, on the leader, until its state holds every entry
+// committed before its term (caughtUp), so admission reads a state that
+// knows every committed sequence. leader is false on a follower.
+func (s *server) awaitCaughtUp(ctx context.Context) (leader bool, err error) {
+	if s.n.raft.State() != raft.Leader {
+		return false, nil
+	}
+	switch err := s.n.caught.wait(ctx); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, apierr.ErrNotLeader):
+		return false, s.notLeader()
+	default:
+		return false, apierr.Status(err)
+	}
+}
+
+// admission is the edge's decision on one valid Append: the Raft command
+// to submit with its encoded size, or (cmd nil) the answer to a retry.
+type admission struct {
+	cmd    *logstorepb.Command
+	size   int
+	answer *logstorepb.AppendResponse
+}
+
+// admitAppend decides on req before the log, in this order (issue #26):
+//  1. producer dedup: a retry of a sequence the producer's row remembers
+//     gets its first answer from the state (fsm.State.Retry), the
+//     duplicate or the first refusal, whatever changed since: a retry of
+//     what committed is never an error;
+//  2. validation of the request (the typed INVALID_ARGUMENT errors);
+//  3. the schemas its topics are declared with, read from the same state
+//     as step 1 (so a declaration that state holds was applied after
+//     every sequence it remembers: a retry it does not remember cannot
+//     have committed before the declaration).
+//
+// Only the leader (caught up: awaitCaughtUp) checks schemas: a follower's
+// state may lag a declaration the leader already acknowledged, and a
+// follower answers NOT_LEADER anyway.
+func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admission, error) {
+	var (
+		retry   fsm.Result
+		isRetry bool
+		checks  []schemaCheck
+	)
+	s.n.fsm.withState(func(st *fsm.State) {
+		if retry, isRetry = st.Retry(req); !isRetry && leader {
+			checks = schemaChecks(st, req)
+		}
+	})
+	if isRetry {
+		resp, _ := retry.Resp.(*logstorepb.AppendResponse)
+		return admission{answer: resp}, retry.Err
+	}
 	size, err := validateAppend(req, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
 	if err != nil {
-		return nil, 0, err
+		return admission{}, err
 	}
-	if err := s.checkSchemas(req); err != nil { // topics.go
-		return nil, 0, err
+	if err := checkSchemas(checks); err != nil {
+		return admission{}, err
 	}
-	return &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size, nil
+	return admission{cmd: &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size: size}, nil
 }
 
 func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest) (*logstorepb.NextEpochResponse, error) {

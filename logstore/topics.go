@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/hashicorp/raft"
-
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
@@ -26,33 +24,36 @@ const (
 	ListTopicsMax     = 1000
 )
 
+// schemaCheck is one slice of an Append to check against its topic's
+// declared schema (anything but BYTES).
+type schemaCheck struct {
+	slice  *logstorepb.Slice
+	schema logstorepb.TopicSchema
+	by     string
+}
+
+// schemaChecks lists the slices of req that st declares a schema for. The
+// edge reads them under the state lock and checks them outside it
+// (checkSchemas: decoding is not done under the lock).
+func schemaChecks(st *fsm.State, req *logstorepb.AppendRequest) []schemaCheck {
+	if st.TopicDeclarationCount() == 0 {
+		return nil
+	}
+	var checks []schemaCheck
+	for _, sl := range req.Slices {
+		if schema, by := st.TopicSchema(sl.Topic); schema != logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES {
+			checks = append(checks, schemaCheck{sl, schema, by})
+		}
+	}
+	return checks
+}
+
 // checkSchemas refuses, before the log, an Append with a message that does
 // not match its topic's declared schema (SCHEMA_MISMATCH). Apply checks
 // again (fsm.Machine.checkTopics), so a request that slipped past a
 // declaration committed meanwhile is refused the same way on every
-// replica. The lock is held only for the schema lookups, not the decoding.
-// Only the leader checks: a follower's state may lag a declaration the
-// leader already acknowledged, and a follower answers NOT_LEADER anyway.
-func (s *server) checkSchemas(req *logstorepb.AppendRequest) error {
-	if s.n.raft.State() != raft.Leader {
-		return nil
-	}
-	type check struct {
-		slice  *logstorepb.Slice
-		schema logstorepb.TopicSchema
-		by     string
-	}
-	var checks []check
-	s.n.fsm.withState(func(st *fsm.State) {
-		if st.TopicDeclarationCount() == 0 {
-			return
-		}
-		for _, sl := range req.Slices {
-			if schema, by := st.TopicSchema(sl.Topic); schema != logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES {
-				checks = append(checks, check{sl, schema, by})
-			}
-		}
-	})
+// replica.
+func checkSchemas(checks []schemaCheck) error {
 	for _, c := range checks {
 		if err := fsm.CheckSlice(c.slice.Topic, c.slice.Messages, c.schema, c.by); err != nil {
 			return err

@@ -157,22 +157,26 @@ func (m *Machine) sweepProducers(ts int64) {
 	st.sweepRegistered(cutoff)
 }
 
-// applyAppend applies one AppendRequest: producer dedupe, room in the group
-// offset table, conditions, then the write. A request refused for room
-// changes nothing (TABLE_FULL; the producer's sequence is not consumed); one refused by a condition changes
-// nothing but the producer row.
+// applyAppend applies one AppendRequest: producer dedupe first (a retry of
+// a remembered sequence gets its first answer whatever changed since),
+// then the topic table and room in the group offset table (checkNew),
+// conditions, then the write. A request refused by checkNew changes
+// nothing (the producer's sequence is not consumed); one refused by a
+// condition changes nothing but the producer row.
 func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	st := m.st
-	// Schema and topic cap first: refused, the request changes nothing
-	// (not even a producer's sequence), as for TABLE_FULL below.
-	if err := m.checkTopics(req); err != nil {
-		return nil, err
+	if st.ClusterVersion() < AdmissionVersion {
+		// Before AdmissionVersion apply checked the topics first, even of
+		// a retry; a replica still at that version must do the same.
+		if err := m.checkTopics(req); err != nil {
+			return nil, err
+		}
 	}
 	if registered(req) {
 		return m.applyRegisteredAppend(idx, ts, req)
 	}
 	if req.ProducerId == "" {
-		if err := m.groupRoom(req.OffsetCommits); err != nil {
+		if err := m.checkNew(req); err != nil {
 			return nil, err
 		}
 		return m.write(idx, ts, req)
@@ -183,10 +187,7 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 		expected = p.LastSequence + 1
 		if req.Sequence == p.LastSequence {
 			p.LastSeenUnixNano = ts
-			if reusedSequence(p.Digest, req) {
-				return nil, sequenceReused(fmt.Sprintf("producer %q", req.ProducerId), req.Sequence, expected, p.Result, p.Error)
-			}
-			return storedResult(p)
+			return legacyRetry(p, req).append()
 		}
 	}
 	if req.Sequence != expected {
@@ -194,7 +195,7 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 			fmt.Sprintf("producer %q: sequence %d, expected %d", req.ProducerId, req.Sequence, expected),
 			func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
 	}
-	if err := m.groupRoom(req.OffsetCommits); err != nil {
+	if err := m.checkNew(req); err != nil {
 		return nil, err
 	}
 	resp, err := m.write(idx, ts, req)
@@ -215,6 +216,31 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 		p.ErrorMessage = statusMessage(err)
 	}
 	return resp, err
+}
+
+// checkNew is apply's check of an Append that is not a retry, after the
+// producer checks and before anything changes: the topic table (schemas,
+// cap; from AdmissionVersion on, here rather than first) and room in the
+// group offset table. Refused, the request changes nothing, not even its
+// producer's sequence.
+func (m *Machine) checkNew(req *logstorepb.AppendRequest) error {
+	if m.st.ClusterVersion() >= AdmissionVersion {
+		if err := m.checkTopics(req); err != nil {
+			return err
+		}
+	}
+	return m.groupRoom(req.OffsetCommits)
+}
+
+// legacyRetry answers a legacy producer's retry of its last sequence:
+// the first result (a duplicate) or refusal, or SEQUENCE_REUSED when the
+// content differs.
+func legacyRetry(p *logstorepb.ProducerState, req *logstorepb.AppendRequest) Result {
+	if reusedSequence(p.Digest, req) {
+		return Result{Err: sequenceReused(fmt.Sprintf("producer %q", req.ProducerId), req.Sequence, p.LastSequence+1, p.Result, p.Error)}
+	}
+	resp, err := storedResult(p)
+	return Result{Resp: resp, Err: err}
 }
 
 // groupRoom refuses offset commits that would add (group, topic) rows

@@ -43,34 +43,36 @@ const digestTag = "logplayer/append-digest/1\x00"
 const DigestLen = sha256.Size
 
 // RequestDigest is the digest of req's content (see above).
+// The getters make it safe on a request not yet validated (a nil message
+// digests as an empty one): the edge computes it before validation.
 func RequestDigest(req *logstorepb.AppendRequest) []byte {
 	d := digester{h: sha256.New()}
 	d.buf = append(d.small[:0], digestTag...)
 	d.count(len(req.Slices))
 	for _, s := range req.Slices {
-		d.str(s.Topic)
-		d.count(len(s.Messages))
-		for _, m := range s.Messages {
-			d.bytes(m.Key)
-			d.bytes(m.Value)
-			d.count(len(m.Headers))
-			for _, h := range m.Headers {
-				d.str(h.Key)
-				d.bytes(h.Value)
+		d.str(s.GetTopic())
+		d.count(len(s.GetMessages()))
+		for _, m := range s.GetMessages() {
+			d.bytes(m.GetKey())
+			d.bytes(m.GetValue())
+			d.count(len(m.GetHeaders()))
+			for _, h := range m.GetHeaders() {
+				d.str(h.GetKey())
+				d.bytes(h.GetValue())
 			}
 		}
 	}
 	d.count(len(req.Conditions))
 	for _, c := range req.Conditions {
-		d.str(c.Topic)
-		d.str(c.Group)
-		d.uint(c.ExpectedNextOffset)
+		d.str(c.GetTopic())
+		d.str(c.GetGroup())
+		d.uint(c.GetExpectedNextOffset())
 	}
 	d.count(len(req.OffsetCommits))
 	for _, oc := range req.OffsetCommits {
-		d.str(oc.Group)
-		d.str(oc.Topic)
-		d.uint(oc.Offset)
+		d.str(oc.GetGroup())
+		d.str(oc.GetTopic())
+		d.uint(oc.GetOffset())
 	}
 	d.flush()
 	return d.h.Sum(nil)

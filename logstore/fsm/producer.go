@@ -156,20 +156,14 @@ func (m *Machine) applyRegisteredAppend(idx uint64, ts int64, req *logstorepb.Ap
 			fmt.Sprintf("producer %q (id %d): sequence %d, expected %d (a gap: an earlier sequence has not been applied)", p.Name, p.Id, req.Sequence, expected),
 			func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
 	default:
-		for _, r := range p.Results {
-			if r.Sequence != req.Sequence {
-				continue
-			}
-			if reusedSequence(r.Digest, req) {
-				return nil, sequenceReused(fmt.Sprintf("producer %q (id %d)", p.Name, p.Id), req.Sequence, expected, r.Result, r.Error)
-			}
-			return windowResult(r)
+		if r, ok := windowRetry(p, req); ok {
+			return r.append()
 		}
 		return nil, apierr.New(logstorepb.ErrorCode_SEQUENCE_TOO_OLD,
 			fmt.Sprintf("producer %q (id %d): sequence %d was applied but is older than the last %d remembered (next is %d)", p.Name, p.Id, req.Sequence, ProducerWindow, expected),
 			func(d *logstorepb.ErrorDetail) { d.ExpectedSequence = expected })
 	}
-	if err := m.groupRoom(req.OffsetCommits); err != nil {
+	if err := m.checkNew(req); err != nil {
 		return nil, err // the sequence is not used up
 	}
 	resp, err := m.write(idx, ts, req)
@@ -183,6 +177,58 @@ func (m *Machine) applyRegisteredAppend(idx uint64, ts int64, req *logstorepb.Ap
 		p.Results = append(p.Results[:0], p.Results[n-ProducerWindow:]...)
 	}
 	return resp, err
+}
+
+// windowRetry is the answer to req when its sequence is one p's window
+// remembers (below the next one): the first result as a duplicate, the
+// first refusal, or SEQUENCE_REUSED when the content differs. ok is false
+// when the window does not hold the sequence.
+func windowRetry(p *logstorepb.ProducerRow, req *logstorepb.AppendRequest) (Result, bool) {
+	for _, r := range p.Results {
+		if r.Sequence != req.Sequence {
+			continue
+		}
+		if reusedSequence(r.Digest, req) {
+			return Result{Err: sequenceReused(fmt.Sprintf("producer %q (id %d)", p.Name, p.Id), req.Sequence, p.LastSequence+1, r.Result, r.Error)}, true
+		}
+		resp, err := windowResult(r)
+		return Result{Resp: resp, Err: err}, true
+	}
+	return Result{}, false
+}
+
+// Retry is the answer to req when it retries a sequence its producer's row
+// remembers: what apply answers such a retry before it checks anything
+// else of the request (the first result as a duplicate, the first refusal,
+// or SEQUENCE_REUSED when the content differs). It reads the state only,
+// so the edge answers a retry without validating it again against limits
+// or schemas that changed since (issue #26): a retry of what committed is
+// never an error. ok is false when req is no such retry (no producer id,
+// a row the state does not hold, another epoch, a sequence not
+// remembered): apply decides those.
+func (s *State) Retry(req *logstorepb.AppendRequest) (Result, bool) {
+	if req.ProducerId == "" || req.Sequence == 0 {
+		return Result{}, false
+	}
+	if !registered(req) {
+		p := s.producers[req.ProducerId]
+		if p == nil || req.Sequence != p.LastSequence {
+			return Result{}, false
+		}
+		return legacyRetry(p, req), true
+	}
+	id, ok := ParseRegisteredProducerID(req.ProducerId)
+	p := s.registered[id]
+	if !ok || p == nil || p.Epoch != req.ProducerEpoch || req.Sequence > p.LastSequence {
+		return Result{}, false
+	}
+	return windowRetry(p, req)
+}
+
+// append splits r into an Append's response and error.
+func (r Result) append() (*logstorepb.AppendResponse, error) {
+	resp, _ := r.Resp.(*logstorepb.AppendResponse)
+	return resp, r.Err
 }
 
 // sequenceReused is the refusal of a retry of a remembered sequence with

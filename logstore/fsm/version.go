@@ -21,8 +21,16 @@ const (
 	// SetClusterVersion is at it.
 	BaseVersion uint32 = 1
 	// CurrentVersion is the highest version this binary supports.
-	CurrentVersion uint32 = 3
+	CurrentVersion uint32 = AdmissionVersion
 )
+
+// AdmissionVersion (issue #26) changes what apply does, not what it
+// accepts: an Append's producer dedup comes before its topic checks (a
+// retry of a committed sequence is answered as the duplicate it is after
+// its topic's schema changed), and the entry's ApplyLimits decide whether
+// legacy (unregistered) producer ids are taken. Below it apply does what
+// version 3 did, so replicas of mixed binaries stay identical.
+const AdmissionVersion uint32 = 4
 
 // minVersion is the cluster version each command kind needs. A kind that
 // is not listed needs BaseVersion. A new command kind (or a new field that

@@ -1,0 +1,62 @@
+package fsm
+
+import (
+	"testing"
+
+	"github.com/logplayer/logplayer/proto/logstorepb"
+)
+
+// wantDuplicate fails unless r is the duplicate answer of a request first
+// committed at lsn.
+func wantDuplicate(t *testing.T, what string, r Result, lsn uint64) {
+	t.Helper()
+	resp, _ := r.Resp.(*logstorepb.AppendResponse)
+	if r.Err != nil || resp == nil || !resp.Duplicate || resp.Lsn != lsn {
+		t.Fatalf("%s: %v (err %v), want the first result (lsn %d) as a duplicate", what, resp, r.Err, lsn)
+	}
+}
+
+// TestRetryOfCommittedSequenceAfterSchemaChange is defect 1 of issue #26:
+// a producer's sequence commits, its answer is lost, the topic is declared
+// kv meanwhile, and the retry (the same request) must get the first result
+// as a duplicate, not SCHEMA_MISMATCH: producer dedup comes before every
+// check of the request. Registered and legacy producers alike.
+func TestRetryOfCommittedSequenceAfterSchemaChange(t *testing.T) {
+	s := newProducerSM(t, nil)
+	p := s.init("p")
+	first := lsnOf(t, s.apply(regAppend(p, 1, "not a mutation")))
+	legacy := appendCmd(&logstorepb.AppendRequest{ProducerId: "legacy", Sequence: 1,
+		Slices: []*logstorepb.Slice{{Topic: "t", Messages: []*logstorepb.Message{{Value: []byte("nor this")}}}}})
+	legacyFirst := lsnOf(t, s.apply(legacy))
+	if r := s.apply(declare("t", "", kv)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+
+	wantDuplicate(t, "registered retry after the schema change", s.apply(regAppend(p, 1, "not a mutation")), first)
+	wantDuplicate(t, "legacy retry after the schema change", s.apply(legacy), legacyFirst)
+	// A new sequence is checked against the schema as before.
+	wantCode(t, "new sequence", s.apply(regAppend(p, 2, "not a mutation")), logstorepb.ErrorCode_SCHEMA_MISMATCH)
+	if n := s.copies("not a mutation"); n != 1 {
+		t.Fatalf("the registered producer's message is in the log %d times", n)
+	}
+	// The refused sequence 2 did not consume the sequence: a valid 2 goes through.
+	ok := appendCmd(&logstorepb.AppendRequest{ProducerId: p.ProducerId, ProducerEpoch: p.Epoch, Sequence: 2,
+		Slices: []*logstorepb.Slice{{Topic: "t", Messages: []*logstorepb.Message{put("k")}}}})
+	if r := s.apply(ok); r.Err != nil {
+		t.Fatalf("valid sequence 2 after the refusal: %v", r.Err)
+	}
+
+	// At version 3 apply still checks the topics first (replicas of mixed
+	// binaries must agree): the same retry is SCHEMA_MISMATCH there.
+	m, l := newTestSM()
+	v3 := &producerSM{t: t, m: m, l: l}
+	if r := v3.apply(SetClusterVersionCommand(3)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	p = v3.init("p")
+	lsnOf(t, v3.apply(regAppend(p, 1, "not a mutation")))
+	if r := v3.apply(declare("t", "", kv)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	wantCode(t, "retry at version 3", v3.apply(regAppend(p, 1, "not a mutation")), logstorepb.ErrorCode_SCHEMA_MISMATCH)
+}

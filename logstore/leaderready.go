@@ -1,0 +1,75 @@
+package logstore
+
+import (
+	"context"
+	"sync"
+
+	"github.com/logplayer/logplayer/apierr"
+)
+
+// caughtUp tells the edge when a new leader's state holds every entry
+// committed before its term. A node restarted from a snapshot (or a
+// follower that was behind) re-applies the log only once it leads and
+// commits; until then its state lacks producer rows that committed, and
+// the edge would take a retry for a new request (and validate it, issue
+// #26). watchLeadership opens a new gate on election, closes it once a
+// Raft barrier (every earlier entry applied) returns, and ends it when
+// leadership is lost.
+type caughtUp struct {
+	mu struct {
+		sync.Mutex
+		ready chan struct{} // closed once the barrier returned
+		lost  chan struct{} // closed when this leadership ends
+	}
+}
+
+func newCaughtUp() *caughtUp {
+	c := &caughtUp{}
+	c.mu.ready, c.mu.lost = make(chan struct{}), make(chan struct{})
+	close(c.mu.lost) // not leading
+	return c
+}
+
+// elected opens a gate for a new leadership and returns the function that
+// marks it caught up.
+func (c *caughtUp) elected() (ready func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, l := make(chan struct{}), make(chan struct{})
+	c.mu.ready, c.mu.lost = r, l
+	var once sync.Once
+	return func() { once.Do(func() { close(r) }) }
+}
+
+// deposed ends the current leadership's gate.
+func (c *caughtUp) deposed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.mu.lost:
+	default:
+		close(c.mu.lost)
+	}
+}
+
+// wait returns nil once the current leadership caught up,
+// apierr.ErrNotLeader when it ended (or never began) first, and the
+// context's error when ctx ends first.
+func (c *caughtUp) wait(ctx context.Context) error {
+	c.mu.Lock()
+	ready, lost := c.mu.ready, c.mu.lost
+	c.mu.Unlock()
+	select {
+	case <-ready:
+		return nil
+	default:
+	}
+	select {
+	case <-ready:
+		return nil
+	case <-lost:
+		return apierr.ErrNotLeader
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
