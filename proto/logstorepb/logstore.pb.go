@@ -205,6 +205,72 @@ func (ErrorCode) EnumDescriptor() ([]byte, []int) {
 	return file_logstore_proto_rawDescGZIP(), []int{0}
 }
 
+// Applied answers "did my request write?" for a request that failed: the
+// one error contract every SDK follows (docs/ARCHITECTURE.md, "Did this
+// write?"; apierr.AppliedOf reads it). It is about this attempt only: a
+// client that sent the request before combines its attempts (any MAYBE
+// makes the request MAYBE).
+type Applied int32
+
+const (
+	// Not stated (a server from before this field): use the code's default.
+	Applied_APPLIED_UNSPECIFIED Applied = 0
+	// The request changed nothing: it was refused before Raft, or Raft
+	// committed it and apply refused it (a failed condition or sequence).
+	// Sending it again is not a duplicate of this attempt.
+	Applied_APPLIED_NO Applied = 1
+	// The request may have committed (it was handed to Raft and the answer
+	// was lost: leadership lost, deadline, shutdown, a node fault). Only a
+	// request that is harmless twice (a producer sequence, an idempotent
+	// call) may be sent again; anything else must be resolved first.
+	Applied_APPLIED_MAYBE Applied = 2
+	// The request committed although the answer is an error.
+	Applied_APPLIED_YES Applied = 3
+)
+
+// Enum value maps for Applied.
+var (
+	Applied_name = map[int32]string{
+		0: "APPLIED_UNSPECIFIED",
+		1: "APPLIED_NO",
+		2: "APPLIED_MAYBE",
+		3: "APPLIED_YES",
+	}
+	Applied_value = map[string]int32{
+		"APPLIED_UNSPECIFIED": 0,
+		"APPLIED_NO":          1,
+		"APPLIED_MAYBE":       2,
+		"APPLIED_YES":         3,
+	}
+)
+
+func (x Applied) Enum() *Applied {
+	p := new(Applied)
+	*p = x
+	return p
+}
+
+func (x Applied) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Applied) Descriptor() protoreflect.EnumDescriptor {
+	return file_logstore_proto_enumTypes[1].Descriptor()
+}
+
+func (Applied) Type() protoreflect.EnumType {
+	return &file_logstore_proto_enumTypes[1]
+}
+
+func (x Applied) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Applied.Descriptor instead.
+func (Applied) EnumDescriptor() ([]byte, []int) {
+	return file_logstore_proto_rawDescGZIP(), []int{1}
+}
+
 // TopicSchema is what every message of a topic must be.
 type TopicSchema int32
 
@@ -243,11 +309,11 @@ func (x TopicSchema) String() string {
 }
 
 func (TopicSchema) Descriptor() protoreflect.EnumDescriptor {
-	return file_logstore_proto_enumTypes[1].Descriptor()
+	return file_logstore_proto_enumTypes[2].Descriptor()
 }
 
 func (TopicSchema) Type() protoreflect.EnumType {
-	return &file_logstore_proto_enumTypes[1]
+	return &file_logstore_proto_enumTypes[2]
 }
 
 func (x TopicSchema) Number() protoreflect.EnumNumber {
@@ -256,7 +322,7 @@ func (x TopicSchema) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TopicSchema.Descriptor instead.
 func (TopicSchema) EnumDescriptor() ([]byte, []int) {
-	return file_logstore_proto_rawDescGZIP(), []int{1}
+	return file_logstore_proto_rawDescGZIP(), []int{2}
 }
 
 // Header is one message header. A repeated field, not a map, so encoding is
@@ -2577,8 +2643,12 @@ type ErrorDetail struct {
 	// whose schema it failed.
 	MessageIndex     uint64 `protobuf:"varint,16,opt,name=message_index,json=messageIndex,proto3" json:"message_index,omitempty"`
 	TopicDeclaration string `protobuf:"bytes,17,opt,name=topic_declaration,json=topicDeclaration,proto3" json:"topic_declaration,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Whether the request that drew this error changed the replicated state
+	// (see Applied). Set by every LogStore error since this field exists; an
+	// older server leaves it unset and the code's default holds (apierr).
+	Applied       Applied `protobuf:"varint,19,opt,name=applied,proto3,enum=logplayer.logstore.v1.Applied" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2721,6 +2791,13 @@ func (x *ErrorDetail) GetTopicDeclaration() string {
 		return x.TopicDeclaration
 	}
 	return ""
+}
+
+func (x *ErrorDetail) GetApplied() Applied {
+	if x != nil {
+		return x.Applied
+	}
+	return Applied_APPLIED_UNSPECIFIED
 }
 
 // RegisteredTarget is one target of the registry.
@@ -4505,7 +4582,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\xa0\x04\n" +
+	"\x1aTransferLeadershipResponse\"\xda\x04\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -4525,7 +4602,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\x05group\x18\r \x01(\tR\x05group\x12\x1b\n" +
 	"\ttarget_id\x18\x12 \x01(\tR\btargetId\x12#\n" +
 	"\rmessage_index\x18\x10 \x01(\x04R\fmessageIndex\x12+\n" +
-	"\x11topic_declaration\x18\x11 \x01(\tR\x10topicDeclaration\")\n" +
+	"\x11topic_declaration\x18\x11 \x01(\tR\x10topicDeclaration\x128\n" +
+	"\aapplied\x18\x13 \x01(\x0e2\x1e.logplayer.logstore.v1.AppliedR\aapplied\")\n" +
 	"\x13InitProducerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
@@ -4680,7 +4758,13 @@ const file_logstore_proto_rawDesc = "" +
 	"\x10UNKNOWN_PRODUCER\x10\x1a\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10\x1b\x12\x14\n" +
 	"\x10SEQUENCE_TOO_OLD\x10\x1c\x12\x13\n" +
-	"\x0fSEQUENCE_REUSED\x10\x1d\x1a\x02\x10\x01*X\n" +
+	"\x0fSEQUENCE_REUSED\x10\x1d\x1a\x02\x10\x01*V\n" +
+	"\aApplied\x12\x17\n" +
+	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"APPLIED_NO\x10\x01\x12\x11\n" +
+	"\rAPPLIED_MAYBE\x10\x02\x12\x0f\n" +
+	"\vAPPLIED_YES\x10\x03*X\n" +
 	"\vTopicSchema\x12\x1c\n" +
 	"\x18TOPIC_SCHEMA_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_SCHEMA_BYTES\x10\x01\x12\x13\n" +
@@ -4727,171 +4811,173 @@ func file_logstore_proto_rawDescGZIP() []byte {
 	return file_logstore_proto_rawDescData
 }
 
-var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_logstore_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_logstore_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_logstore_proto_goTypes = []any{
 	(ErrorCode)(0),                        // 0: logplayer.logstore.v1.ErrorCode
-	(TopicSchema)(0),                      // 1: logplayer.logstore.v1.TopicSchema
-	(*Header)(nil),                        // 2: logplayer.logstore.v1.Header
-	(*Message)(nil),                       // 3: logplayer.logstore.v1.Message
-	(*Slice)(nil),                         // 4: logplayer.logstore.v1.Slice
-	(*Condition)(nil),                     // 5: logplayer.logstore.v1.Condition
-	(*OffsetCommit)(nil),                  // 6: logplayer.logstore.v1.OffsetCommit
-	(*AppendRequest)(nil),                 // 7: logplayer.logstore.v1.AppendRequest
-	(*SliceResult)(nil),                   // 8: logplayer.logstore.v1.SliceResult
-	(*AppendResponse)(nil),                // 9: logplayer.logstore.v1.AppendResponse
-	(*AppendBatchRequest)(nil),            // 10: logplayer.logstore.v1.AppendBatchRequest
-	(*AppendError)(nil),                   // 11: logplayer.logstore.v1.AppendError
-	(*AppendResult)(nil),                  // 12: logplayer.logstore.v1.AppendResult
-	(*AppendBatchResponse)(nil),           // 13: logplayer.logstore.v1.AppendBatchResponse
-	(*TxnSlice)(nil),                      // 14: logplayer.logstore.v1.TxnSlice
-	(*Transaction)(nil),                   // 15: logplayer.logstore.v1.Transaction
-	(*ReadRequest)(nil),                   // 16: logplayer.logstore.v1.ReadRequest
-	(*ReadResponse)(nil),                  // 17: logplayer.logstore.v1.ReadResponse
-	(*ReadTopicRequest)(nil),              // 18: logplayer.logstore.v1.ReadTopicRequest
-	(*TopicMessage)(nil),                  // 19: logplayer.logstore.v1.TopicMessage
-	(*ReadTopicResponse)(nil),             // 20: logplayer.logstore.v1.ReadTopicResponse
-	(*FetchOffsetsRequest)(nil),           // 21: logplayer.logstore.v1.FetchOffsetsRequest
-	(*FetchOffsetsResponse)(nil),          // 22: logplayer.logstore.v1.FetchOffsetsResponse
-	(*DeleteGroupRequest)(nil),            // 23: logplayer.logstore.v1.DeleteGroupRequest
-	(*DeleteGroupResponse)(nil),           // 24: logplayer.logstore.v1.DeleteGroupResponse
-	(*NextEpochRequest)(nil),              // 25: logplayer.logstore.v1.NextEpochRequest
-	(*NextEpochResponse)(nil),             // 26: logplayer.logstore.v1.NextEpochResponse
-	(*ReportConsumerRequest)(nil),         // 27: logplayer.logstore.v1.ReportConsumerRequest
-	(*ReportConsumerResponse)(nil),        // 28: logplayer.logstore.v1.ReportConsumerResponse
-	(*StatusRequest)(nil),                 // 29: logplayer.logstore.v1.StatusRequest
-	(*TopicStatus)(nil),                   // 30: logplayer.logstore.v1.TopicStatus
-	(*Server)(nil),                        // 31: logplayer.logstore.v1.Server
-	(*Consumer)(nil),                      // 32: logplayer.logstore.v1.Consumer
-	(*PlayerGroupStatus)(nil),             // 33: logplayer.logstore.v1.PlayerGroupStatus
-	(*StatusResponse)(nil),                // 34: logplayer.logstore.v1.StatusResponse
-	(*AddVoterRequest)(nil),               // 35: logplayer.logstore.v1.AddVoterRequest
-	(*AddVoterResponse)(nil),              // 36: logplayer.logstore.v1.AddVoterResponse
-	(*RemoveServerRequest)(nil),           // 37: logplayer.logstore.v1.RemoveServerRequest
-	(*RemoveServerResponse)(nil),          // 38: logplayer.logstore.v1.RemoveServerResponse
-	(*TransferLeadershipRequest)(nil),     // 39: logplayer.logstore.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil),    // 40: logplayer.logstore.v1.TransferLeadershipResponse
-	(*ErrorDetail)(nil),                   // 41: logplayer.logstore.v1.ErrorDetail
-	(*InitProducerRequest)(nil),           // 42: logplayer.logstore.v1.InitProducerRequest
-	(*InitProducerResponse)(nil),          // 43: logplayer.logstore.v1.InitProducerResponse
-	(*RegisteredTarget)(nil),              // 44: logplayer.logstore.v1.RegisteredTarget
-	(*RegisterTargetRequest)(nil),         // 45: logplayer.logstore.v1.RegisterTargetRequest
-	(*RegisterTargetResponse)(nil),        // 46: logplayer.logstore.v1.RegisterTargetResponse
-	(*UnregisterTargetRequest)(nil),       // 47: logplayer.logstore.v1.UnregisterTargetRequest
-	(*UnregisterTargetResponse)(nil),      // 48: logplayer.logstore.v1.UnregisterTargetResponse
-	(*ListRegisteredTargetsRequest)(nil),  // 49: logplayer.logstore.v1.ListRegisteredTargetsRequest
-	(*Assignment)(nil),                    // 50: logplayer.logstore.v1.Assignment
-	(*ListRegisteredTargetsResponse)(nil), // 51: logplayer.logstore.v1.ListRegisteredTargetsResponse
-	(*GroupHeartbeatRequest)(nil),         // 52: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*GroupHeartbeatResponse)(nil),        // 53: logplayer.logstore.v1.GroupHeartbeatResponse
-	(*LeaveGroupRequest)(nil),             // 54: logplayer.logstore.v1.LeaveGroupRequest
-	(*LeaveGroupResponse)(nil),            // 55: logplayer.logstore.v1.LeaveGroupResponse
-	(*DescribeGroupRequest)(nil),          // 56: logplayer.logstore.v1.DescribeGroupRequest
-	(*GroupMember)(nil),                   // 57: logplayer.logstore.v1.GroupMember
-	(*DescribeGroupResponse)(nil),         // 58: logplayer.logstore.v1.DescribeGroupResponse
-	(*BackupRequest)(nil),                 // 59: logplayer.logstore.v1.BackupRequest
-	(*BackupInfo)(nil),                    // 60: logplayer.logstore.v1.BackupInfo
-	(*BackupChunk)(nil),                   // 61: logplayer.logstore.v1.BackupChunk
-	(*TopicDeclaration)(nil),              // 62: logplayer.logstore.v1.TopicDeclaration
-	(*CreateTopicRequest)(nil),            // 63: logplayer.logstore.v1.CreateTopicRequest
-	(*CreateTopicResponse)(nil),           // 64: logplayer.logstore.v1.CreateTopicResponse
-	(*DescribeTopicRequest)(nil),          // 65: logplayer.logstore.v1.DescribeTopicRequest
-	(*TopicInfo)(nil),                     // 66: logplayer.logstore.v1.TopicInfo
-	(*DescribeTopicResponse)(nil),         // 67: logplayer.logstore.v1.DescribeTopicResponse
-	(*ListTopicsRequest)(nil),             // 68: logplayer.logstore.v1.ListTopicsRequest
-	(*ListTopicsResponse)(nil),            // 69: logplayer.logstore.v1.ListTopicsResponse
+	(Applied)(0),                          // 1: logplayer.logstore.v1.Applied
+	(TopicSchema)(0),                      // 2: logplayer.logstore.v1.TopicSchema
+	(*Header)(nil),                        // 3: logplayer.logstore.v1.Header
+	(*Message)(nil),                       // 4: logplayer.logstore.v1.Message
+	(*Slice)(nil),                         // 5: logplayer.logstore.v1.Slice
+	(*Condition)(nil),                     // 6: logplayer.logstore.v1.Condition
+	(*OffsetCommit)(nil),                  // 7: logplayer.logstore.v1.OffsetCommit
+	(*AppendRequest)(nil),                 // 8: logplayer.logstore.v1.AppendRequest
+	(*SliceResult)(nil),                   // 9: logplayer.logstore.v1.SliceResult
+	(*AppendResponse)(nil),                // 10: logplayer.logstore.v1.AppendResponse
+	(*AppendBatchRequest)(nil),            // 11: logplayer.logstore.v1.AppendBatchRequest
+	(*AppendError)(nil),                   // 12: logplayer.logstore.v1.AppendError
+	(*AppendResult)(nil),                  // 13: logplayer.logstore.v1.AppendResult
+	(*AppendBatchResponse)(nil),           // 14: logplayer.logstore.v1.AppendBatchResponse
+	(*TxnSlice)(nil),                      // 15: logplayer.logstore.v1.TxnSlice
+	(*Transaction)(nil),                   // 16: logplayer.logstore.v1.Transaction
+	(*ReadRequest)(nil),                   // 17: logplayer.logstore.v1.ReadRequest
+	(*ReadResponse)(nil),                  // 18: logplayer.logstore.v1.ReadResponse
+	(*ReadTopicRequest)(nil),              // 19: logplayer.logstore.v1.ReadTopicRequest
+	(*TopicMessage)(nil),                  // 20: logplayer.logstore.v1.TopicMessage
+	(*ReadTopicResponse)(nil),             // 21: logplayer.logstore.v1.ReadTopicResponse
+	(*FetchOffsetsRequest)(nil),           // 22: logplayer.logstore.v1.FetchOffsetsRequest
+	(*FetchOffsetsResponse)(nil),          // 23: logplayer.logstore.v1.FetchOffsetsResponse
+	(*DeleteGroupRequest)(nil),            // 24: logplayer.logstore.v1.DeleteGroupRequest
+	(*DeleteGroupResponse)(nil),           // 25: logplayer.logstore.v1.DeleteGroupResponse
+	(*NextEpochRequest)(nil),              // 26: logplayer.logstore.v1.NextEpochRequest
+	(*NextEpochResponse)(nil),             // 27: logplayer.logstore.v1.NextEpochResponse
+	(*ReportConsumerRequest)(nil),         // 28: logplayer.logstore.v1.ReportConsumerRequest
+	(*ReportConsumerResponse)(nil),        // 29: logplayer.logstore.v1.ReportConsumerResponse
+	(*StatusRequest)(nil),                 // 30: logplayer.logstore.v1.StatusRequest
+	(*TopicStatus)(nil),                   // 31: logplayer.logstore.v1.TopicStatus
+	(*Server)(nil),                        // 32: logplayer.logstore.v1.Server
+	(*Consumer)(nil),                      // 33: logplayer.logstore.v1.Consumer
+	(*PlayerGroupStatus)(nil),             // 34: logplayer.logstore.v1.PlayerGroupStatus
+	(*StatusResponse)(nil),                // 35: logplayer.logstore.v1.StatusResponse
+	(*AddVoterRequest)(nil),               // 36: logplayer.logstore.v1.AddVoterRequest
+	(*AddVoterResponse)(nil),              // 37: logplayer.logstore.v1.AddVoterResponse
+	(*RemoveServerRequest)(nil),           // 38: logplayer.logstore.v1.RemoveServerRequest
+	(*RemoveServerResponse)(nil),          // 39: logplayer.logstore.v1.RemoveServerResponse
+	(*TransferLeadershipRequest)(nil),     // 40: logplayer.logstore.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil),    // 41: logplayer.logstore.v1.TransferLeadershipResponse
+	(*ErrorDetail)(nil),                   // 42: logplayer.logstore.v1.ErrorDetail
+	(*InitProducerRequest)(nil),           // 43: logplayer.logstore.v1.InitProducerRequest
+	(*InitProducerResponse)(nil),          // 44: logplayer.logstore.v1.InitProducerResponse
+	(*RegisteredTarget)(nil),              // 45: logplayer.logstore.v1.RegisteredTarget
+	(*RegisterTargetRequest)(nil),         // 46: logplayer.logstore.v1.RegisterTargetRequest
+	(*RegisterTargetResponse)(nil),        // 47: logplayer.logstore.v1.RegisterTargetResponse
+	(*UnregisterTargetRequest)(nil),       // 48: logplayer.logstore.v1.UnregisterTargetRequest
+	(*UnregisterTargetResponse)(nil),      // 49: logplayer.logstore.v1.UnregisterTargetResponse
+	(*ListRegisteredTargetsRequest)(nil),  // 50: logplayer.logstore.v1.ListRegisteredTargetsRequest
+	(*Assignment)(nil),                    // 51: logplayer.logstore.v1.Assignment
+	(*ListRegisteredTargetsResponse)(nil), // 52: logplayer.logstore.v1.ListRegisteredTargetsResponse
+	(*GroupHeartbeatRequest)(nil),         // 53: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*GroupHeartbeatResponse)(nil),        // 54: logplayer.logstore.v1.GroupHeartbeatResponse
+	(*LeaveGroupRequest)(nil),             // 55: logplayer.logstore.v1.LeaveGroupRequest
+	(*LeaveGroupResponse)(nil),            // 56: logplayer.logstore.v1.LeaveGroupResponse
+	(*DescribeGroupRequest)(nil),          // 57: logplayer.logstore.v1.DescribeGroupRequest
+	(*GroupMember)(nil),                   // 58: logplayer.logstore.v1.GroupMember
+	(*DescribeGroupResponse)(nil),         // 59: logplayer.logstore.v1.DescribeGroupResponse
+	(*BackupRequest)(nil),                 // 60: logplayer.logstore.v1.BackupRequest
+	(*BackupInfo)(nil),                    // 61: logplayer.logstore.v1.BackupInfo
+	(*BackupChunk)(nil),                   // 62: logplayer.logstore.v1.BackupChunk
+	(*TopicDeclaration)(nil),              // 63: logplayer.logstore.v1.TopicDeclaration
+	(*CreateTopicRequest)(nil),            // 64: logplayer.logstore.v1.CreateTopicRequest
+	(*CreateTopicResponse)(nil),           // 65: logplayer.logstore.v1.CreateTopicResponse
+	(*DescribeTopicRequest)(nil),          // 66: logplayer.logstore.v1.DescribeTopicRequest
+	(*TopicInfo)(nil),                     // 67: logplayer.logstore.v1.TopicInfo
+	(*DescribeTopicResponse)(nil),         // 68: logplayer.logstore.v1.DescribeTopicResponse
+	(*ListTopicsRequest)(nil),             // 69: logplayer.logstore.v1.ListTopicsRequest
+	(*ListTopicsResponse)(nil),            // 70: logplayer.logstore.v1.ListTopicsResponse
 }
 var file_logstore_proto_depIdxs = []int32{
-	2,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
-	3,  // 1: logplayer.logstore.v1.Slice.messages:type_name -> logplayer.logstore.v1.Message
-	4,  // 2: logplayer.logstore.v1.AppendRequest.slices:type_name -> logplayer.logstore.v1.Slice
-	5,  // 3: logplayer.logstore.v1.AppendRequest.conditions:type_name -> logplayer.logstore.v1.Condition
-	6,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
-	8,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
-	7,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
-	41, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
-	9,  // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
-	11, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
-	12, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
-	3,  // 11: logplayer.logstore.v1.TxnSlice.messages:type_name -> logplayer.logstore.v1.Message
-	14, // 12: logplayer.logstore.v1.Transaction.slices:type_name -> logplayer.logstore.v1.TxnSlice
-	6,  // 13: logplayer.logstore.v1.Transaction.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
-	15, // 14: logplayer.logstore.v1.ReadResponse.transactions:type_name -> logplayer.logstore.v1.Transaction
-	3,  // 15: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
-	19, // 16: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
-	6,  // 17: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	30, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
-	31, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
-	32, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
-	33, // 21: logplayer.logstore.v1.StatusResponse.player_groups:type_name -> logplayer.logstore.v1.PlayerGroupStatus
+	3,  // 0: logplayer.logstore.v1.Message.headers:type_name -> logplayer.logstore.v1.Header
+	4,  // 1: logplayer.logstore.v1.Slice.messages:type_name -> logplayer.logstore.v1.Message
+	5,  // 2: logplayer.logstore.v1.AppendRequest.slices:type_name -> logplayer.logstore.v1.Slice
+	6,  // 3: logplayer.logstore.v1.AppendRequest.conditions:type_name -> logplayer.logstore.v1.Condition
+	7,  // 4: logplayer.logstore.v1.AppendRequest.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
+	9,  // 5: logplayer.logstore.v1.AppendResponse.slices:type_name -> logplayer.logstore.v1.SliceResult
+	8,  // 6: logplayer.logstore.v1.AppendBatchRequest.requests:type_name -> logplayer.logstore.v1.AppendRequest
+	42, // 7: logplayer.logstore.v1.AppendError.detail:type_name -> logplayer.logstore.v1.ErrorDetail
+	10, // 8: logplayer.logstore.v1.AppendResult.response:type_name -> logplayer.logstore.v1.AppendResponse
+	12, // 9: logplayer.logstore.v1.AppendResult.error:type_name -> logplayer.logstore.v1.AppendError
+	13, // 10: logplayer.logstore.v1.AppendBatchResponse.results:type_name -> logplayer.logstore.v1.AppendResult
+	4,  // 11: logplayer.logstore.v1.TxnSlice.messages:type_name -> logplayer.logstore.v1.Message
+	15, // 12: logplayer.logstore.v1.Transaction.slices:type_name -> logplayer.logstore.v1.TxnSlice
+	7,  // 13: logplayer.logstore.v1.Transaction.offset_commits:type_name -> logplayer.logstore.v1.OffsetCommit
+	16, // 14: logplayer.logstore.v1.ReadResponse.transactions:type_name -> logplayer.logstore.v1.Transaction
+	4,  // 15: logplayer.logstore.v1.TopicMessage.message:type_name -> logplayer.logstore.v1.Message
+	20, // 16: logplayer.logstore.v1.ReadTopicResponse.messages:type_name -> logplayer.logstore.v1.TopicMessage
+	7,  // 17: logplayer.logstore.v1.FetchOffsetsResponse.offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	31, // 18: logplayer.logstore.v1.StatusResponse.topics:type_name -> logplayer.logstore.v1.TopicStatus
+	32, // 19: logplayer.logstore.v1.StatusResponse.servers:type_name -> logplayer.logstore.v1.Server
+	33, // 20: logplayer.logstore.v1.StatusResponse.consumers:type_name -> logplayer.logstore.v1.Consumer
+	34, // 21: logplayer.logstore.v1.StatusResponse.player_groups:type_name -> logplayer.logstore.v1.PlayerGroupStatus
 	0,  // 22: logplayer.logstore.v1.ErrorDetail.code:type_name -> logplayer.logstore.v1.ErrorCode
-	2,  // 23: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
-	44, // 24: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	44, // 25: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	44, // 26: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	50, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	50, // 28: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	57, // 29: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
-	50, // 30: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
-	60, // 31: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
-	1,  // 32: logplayer.logstore.v1.TopicDeclaration.schema:type_name -> logplayer.logstore.v1.TopicSchema
-	62, // 33: logplayer.logstore.v1.CreateTopicRequest.declaration:type_name -> logplayer.logstore.v1.TopicDeclaration
-	1,  // 34: logplayer.logstore.v1.CreateTopicResponse.previous_schema:type_name -> logplayer.logstore.v1.TopicSchema
-	1,  // 35: logplayer.logstore.v1.TopicInfo.schema:type_name -> logplayer.logstore.v1.TopicSchema
-	66, // 36: logplayer.logstore.v1.DescribeTopicResponse.topic:type_name -> logplayer.logstore.v1.TopicInfo
-	66, // 37: logplayer.logstore.v1.ListTopicsResponse.topics:type_name -> logplayer.logstore.v1.TopicInfo
-	62, // 38: logplayer.logstore.v1.ListTopicsResponse.patterns:type_name -> logplayer.logstore.v1.TopicDeclaration
-	7,  // 39: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
-	10, // 40: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
-	16, // 41: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
-	18, // 42: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
-	21, // 43: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
-	23, // 44: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
-	25, // 45: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
-	27, // 46: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
-	29, // 47: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
-	63, // 48: logplayer.logstore.v1.LogStore.CreateTopic:input_type -> logplayer.logstore.v1.CreateTopicRequest
-	65, // 49: logplayer.logstore.v1.LogStore.DescribeTopic:input_type -> logplayer.logstore.v1.DescribeTopicRequest
-	68, // 50: logplayer.logstore.v1.LogStore.ListTopics:input_type -> logplayer.logstore.v1.ListTopicsRequest
-	42, // 51: logplayer.logstore.v1.LogStore.InitProducer:input_type -> logplayer.logstore.v1.InitProducerRequest
-	35, // 52: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
-	37, // 53: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
-	39, // 54: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
-	59, // 55: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
-	45, // 56: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
-	47, // 57: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
-	49, // 58: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
-	52, // 59: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
-	54, // 60: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
-	56, // 61: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
-	9,  // 62: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
-	13, // 63: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
-	17, // 64: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
-	20, // 65: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
-	22, // 66: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
-	24, // 67: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
-	26, // 68: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
-	28, // 69: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
-	34, // 70: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
-	64, // 71: logplayer.logstore.v1.LogStore.CreateTopic:output_type -> logplayer.logstore.v1.CreateTopicResponse
-	67, // 72: logplayer.logstore.v1.LogStore.DescribeTopic:output_type -> logplayer.logstore.v1.DescribeTopicResponse
-	69, // 73: logplayer.logstore.v1.LogStore.ListTopics:output_type -> logplayer.logstore.v1.ListTopicsResponse
-	43, // 74: logplayer.logstore.v1.LogStore.InitProducer:output_type -> logplayer.logstore.v1.InitProducerResponse
-	36, // 75: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
-	38, // 76: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
-	40, // 77: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
-	61, // 78: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
-	46, // 79: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
-	48, // 80: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
-	51, // 81: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
-	53, // 82: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
-	55, // 83: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
-	58, // 84: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
-	62, // [62:85] is the sub-list for method output_type
-	39, // [39:62] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	1,  // 23: logplayer.logstore.v1.ErrorDetail.applied:type_name -> logplayer.logstore.v1.Applied
+	3,  // 24: logplayer.logstore.v1.RegisteredTarget.options:type_name -> logplayer.logstore.v1.Header
+	45, // 25: logplayer.logstore.v1.RegisterTargetRequest.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	45, // 26: logplayer.logstore.v1.Assignment.target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	45, // 27: logplayer.logstore.v1.ListRegisteredTargetsResponse.targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	51, // 28: logplayer.logstore.v1.ListRegisteredTargetsResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	51, // 29: logplayer.logstore.v1.GroupHeartbeatResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	58, // 30: logplayer.logstore.v1.DescribeGroupResponse.members:type_name -> logplayer.logstore.v1.GroupMember
+	51, // 31: logplayer.logstore.v1.DescribeGroupResponse.assignments:type_name -> logplayer.logstore.v1.Assignment
+	61, // 32: logplayer.logstore.v1.BackupChunk.info:type_name -> logplayer.logstore.v1.BackupInfo
+	2,  // 33: logplayer.logstore.v1.TopicDeclaration.schema:type_name -> logplayer.logstore.v1.TopicSchema
+	63, // 34: logplayer.logstore.v1.CreateTopicRequest.declaration:type_name -> logplayer.logstore.v1.TopicDeclaration
+	2,  // 35: logplayer.logstore.v1.CreateTopicResponse.previous_schema:type_name -> logplayer.logstore.v1.TopicSchema
+	2,  // 36: logplayer.logstore.v1.TopicInfo.schema:type_name -> logplayer.logstore.v1.TopicSchema
+	67, // 37: logplayer.logstore.v1.DescribeTopicResponse.topic:type_name -> logplayer.logstore.v1.TopicInfo
+	67, // 38: logplayer.logstore.v1.ListTopicsResponse.topics:type_name -> logplayer.logstore.v1.TopicInfo
+	63, // 39: logplayer.logstore.v1.ListTopicsResponse.patterns:type_name -> logplayer.logstore.v1.TopicDeclaration
+	8,  // 40: logplayer.logstore.v1.LogStore.Append:input_type -> logplayer.logstore.v1.AppendRequest
+	11, // 41: logplayer.logstore.v1.LogStore.AppendBatch:input_type -> logplayer.logstore.v1.AppendBatchRequest
+	17, // 42: logplayer.logstore.v1.LogStore.Read:input_type -> logplayer.logstore.v1.ReadRequest
+	19, // 43: logplayer.logstore.v1.LogStore.ReadTopic:input_type -> logplayer.logstore.v1.ReadTopicRequest
+	22, // 44: logplayer.logstore.v1.LogStore.FetchOffsets:input_type -> logplayer.logstore.v1.FetchOffsetsRequest
+	24, // 45: logplayer.logstore.v1.LogStore.DeleteGroup:input_type -> logplayer.logstore.v1.DeleteGroupRequest
+	26, // 46: logplayer.logstore.v1.LogStore.NextEpoch:input_type -> logplayer.logstore.v1.NextEpochRequest
+	28, // 47: logplayer.logstore.v1.LogStore.ReportConsumer:input_type -> logplayer.logstore.v1.ReportConsumerRequest
+	30, // 48: logplayer.logstore.v1.LogStore.Status:input_type -> logplayer.logstore.v1.StatusRequest
+	64, // 49: logplayer.logstore.v1.LogStore.CreateTopic:input_type -> logplayer.logstore.v1.CreateTopicRequest
+	66, // 50: logplayer.logstore.v1.LogStore.DescribeTopic:input_type -> logplayer.logstore.v1.DescribeTopicRequest
+	69, // 51: logplayer.logstore.v1.LogStore.ListTopics:input_type -> logplayer.logstore.v1.ListTopicsRequest
+	43, // 52: logplayer.logstore.v1.LogStore.InitProducer:input_type -> logplayer.logstore.v1.InitProducerRequest
+	36, // 53: logplayer.logstore.v1.Cluster.AddVoter:input_type -> logplayer.logstore.v1.AddVoterRequest
+	38, // 54: logplayer.logstore.v1.Cluster.RemoveServer:input_type -> logplayer.logstore.v1.RemoveServerRequest
+	40, // 55: logplayer.logstore.v1.Cluster.TransferLeadership:input_type -> logplayer.logstore.v1.TransferLeadershipRequest
+	60, // 56: logplayer.logstore.v1.Cluster.Backup:input_type -> logplayer.logstore.v1.BackupRequest
+	46, // 57: logplayer.logstore.v1.PlayerGroup.RegisterTarget:input_type -> logplayer.logstore.v1.RegisterTargetRequest
+	48, // 58: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:input_type -> logplayer.logstore.v1.UnregisterTargetRequest
+	50, // 59: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:input_type -> logplayer.logstore.v1.ListRegisteredTargetsRequest
+	53, // 60: logplayer.logstore.v1.PlayerGroup.Heartbeat:input_type -> logplayer.logstore.v1.GroupHeartbeatRequest
+	55, // 61: logplayer.logstore.v1.PlayerGroup.LeaveGroup:input_type -> logplayer.logstore.v1.LeaveGroupRequest
+	57, // 62: logplayer.logstore.v1.PlayerGroup.DescribeGroup:input_type -> logplayer.logstore.v1.DescribeGroupRequest
+	10, // 63: logplayer.logstore.v1.LogStore.Append:output_type -> logplayer.logstore.v1.AppendResponse
+	14, // 64: logplayer.logstore.v1.LogStore.AppendBatch:output_type -> logplayer.logstore.v1.AppendBatchResponse
+	18, // 65: logplayer.logstore.v1.LogStore.Read:output_type -> logplayer.logstore.v1.ReadResponse
+	21, // 66: logplayer.logstore.v1.LogStore.ReadTopic:output_type -> logplayer.logstore.v1.ReadTopicResponse
+	23, // 67: logplayer.logstore.v1.LogStore.FetchOffsets:output_type -> logplayer.logstore.v1.FetchOffsetsResponse
+	25, // 68: logplayer.logstore.v1.LogStore.DeleteGroup:output_type -> logplayer.logstore.v1.DeleteGroupResponse
+	27, // 69: logplayer.logstore.v1.LogStore.NextEpoch:output_type -> logplayer.logstore.v1.NextEpochResponse
+	29, // 70: logplayer.logstore.v1.LogStore.ReportConsumer:output_type -> logplayer.logstore.v1.ReportConsumerResponse
+	35, // 71: logplayer.logstore.v1.LogStore.Status:output_type -> logplayer.logstore.v1.StatusResponse
+	65, // 72: logplayer.logstore.v1.LogStore.CreateTopic:output_type -> logplayer.logstore.v1.CreateTopicResponse
+	68, // 73: logplayer.logstore.v1.LogStore.DescribeTopic:output_type -> logplayer.logstore.v1.DescribeTopicResponse
+	70, // 74: logplayer.logstore.v1.LogStore.ListTopics:output_type -> logplayer.logstore.v1.ListTopicsResponse
+	44, // 75: logplayer.logstore.v1.LogStore.InitProducer:output_type -> logplayer.logstore.v1.InitProducerResponse
+	37, // 76: logplayer.logstore.v1.Cluster.AddVoter:output_type -> logplayer.logstore.v1.AddVoterResponse
+	39, // 77: logplayer.logstore.v1.Cluster.RemoveServer:output_type -> logplayer.logstore.v1.RemoveServerResponse
+	41, // 78: logplayer.logstore.v1.Cluster.TransferLeadership:output_type -> logplayer.logstore.v1.TransferLeadershipResponse
+	62, // 79: logplayer.logstore.v1.Cluster.Backup:output_type -> logplayer.logstore.v1.BackupChunk
+	47, // 80: logplayer.logstore.v1.PlayerGroup.RegisterTarget:output_type -> logplayer.logstore.v1.RegisterTargetResponse
+	49, // 81: logplayer.logstore.v1.PlayerGroup.UnregisterTarget:output_type -> logplayer.logstore.v1.UnregisterTargetResponse
+	52, // 82: logplayer.logstore.v1.PlayerGroup.ListRegisteredTargets:output_type -> logplayer.logstore.v1.ListRegisteredTargetsResponse
+	54, // 83: logplayer.logstore.v1.PlayerGroup.Heartbeat:output_type -> logplayer.logstore.v1.GroupHeartbeatResponse
+	56, // 84: logplayer.logstore.v1.PlayerGroup.LeaveGroup:output_type -> logplayer.logstore.v1.LeaveGroupResponse
+	59, // 85: logplayer.logstore.v1.PlayerGroup.DescribeGroup:output_type -> logplayer.logstore.v1.DescribeGroupResponse
+	63, // [63:86] is the sub-list for method output_type
+	40, // [40:63] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_logstore_proto_init() }
@@ -4904,7 +4990,7 @@ func file_logstore_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_logstore_proto_rawDesc), len(file_logstore_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   3,
