@@ -3,12 +3,16 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "modernc.org/sqlite" // registers database/sql driver "sqlite" (pure Go, no cgo)
 )
@@ -93,9 +97,25 @@ func openPostgres(ctx context.Context, dsn string, lockTimeout, idleInTx time.Du
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnreachable, pc.ConnConfig.Host, err)
+		host := net.JoinHostPort(pc.ConnConfig.Host, strconv.Itoa(int(pc.ConnConfig.Port)))
+		return nil, fmt.Errorf("%w: %s: %s", ErrUnreachable, host, cause(err))
 	}
 	return &pgBackend{pool: pool}, nil
+}
+
+// cause is the one-line reason of a connection failure: the network error
+// or the server's message (pgx lists every attempt, e.g. with and without
+// TLS, in one long text).
+func cause(err error) string {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return opErr.Error()
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Message + " (SQLSTATE " + pgErr.Code + ")"
+	}
+	return err.Error()
 }
 
 func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
