@@ -66,7 +66,7 @@ var commands []*command
 // helpOrder is the order help lists the commands in: the servers, the
 // operator commands, the rest.
 var helpOrder = []string{
-	"dev", "store", "player", "shard", "events",
+	"dev", "store", "player", "shard", "events", "sink postgres", "sink sqlite",
 	"append", "tail", "status", "cluster add", "cluster remove", "cluster transfer",
 	"group delete", "topic create", "topic describe", "topic list",
 	"target add", "target remove", "target list", "target describe", "players",
