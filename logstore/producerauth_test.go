@@ -25,9 +25,10 @@ const teamPolicy = `{"grants": [
   {"identity": "team-c", "role": "producer", "topics": ["orders"]}
 ]}`
 
-// startSecureStore serves one node over TLS with policy, and returns a
+// startSecureStore serves one node over TLS with policy (in the file it
+// returns, which the server re-reads when it changes), and returns a
 // LogStore client per identity (its client certificate).
-func startSecureStore(t *testing.T, policy string, identities ...string) map[string]logstorepb.LogStoreClient {
+func startSecureStore(t *testing.T, policy string, identities ...string) (map[string]logstorepb.LogStoreClient, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := security.WriteBundle(security.BundleOptions{Dir: dir, Nodes: []security.NodeSpec{{Name: "n0"}}, Clients: identities}); err != nil {
@@ -61,7 +62,7 @@ func startSecureStore(t *testing.T, policy string, identities ...string) map[str
 		t.Cleanup(func() { cc.Close() })
 		out[id] = logstorepb.NewLogStoreClient(cc)
 	}
-	return out
+	return out, policyFile
 }
 
 // wantDeniedQuietly: err is PERMISSION_DENIED with its ErrorDetail, and
@@ -85,7 +86,7 @@ func wantDeniedQuietly(t *testing.T, what string, err error) {
 // with B's producer id (which would use up B's sequences), and the
 // refusals tell A nothing of B's epoch or sequence.
 func TestProducerNamesBoundToIdentities(t *testing.T) {
-	ls := startSecureStore(t, teamPolicy, "team-a", "team-b", "team-c")
+	ls, _ := startSecureStore(t, teamPolicy, "team-a", "team-b", "team-c")
 	ctx := context.Background()
 	orders := []*logstorepb.Slice{{Topic: "orders", Messages: []*logstorepb.Message{{Value: []byte("x")}}}}
 	b, err := ls["team-b"].InitProducer(ctx, &logstorepb.InitProducerRequest{Name: "b-orders"})

@@ -124,9 +124,13 @@ func (cc *clientCreds) ClientHandshake(ctx context.Context, authority string, co
 	}
 	out, info, err := credentials.NewTLS(cc.c.Config(authority)).ClientHandshake(ctx, authority, conn)
 	if err != nil {
-		return nil, nil, clientHandshakeError(peer, err)
+		err = clientHandshakeError(peer, err)
+		if he, ok := err.(*HandshakeError); ok {
+			cc.c.refusals.record(he)
+		}
+		return nil, nil, err
 	}
-	return &explainConn{Conn: out, local: "client", peer: peer}, info, nil
+	return &explainConn{Conn: out, local: "client", peer: peer, refusals: cc.c.refusals}, info, nil
 }
 
 // clientHandshakeError explains err; a connection closed in the middle of

@@ -10,6 +10,7 @@
 //	credentials.go  gRPC transport credentials (server and client) that explain refusals; BearerToken per-RPC credentials
 //	plaintext.go    answering a plaintext gRPC client of a TLS server with a gRPC status that says so
 //	explain.go      HandshakeError: crypto/tls and x509 errors worded in one line, with a typed reason (ErrUnknownCA, …)
+//	refusals.go     Refusals: the last refused handshake of a client's connections (gRPC keeps only its text)
 //	streamlayer.go  raft.StreamLayer over mutual TLS, with a peer-identity check
 //	identity.go     Identity (from a verified certificate or a token); Access, what a handler sees (AccessFrom, CanReadTopic)
 //	tokens.go       the token file (JSON lines of identity + SHA-256), constant-time lookup

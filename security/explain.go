@@ -177,6 +177,7 @@ func describeCert(c *x509.Certificate) string {
 type explainConn struct {
 	net.Conn
 	local, peer string
+	refusals    *Refusals // records what it explains; may be nil
 }
 
 func (c *explainConn) Read(b []byte) (int, error) {
@@ -194,6 +195,7 @@ func (c *explainConn) explain(err error) error {
 		return err
 	}
 	if he := Explain(c.local, c.peer, err); he != nil {
+		c.refusals.record(he)
 		return he
 	}
 	return err

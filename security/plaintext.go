@@ -3,6 +3,8 @@ package security
 import (
 	"bufio"
 	"bytes"
+	"encoding/base64"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -11,6 +13,11 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // A plaintext gRPC client against a TLS server would only see its
@@ -18,11 +25,24 @@ import (
 // instead peeks at the first bytes: an HTTP/2 client preface means a
 // plaintext gRPC client, which is answered in plaintext HTTP/2 with a gRPC
 // status on its first call, so its error reads "code = Unauthenticated
-// desc = this server requires TLS …". Nothing of the call reaches a
-// handler.
+// desc = this server requires TLS …", with an ErrorDetail of code
+// UNAUTHENTICATED. Nothing of the call reaches a handler.
 
 // plaintextRefusal is the status message a plaintext gRPC client receives.
 const plaintextRefusal = "this server requires TLS: connect with TLS (a CA file), not plaintext"
+
+// plaintextDetails is the refusal's google.rpc.Status with its
+// ErrorDetail (code UNAUTHENTICATED), as gRPC carries it in the
+// grpc-status-details-bin trailer (base64 without padding), so this
+// refusal is typed like every other (apierr.Detail reads it).
+var plaintextDetails = func() string {
+	st := status.Convert(apierr.New(logstorepb.ErrorCode_UNAUTHENTICATED, plaintextRefusal, nil)).Proto()
+	b, err := proto.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("security: encode the plaintext refusal: %v", err)) // a fixed message always encodes
+	}
+	return base64.RawStdEncoding.EncodeToString(b)
+}()
 
 // plaintextTimeout bounds the plaintext exchange.
 const plaintextTimeout = time.Second
@@ -82,6 +102,7 @@ func refusePlaintextHTTP2(conn *peekedConn) {
 				{"content-type", "application/grpc"},
 				{"grpc-status", strconv.Itoa(int(codes.Unauthenticated))},
 				{"grpc-message", plaintextRefusal},
+				{"grpc-status-details-bin", plaintextDetails},
 			} {
 				_ = enc.WriteField(hpack.HeaderField{Name: h[0], Value: h[1]})
 			}

@@ -113,12 +113,19 @@ func (w *watched[T]) stat() []stamp {
 	return st
 }
 
-// get returns the value, loading it again first if a file changed.
-func (w *watched[T]) get() T {
+// get returns the value, loading it again first if a file changed (checked
+// at most once per interval).
+func (w *watched[T]) get() T { return w.check(false) }
+
+// fresh is get without the interval: the files are checked now (the open
+// streams' recheck, revoke.go, which runs once per interval itself).
+func (w *watched[T]) fresh() T { return w.check(true) }
+
+func (w *watched[T]) check(always bool) T {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	if w.interval > 0 && now.Sub(w.mu.checked) < w.interval {
+	if !always && w.interval > 0 && now.Sub(w.mu.checked) < w.interval {
 		return w.mu.cur
 	}
 	w.mu.checked = now

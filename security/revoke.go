@@ -16,7 +16,8 @@ import (
 // surely as it refuses the next call. So the Authorizer keeps the open
 // streams of authenticated callers, and while there is at least one, a
 // goroutine (watchStreams) checks the policy and token files every
-// RecheckInterval (the same stat-and-reload as a call does). When either
+// RecheckInterval (the same stat-and-reload as a call does, without the
+// reload interval's gating, so an edit is seen within one RecheckInterval). When either
 // changed, every open stream is authorized again against the new files,
 // as its first call was: the token must still be in the token file, for
 // the same identity; the identity must still hold the method's role; the
@@ -115,10 +116,10 @@ func (a *Authorizer) watchStreams() {
 			open = append(open, s)
 		}
 		a.streams.mu.Unlock()
-		pol := a.policy.Policy()
+		pol := a.policy.w.fresh()
 		var toks *Tokens
 		if a.tokens != nil {
-			toks = a.tokens.Tokens()
+			toks = a.tokens.w.fresh()
 		}
 		for _, s := range open {
 			a.recheckStream(s, pol, toks)

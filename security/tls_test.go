@@ -10,9 +10,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // serveHealth starts a gRPC server with the health service on 127.0.0.1:0
@@ -395,5 +400,44 @@ func BenchmarkUnaryCall(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A client's Refusals keep the typed reason of a refused handshake, which
+// the gRPC error carries only as text; the plaintext refusal of a TLS
+// server carries an ErrorDetail like every refusal the server types.
+func TestRefusalsRecorded(t *testing.T) {
+	p := newPKI(t, "ca")
+	good := p.node("n1")
+	for _, tc := range []struct {
+		name       string
+		server     *Files
+		clientAuth ClientAuth
+		opts       ClientOptions
+		reason     error
+	}{
+		{"wrong server name", &good, ClientAuthRequest, ClientOptions{Files: Files{CAFile: p.caFile()}, ServerName: "db.example"}, ErrWrongName},
+		{"no client certificate", &good, ClientAuthRequire, ClientOptions{Files: Files{CAFile: p.caFile()}}, ErrNoClientCert},
+		{"plaintext server", nil, ClientAuthNone, ClientOptions{Files: Files{CAFile: p.caFile()}}, ErrPlaintext},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l logs
+			var srv *ServerTLS
+			if tc.server != nil {
+				srv = serverTLS(t, ServerOptions{Files: *tc.server, ClientAuth: tc.clientAuth})
+			}
+			tc.opts.Refusals = &Refusals{}
+			if err := check(t, serveHealth(t, srv, &l), dialTLS(t, tc.opts)); err == nil {
+				t.Fatal("call succeeded")
+			}
+			if he := tc.opts.Refusals.Last(); !errors.Is(he, tc.reason) {
+				t.Fatalf("Refusals.Last() = %v, want reason %v", he, tc.reason)
+			}
+		})
+	}
+	var l logs
+	err := check(t, serveHealth(t, serverTLS(t, ServerOptions{Files: good}), &l), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if status.Code(err) != codes.Unauthenticated || apierr.CodeOf(err) != logstorepb.ErrorCode_UNAUTHENTICATED {
+		t.Fatalf("plaintext client of a TLS server: %v, want UNAUTHENTICATED with its ErrorDetail", err)
 	}
 }

@@ -125,6 +125,9 @@ type ClientOptions struct {
 	// carry; otherwise the host of the dialed address.
 	ServerName string
 	Reload     ReloadOptions
+	// Refusals, when set, records every refused handshake of the
+	// connections made with these options (see Refusals).
+	Refusals *Refusals
 }
 
 // ClientTLS makes client *tls.Configs that verify the server against the
@@ -132,6 +135,7 @@ type ClientOptions struct {
 type ClientTLS struct {
 	r          *Reloader
 	serverName string
+	refusals   *Refusals
 }
 
 // NewClientTLS loads the files once (failing on any error) and returns the
@@ -144,7 +148,7 @@ func NewClientTLS(opts ClientOptions) (*ClientTLS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ClientTLS{r: r, serverName: opts.ServerName}, nil
+	return &ClientTLS{r: r, serverName: opts.ServerName, refusals: opts.Refusals}, nil
 }
 
 // Config returns a config for one connection to addr (host:port): the

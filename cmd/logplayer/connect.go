@@ -78,6 +78,9 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 	if err == nil {
 		return nil
 	}
+	if m := c.tls.mistake(what, "the LogStore at "+c.addrs.String(), err); m != nil {
+		return m
+	}
 	if d := apierr.Detail(err); d != nil {
 		switch d.Code {
 		case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_TIMEOUT:
@@ -92,4 +95,15 @@ func (c *clientFlags) describe(ctx context.Context, what string, err error) erro
 			what, strings.Join(c.addrs.items, ","), c.timeout, err)
 	}
 	return fmt.Errorf("%s failed: %w", what, err)
+}
+
+// unreachable is the error of a command none of whose servers answered
+// (lastErr the last failure): the TLS mistake that caused it when there
+// is one, else "cannot reach".
+func (c *clientFlags) unreachable(what string, lastErr error) error {
+	if m := c.tls.mistake(what, "the LogStore at "+c.addrs.String(), lastErr); m != nil {
+		return m
+	}
+	return fmt.Errorf("cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
+		c.addrs.String(), c.timeout, lastErr)
 }

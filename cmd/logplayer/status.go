@@ -198,12 +198,14 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 			view = st
 		}
 	}
+	if m := c.conn.tls.mistake("status", "the LogStore at "+c.conn.addrs.String(), lastErr); view == nil && m != nil {
+		return nil, m
+	}
 	if code := status.Code(lastErr); view == nil && (code == codes.Unauthenticated || code == codes.PermissionDenied) {
 		return nil, fmt.Errorf("the LogStore at %s refused status (check --tls-ca, --tls-cert, --token-file): %v", c.conn.addrs.String(), lastErr)
 	}
 	if view == nil {
-		return nil, fmt.Errorf("cannot reach the LogStore at %s within %v (is the cluster running? set --addr): %v",
-			c.conn.addrs.String(), c.conn.timeout, lastErr)
+		return nil, c.conn.unreachable("status", lastErr)
 	}
 	rep.Leader, rep.Epoch = view.LeaderId, view.Epoch
 	for _, t := range view.Topics {

@@ -9,12 +9,16 @@ package main
 // --token-file) a client dials plaintext.
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/security"
 )
@@ -95,6 +99,9 @@ type tlsClientFlags struct {
 	ca, cert, key string
 	serverName    string
 	tokenFile     string
+	// refusals records the TLS refusals of the connections dialed with
+	// these flags, for mistake (set by dialOptions).
+	refusals *security.Refusals
 }
 
 // register binds every client flag; a LogPlayer (withFiles false) shares
@@ -118,10 +125,14 @@ func (f *tlsClientFlags) dialOptions() ([]grpc.DialOption, error) {
 		}
 		return nil, nil
 	}
+	if f.refusals == nil {
+		f.refusals = &security.Refusals{}
+	}
 	opts, err := security.GRPCDialOptions(security.ClientSettings{
 		TLS: security.ClientOptions{
 			Files:      security.Files{CAFile: f.ca, CertFile: f.cert, KeyFile: f.key},
 			ServerName: f.serverName,
+			Refusals:   f.refusals,
 		},
 		TokenFile: f.tokenFile,
 	})
@@ -147,3 +158,45 @@ func (f *raftTLSFlags) register(fs *flag.FlagSet) {
 // errRaftPeers: Raft TLS without a peer list would accept any certificate
 // of the CA.
 var errRaftPeers = errors.New("raft TLS needs --raft-peers (or --peer): which certificate identities are Raft peers")
+
+// tlsCauses word each TLS refusal for the CLI: the cause, first in the
+// error line, and the flag that fixes it.
+var tlsCauses = []struct {
+	reason     error
+	cause, fix string
+}{
+	{security.ErrWrongName, "wrong TLS server name", "set --tls-server-name to a name the certificate carries, or leave it unset to check the host of --addr"},
+	{security.ErrUnknownCA, "unknown CA", "set --tls-ca to the CA file that signed the cluster's certificates"},
+	{security.ErrNoClientCert, "no client certificate", "set --tls-cert and --tls-key (this server requires mutual TLS)"},
+	{security.ErrPlaintext, "not a TLS server", "drop --tls-ca (and --tls-cert, --token-file) for this server"},
+	{security.ErrRefused, "client certificate refused", "check --tls-cert and --tls-key: issued by the server's CA and valid now"},
+	{security.ErrExpired, "server certificate expired", "renew the server's certificate (--tls-ca is fine)"},
+	{security.ErrNotYetValid, "server certificate not yet valid", "check the clocks of this host and the server"},
+	{security.ErrBadCertificate, "server certificate refused", "check the server's certificate against --tls-ca"},
+}
+
+// mistake explains a call's failure when a TLS mistake in these flags
+// caused it, or returns nil: a plaintext client refused by a TLS server
+// (UNAUTHENTICATED: a plaintext client gets no other, since servers
+// authorize only over TLS), or a connection failure after a handshake
+// this client's connections had refused (security.Refusals: gRPC keeps
+// only the text of it). what names the command, addrs the servers.
+func (f *tlsClientFlags) mistake(what, addrs string, err error) error {
+	code := status.Code(err)
+	if f.ca == "" {
+		if code == codes.Unauthenticated {
+			return fmt.Errorf("TLS required: %s failed: %s serves TLS only: set --tls-ca to the cluster's CA file (and --token-file, or --tls-cert and --tls-key)", what, addrs)
+		}
+		return nil
+	}
+	he := f.refusals.Last()
+	if he == nil || (code != codes.Unavailable && code != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded)) {
+		return nil
+	}
+	for _, c := range tlsCauses {
+		if errors.Is(he, c.reason) {
+			return fmt.Errorf("%s: %s failed: %s; %s", c.cause, what, he.Msg, c.fix)
+		}
+	}
+	return fmt.Errorf("TLS refused: %s failed: %s", what, he.Msg)
+}
