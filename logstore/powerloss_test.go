@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -156,7 +157,12 @@ func memSegmentFiles(t testing.TB, fsys vfs.FS, dir string) map[string][]byte {
 // complete snapshot in the crash image (recovered at its Raft index; a
 // half-written one, a *.tmp directory, ignored) and catch up from its Raft
 // log and the leader's; over the seeds run, at least one restart must
-// restore a snapshot.
+// restore a snapshot. With snapshots on and one victim, the others (on
+// raft-boltdb, which drops compacted entries) go on until the leader's log
+// no longer reaches the victim's last entry: the restarted victim must
+// install the leader's snapshot, and its power is cut again right after
+// (the second image must open at its newest complete snapshot too); over
+// the seeds run, at least one victim must install.
 //
 // The seed picks the node (the leader or a follower), the cut time and the
 // crash image; goroutine scheduling is not seeded, so a replay reruns the
@@ -192,10 +198,13 @@ func TestPowerLossNode(t *testing.T) {
 		})
 	}
 	t.Logf("%d seeds with snapshots: %d snapshots taken by the victims before the cut, %d restarts restored one from the crash image, "+
-		"%d crash images held a half-written one",
-		stats.seeds, stats.taken, stats.restored, stats.halfWritten)
+		"%d crash images held a half-written one, %d victims installed the leader's snapshot",
+		stats.seeds, stats.taken, stats.restored, stats.halfWritten, stats.installed)
 	if stats.seeds >= 3 && stats.restored == 0 && !t.Failed() {
 		t.Errorf("%d seeds with snapshots, no restart restored a snapshot", stats.seeds)
+	}
+	if stats.seeds >= 3 && stats.installed == 0 && !t.Failed() {
+		t.Errorf("%d seeds with snapshots, no victim installed the leader's snapshot", stats.seeds)
 	}
 }
 
@@ -214,6 +223,7 @@ type powerLossStats struct {
 	seeds       int // seeds with snapshots on
 	taken       int // snapshots the victims completed before the cut
 	restored    int // restarts that opened on a snapshot of the crash image
+	installed   int // victims that installed the leader's snapshot (then lost power again)
 	halfWritten int // crash images with a *.tmp snapshot directory
 }
 
@@ -335,6 +345,16 @@ func memSnapshots(t testing.TB, fsys vfs.FS, dir string) (complete []memSnapshot
 	return complete, partial
 }
 
+// snapshotIndex is the Raft index of r's newest snapshot.
+func snapshotIndex(t testing.TB, r *raft.Raft) uint64 {
+	t.Helper()
+	idx, err := strconv.ParseUint(r.Stats()["last_snapshot_index"], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
+
 // recoveredIndex is the raft_index of the last "recovered" line in log.
 func recoveredIndex(t testing.TB, log *syncBuffer) uint64 {
 	t.Helper()
@@ -392,10 +412,15 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 		cfg.SegmentBytes = 16 << 10 // several seals, the sealer behind when the power goes
 		cfg.SnapshotThreshold, cfg.SnapshotInterval = 1<<62, time.Hour
 		if mode != powerLossNoSnapshots {
-			// Every few entries, the log compacted behind them (raft-wal
+			// Every few entries, the log compacted behind them. raft-wal
 			// still serves the compacted entries of its tail segment, so
-			// the leader never needs to send its snapshot here).
+			// the others keep their Raft log in raft-boltdb, which drops
+			// them: a victim that restarts behind the leader's log gets
+			// the leader's snapshot (InstallSnapshot).
 			cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 8, 50*time.Millisecond, 4
+			if !isVictim(i) {
+				cfg.RaftLogStore = logstore.RaftLogBoltDB
+			}
 		}
 		if isVictim(i) {
 			mems[i], logs[i] = vfs.NewCrashableMem(), &syncBuffer{}
@@ -510,9 +535,9 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 	} else {
 		time.Sleep(cutAfter)
 	}
-	headAtCut := make([]uint64, n)
+	headAtCut, raftAtCut := make([]uint64, n), make([]uint64, n)
 	for _, v := range victims {
-		headAtCut[v] = uint64(stores[v].Node.HeadLSN())
+		headAtCut[v], raftAtCut[v] = uint64(stores[v].Node.HeadLSN()), stores[v].Node.Raft().LastIndex()
 		streams[v].Cut()
 	}
 	crashed := make([]*vfs.MemFS, n)
@@ -541,11 +566,27 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 		}
 	}
 
+	// One victim, snapshots on: the others go on without it until the
+	// leader's log no longer reaches back to the victim's last entry, so
+	// that the restarted victim must install the leader's snapshot.
+	installWanted := mode != powerLossNoSnapshots && len(victims) == 1
+	if installWanted {
+		v := victims[0]
+		testwait.For(t, 120*time.Second, fmt.Sprintf("a leader whose log starts after n%d's last entry %d", v, raftAtCut[v]), func() bool {
+			for i, st := range stores {
+				if st != nil && i != v && st.Node.IsLeader() {
+					return snapshotIndex(t, st.Node.Raft()) > raftAtCut[v]+8 // TrailingLogs 4, and a margin
+				}
+			}
+			return false
+		})
+	}
+
 	// Power back: the same addresses, the crashed filesystems.
 	restarted := time.Now()
-	for _, v := range victims {
+	restart := func(v int, image *vfs.MemFS) {
 		cfg := cfgs[v]
-		cfg.FS = crashed[v]
+		cfg.FS = image
 		logs[v] = &syncBuffer{} // the restarted node's own lines
 		cfg.Logger = slog.New(slog.NewTextHandler(logs[v], nil))
 		testwait.For(t, 30*time.Second, "restart on the crashed filesystem", func() bool {
@@ -575,6 +616,33 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 		} else if got > 0 {
 			stats.restored++
 		}
+	}
+	for _, v := range victims {
+		restart(v, crashed[v])
+	}
+	if installWanted {
+		// The victim installs the leader's snapshot over its own log
+		// (segment Install keeps the files it has identical), and the
+		// power goes again right after: the image must open at the
+		// installed snapshot and catch up like any other.
+		v := victims[0]
+		testwait.For(t, 120*time.Second, fmt.Sprintf("n%d installs the leader's snapshot", v), func() bool {
+			return len(logs[v].lines(`msg="Installed remote snapshot"`)) > 0
+		})
+		stats.installed++
+		headAtCut[v] = uint64(stores[v].Node.HeadLSN())
+		streams[v].Cut()
+		image := crashed[v].CrashClone(rng)
+		stores[v].Close()
+		stores[v] = nil
+		complete, partial := memSnapshots(t, image, cfgs[v].Dir)
+		if len(complete) == 0 {
+			t.Fatalf("n%d installed a snapshot, and the crash image right after holds none (half-written %v)", v, partial)
+		}
+		wantIndex[v] = complete[0].Index
+		t.Logf("n%d cut again after the install: crash image snapshots %v, half-written %v", v, complete, partial)
+		crashed[v] = image
+		restart(v, image)
 	}
 
 	// Writes go on a little, then stop; every node reaches the same head.

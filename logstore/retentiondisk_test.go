@@ -13,8 +13,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/testmetric"
 	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -56,6 +58,23 @@ func segmentDataOnDisk(t *testing.T, dir string) int64 {
 	return total
 }
 
+// loadPastBudget appends count 1 KiB messages to topic r and waits for two
+// snapshots of the load on n.
+func loadPastBudget(t *testing.T, cl *client.Client, n *logstore.Node, count int) {
+	t.Helper()
+	big := bytes.Repeat([]byte("r"), 1<<10)
+	for i := range count {
+		req := &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: "r",
+			Messages: []*logstorepb.Message{{Key: []byte(fmt.Sprint(i)), Value: big}}}}}
+		if _, err := cl.Append(ctxT(t, 30*time.Second), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.For(t, 30*time.Second, "snapshots of the load", func() bool {
+		return len(logstore.SnapshotIDsForTest(n)) >= 2
+	})
+}
+
 // TestRetentionFreesDiskWhenIdle: fill a node far past its retention
 // budget, then stop writing. Retention must bring the segment data really
 // on disk (log plus snapshot links, each file once) under the budget
@@ -77,19 +96,9 @@ func TestRetentionFreesDiskWhenIdle(t *testing.T) {
 	})
 	cl := newClient(t, c.addrs()...)
 	n := c.Nodes[0]
-	big := bytes.Repeat([]byte("r"), 1<<10)
-	for i := range 1500 { // ~1.5 MiB, 6x the budget
-		req := &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: "r",
-			Messages: []*logstorepb.Message{{Key: []byte(fmt.Sprint(i)), Value: big}}}}}
-		if _, err := cl.Append(ctxT(t, 30*time.Second), req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	loadPastBudget(t, cl, n, 1500) // ~1.5 MiB, 6x the budget
 	// Idle from here: the last snapshot covers (almost) everything, and
 	// no new one will be taken once Raft has nothing new to snapshot.
-	testwait.For(t, 30*time.Second, "snapshots of the load", func() bool {
-		return len(logstore.SnapshotIDsForTest(n)) >= 2
-	})
 	dir := c.Configs[0].Dir
 	testwait.For(t, 60*time.Second, "segment data on disk under the budget", func() bool {
 		return segmentDataOnDisk(t, dir) <= budget+2*segBytes
@@ -101,5 +110,32 @@ func TestRetentionFreesDiskWhenIdle(t *testing.T) {
 	})
 	if first := n.SegmentLog().FirstLSN(); first <= 1 {
 		t.Fatalf("retention deleted nothing (first lsn %d, %d bytes on disk)", first, onDisk)
+	}
+}
+
+// TestRetentionByBytesOnConfigFS: retention by bytes measures the segment
+// data on Config.FS, the filesystem the node writes, not the OS's: on a
+// node whose data is on a MemFS (as in the power-loss tests), a log past
+// its byte budget is cut back under it.
+func TestRetentionByBytesOnConfigFS(t *testing.T) {
+	const budget, segBytes = 64 << 10, 16 << 10
+	reg := prometheus.NewRegistry()
+	c := startCluster(t, 1, func(cfg *logstore.Config) {
+		cfg.FS, cfg.RaftLogStore, cfg.Registry = vfs.NewCrashableMem(), logstore.RaftLogWAL, reg
+		cfg.SegmentBytes, cfg.RetentionBytes = segBytes, budget // RetentionInterval: an hour; the test runs it
+		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 8, 20*time.Millisecond
+	})
+	cl := newClient(t, c.addrs()...)
+	n := c.Nodes[0]
+	loadPastBudget(t, cl, n, 400) // ~400 KiB, 6x the budget
+	freed, err := n.RunRetention()
+	if err != nil {
+		t.Fatalf("RunRetention on a MemFS node: %v", err)
+	}
+	if first := n.SegmentLog().FirstLSN(); freed <= 0 || first <= 1 {
+		t.Fatalf("retention freed %d bytes, first lsn %d", freed, first)
+	}
+	if got := testmetric.Value(t, reg, "logstore_segment_bytes", nil); got <= 0 || got > budget {
+		t.Fatalf("logstore_segment_bytes %v after retention, budget %d", got, budget)
 	}
 }

@@ -104,24 +104,26 @@ func replaceFileSync(fsys vfs.FS, dir, name string, b []byte) error {
 // most one segment per retained snapshot), so retention never deletes
 // more of the log to make up for it.
 func (n *Node) segmentDiskBytes() (int64, error) {
+	fsys := n.seg.FS()
 	counted := map[string][]os.FileInfo{} // by name: links are found among same-named files
 	var total int64
 	add := func(name string, fi os.FileInfo) {
 		for _, other := range counted[name] {
-			if os.SameFile(fi, other) {
+			if vfs.SameFile(fi, other) {
 				return
 			}
 		}
 		counted[name] = append(counted[name], fi)
 		total += fi.Size()
 	}
-	entries, err := os.ReadDir(filepath.Join(n.cfg.Dir, "segments"))
+	segDir := filepath.Join(n.cfg.Dir, "segments")
+	names, err := fsys.ReadDir(segDir)
 	if err != nil {
 		return 0, fmt.Errorf("logstore: %w", err)
 	}
-	for _, e := range entries {
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			add(e.Name(), fi)
+	for _, name := range names {
+		if fi, err := fsys.Stat(filepath.Join(segDir, name)); err == nil && fi.Mode().IsRegular() {
+			add(name, fi)
 		}
 	}
 	metas, err := n.snaps.list()
@@ -133,7 +135,7 @@ func (n *Node) segmentDiskBytes() (int64, error) {
 			continue
 		}
 		dir := filepath.Join(n.snaps.dir, m.ID)
-		b, err := os.ReadFile(filepath.Join(dir, manifestFile))
+		b, err := vfs.ReadFile(fsys, filepath.Join(dir, manifestFile))
 		if err != nil {
 			continue // reaped since it was listed
 		}
@@ -142,7 +144,7 @@ func (n *Node) segmentDiskBytes() (int64, error) {
 			return 0, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshot, m.ID, err)
 		}
 		for _, f := range man.Files[:max(len(man.Files)-1, 0)] {
-			if fi, err := os.Stat(filepath.Join(dir, dataDir, f.Name)); err == nil {
+			if fi, err := fsys.Stat(filepath.Join(dir, dataDir, f.Name)); err == nil {
 				add(f.Name, fi)
 			}
 		}

@@ -454,7 +454,7 @@ func (m *MemFS) infoLocked(name string, ino *inode) memInfo {
 		}
 	}
 	count(m.root)
-	return memInfo{name: name, size: int64(len(ino.data)), stat: memStat{nlink: n}}
+	return memInfo{name: name, size: int64(len(ino.data)), stat: memStat{nlink: n, ino: ino}}
 }
 
 // memFile is an open file (or directory) of a MemFS. An unlinked file stays
@@ -578,8 +578,12 @@ func (f *memFile) Close() error {
 	return nil
 }
 
-// memStat is the Sys() of a MemFS file's FileInfo.
-type memStat struct{ nlink uint64 }
+// memStat is the Sys() of a MemFS file's FileInfo: its link count and
+// identity (SameFile).
+type memStat struct {
+	nlink uint64
+	ino   *inode
+}
 
 type memInfo struct {
 	name string

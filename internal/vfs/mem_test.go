@@ -123,6 +123,12 @@ func TestMemFSLinks(t *testing.T) {
 	if err != nil || LinkCount(fi) != 2 {
 		t.Fatalf("link count: %v %v", fi, err)
 	}
+	write(t, m, "/a/other", []byte("x"), true)
+	orig, _ := m.Stat("/a/f")
+	other, _ := m.Stat("/a/other")
+	if !SameFile(fi, orig) || SameFile(fi, other) {
+		t.Fatalf("SameFile: of a link %v, of another file with the same bytes %v", SameFile(fi, orig), SameFile(fi, other))
+	}
 	f, err := m.Open("/a/f")
 	if err != nil {
 		t.Fatal(err)

@@ -171,6 +171,17 @@ func LinkCount(fi os.FileInfo) uint64 {
 	return 1
 }
 
+// SameFile reports whether a and b (from Stat of the same FS) describe
+// the same file: two names of one file (hard links) are the same file.
+func SameFile(a, b os.FileInfo) bool {
+	ma, okA := a.Sys().(memStat)
+	mb, okB := b.Sys().(memStat)
+	if okA || okB {
+		return okA && okB && ma.ino == mb.ino
+	}
+	return os.SameFile(a, b)
+}
+
 // IsCrossDevice reports a hard link or rename refused because the two
 // paths are on different devices.
 func IsCrossDevice(err error) bool { return errors.Is(err, syscall.EXDEV) }
