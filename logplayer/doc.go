@@ -71,7 +71,7 @@
 // # Locks and their order
 //
 // Player.admin (add/remove targets, start/stop) → runner.mu (the live conn
-// and status strings) or Player.sessions → conn.mu (the in-flight window) →
+// and status strings) or Player.floors → conn.mu (the in-flight window) →
 // the dispatcher's mutex. The dispatcher never calls back, so calling it
 // with admin held is safe; no lock is held across Send, Recv or a channel
 // send that can block (signals are non-blocking on capacity-1 channels).

@@ -68,10 +68,10 @@ type Player struct {
 	}
 	fail func(error) // ends Run with an error (set by Run)
 
-	sessions struct { // last Hello session per target id, never reset in one epoch
-		sync.Mutex
-		last map[string]types.Session
-	}
+	// session is the last Hello session of this Player (nextSession): one
+	// counter for every target, so a target's sessions increase within the
+	// epoch whatever was added and removed, and nothing is kept per id.
+	session atomic.Uint64
 
 	mainLogTime atomic.Int64 // log time of the last transaction dispatched
 	busyNanos   atomic.Int64 // time spent in Dispatch (saturation)
@@ -86,9 +86,12 @@ type Player struct {
 	// the member runtime has stopped its runners.
 	leaseUntil atomic.Int64
 
-	floors struct { // last acked LSN reported per target id, kept after removal
+	floors struct { // last acked LSN reported per target id (floors.go)
 		sync.Mutex
-		last map[string]types.LSN
+		last       map[string]types.LSN    // targets with a runner
+		removed    map[string]removedFloor // the latest removedMax removed ones
+		seq        uint64                  // removals so far (removedFloor.seq)
+		removedMax int                     // removedFloorsMax (tests lower it)
 	}
 }
 
@@ -99,8 +102,9 @@ func New(cfg Config) (*Player, error) {
 		return nil, err
 	}
 	p := &Player{cfg: cfg, log: cfg.Logger.With("player", cfg.PlayerID), ready: make(chan struct{}), base: time.Now()}
-	p.sessions.last = map[string]types.Session{}
 	p.floors.last = map[string]types.LSN{}
+	p.floors.removed = map[string]removedFloor{}
+	p.floors.removedMax = removedFloorsMax
 	empty := map[string]*runner{}
 	p.runners.Store(&empty)
 	p.fail = func(error) {}
@@ -179,13 +183,12 @@ func (p *Player) Epoch() types.Epoch { return types.Epoch(p.epoch.Load()) }
 
 func (p *Player) dispatcher() *dispatcher.Dispatcher { return p.d.Load() }
 
-// nextSession returns the session number of the next Hello to target id:
-// one more than the last, never reset in this epoch (types.Session).
-func (p *Player) nextSession(id string) types.Session {
-	p.sessions.Lock()
-	defer p.sessions.Unlock()
-	p.sessions.last[id]++
-	return p.sessions.last[id]
+// nextSession returns the session number of the next Hello to a target:
+// above every session this Player used, never reset in this epoch
+// (types.Session). One counter serves all targets: each target's sessions
+// still increase, and a target removed and added again cannot reuse one.
+func (p *Player) nextSession() types.Session {
+	return types.Session(p.session.Add(1))
 }
 
 // Run takes a new epoch from the LogStore, handshakes with every configured
@@ -490,9 +493,7 @@ func (p *Player) report(ctx context.Context, reported map[*runner]types.LSN) {
 		st, ok := d.Stats(id)
 		lsn := st.LastAck
 		if !known || !ok {
-			p.floors.Lock()
-			floor, had := p.floors.last[id]
-			p.floors.Unlock()
+			floor, had := p.floorOf(id)
 			if !had {
 				continue // never heard from: keeps the floor an earlier LogPlayer reported
 			}
@@ -511,9 +512,7 @@ func (p *Player) report(ctx context.Context, reported map[*runner]types.LSN) {
 			continue
 		}
 		reported[r] = lsn
-		p.floors.Lock()
-		p.floors.last[id] = lsn
-		p.floors.Unlock()
+		p.setFloor(id, r, lsn)
 		if p.grp == nil && (*p.runners.Load())[id] != r {
 			// RemoveTarget dropped the consumer while this report was on
 			// its way and may have been overtaken by it: drop it again.
@@ -631,6 +630,7 @@ func (p *Player) removeTarget(ctx context.Context, id string, dropFloor bool) er
 	r.stop()
 	d.RemoveTarget(id)
 	p.m.removeTarget(id)
+	p.forgetFloor(id)
 	p.admin.Unlock()
 
 	p.log.Info("target removed", "target", id)

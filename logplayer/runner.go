@@ -275,7 +275,7 @@ func (r *runner) hello(ctx context.Context, stream targetpb.Target_DeliverClient
 		Epoch:           uint64(r.epoch()),
 		TargetId:        r.cfg.ID,
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
-		Session:         uint64(r.p.nextSession(r.cfg.ID)),
+		Session:         uint64(r.p.nextSession()),
 	}}}
 	err := stream.Send(req)
 	var resp *targetpb.DeliverResponse

@@ -29,6 +29,7 @@ func (s *Server) runApplier() {
 		if it == nil {
 			select {
 			case it = <-s.queue:
+				s.dequeued(it)
 			case <-s.quit:
 				return
 			}
@@ -43,6 +44,7 @@ func (s *Server) runApplier() {
 		for n < s.cfg.MaxGroupDeliveries && size < s.cfg.MaxGroupBytes {
 			select {
 			case next := <-s.queue:
+				s.dequeued(next)
 				if next.hello != nil || next.eof {
 					pending = next
 					break drain
@@ -58,6 +60,9 @@ func (s *Server) runApplier() {
 		s.applyGroup(group)
 	}
 }
+
+// dequeued releases the queue bytes of an item the applier took.
+func (s *Server) dequeued(it *item) { s.queued.release(it.size) }
 
 // control handles a Hello or the end of a stream's requests.
 func (s *Server) control(it *item) {

@@ -24,15 +24,25 @@ const (
 	DefaultMaxGroupBytes = 16 << 20
 	// DefaultHelloTimeout is how long a new stream may take to send its Hello.
 	DefaultHelloTimeout = 30 * time.Second
+	// DefaultMaxQueueBytes bounds the encoded bytes of the batches waiting
+	// for the applier (queueBudget): twice DefaultMaxGroupBytes, so the next
+	// group is ready when an Apply returns, and four of the LogPlayer's
+	// default in-flight windows (logplayer.DefaultWindowBytes, 8 MiB).
+	DefaultMaxQueueBytes = 2 * DefaultMaxGroupBytes
+	// DefaultCloseTimeout bounds how long Close waits for the Deliver
+	// handlers to return. A handler blocked in Send to a caller that stopped
+	// reading its acks returns only when the gRPC server stops or the
+	// connection breaks; Close does not wait for it longer than this.
+	DefaultCloseTimeout = 5 * time.Second
 )
 
 // queueBatches is the capacity of the applier's intake queue, in batches.
 // While one Apply runs, the receiver keeps queueing what the LogPlayer's
-// in-flight window allows; 64 batches is more than one window, so the next
-// group is ready when the Apply returns. When the queue is full the receiver
-// stops reading the stream and gRPC flow control pushes back on the
-// LogPlayer: memory stays bounded by queueBatches × the LogPlayer's batch
-// size bound.
+// in-flight window allows; 64 batches is more than one window (the
+// LogPlayer's DefaultWindowBatches is 32), so the next group is ready when
+// the Apply returns. When the queue is full, by count or by bytes
+// (Config.MaxQueueBytes, queuebytes.go), the receiver stops reading the
+// stream and gRPC flow control pushes back on the LogPlayer.
 const queueBatches = 64
 
 // ErrInvalidConfig is wrapped by every Config validation error.
@@ -69,6 +79,14 @@ type Config struct {
 	MaxGroupBytes      int
 	// HelloTimeout bounds the wait for a new stream's Hello.
 	HelloTimeout time.Duration
+	// MaxQueueBytes bounds the encoded bytes of the received batches waiting
+	// for the applier; a stream beyond it is not read until the applier takes
+	// some (one batch of any size is queued when nothing else is). Default
+	// DefaultMaxQueueBytes.
+	MaxQueueBytes int
+	// CloseTimeout bounds how long Close waits for the Deliver handlers.
+	// Default DefaultCloseTimeout.
+	CloseTimeout time.Duration
 	// Now is the clock for delay metrics; defaults to time.Now.
 	Now func() time.Time
 }
@@ -92,7 +110,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: SkipLSNs contains 0", ErrInvalidConfig)
 		}
 	}
-	if c.MaxGroupDeliveries < 0 || c.MaxGroupBytes < 0 || c.HelloTimeout < 0 {
+	if c.MaxGroupDeliveries < 0 || c.MaxGroupBytes < 0 || c.HelloTimeout < 0 || c.MaxQueueBytes < 0 || c.CloseTimeout < 0 {
 		return fmt.Errorf("%w: negative bound", ErrInvalidConfig)
 	}
 	if c.Logger == nil {
@@ -116,6 +134,12 @@ func (c *Config) validate() error {
 	}
 	if c.HelloTimeout == 0 {
 		c.HelloTimeout = DefaultHelloTimeout
+	}
+	if c.MaxQueueBytes == 0 {
+		c.MaxQueueBytes = DefaultMaxQueueBytes
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now

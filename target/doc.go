@@ -97,7 +97,13 @@
 //     final status.
 //   - receiver (one per stream, started by the handler): owns Recv. It hands
 //     the Hello to the handler, then pushes batches into the queue, blocking
-//     when it is full (gRPC flow control then pushes back on the LogPlayer).
+//     when it is full by count (queueBatches) or by encoded bytes
+//     (Config.MaxQueueBytes; gRPC flow control then pushes back on the
+//     LogPlayer).
+//
+// Close waits for the handlers at most Config.CloseTimeout: a handler
+// blocked in Send to a caller that stopped reading its acks ends only when
+// the gRPC server stops or the connection breaks (Serve stops it).
 //
 // # Invariants
 //

@@ -15,6 +15,7 @@ type metrics struct {
 	applyBatches    prometheus.Histogram
 	deliveryDelay   prometheus.Histogram
 	queueBatches    prometheus.Gauge
+	queueBytes      prometheus.Gauge
 	refusals        *prometheus.CounterVec
 }
 
@@ -54,13 +55,17 @@ func newMetrics(reg prometheus.Registerer, target string) (*metrics, error) {
 			Name: "target_apply_queue_batches", ConstLabels: labels,
 			Help: "Batches received and waiting for the applier (saturation of the apply loop).",
 		}),
+		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "target_apply_queue_bytes", ConstLabels: labels,
+			Help: "Encoded bytes of the batches waiting for the applier (bounded by MaxQueueBytes).",
+		}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "target_refusals_total", ConstLabels: labels,
 			Help: "Streams or batches refused, by reason.",
 		}, []string{"reason"}),
 	}
 	for _, c := range []prometheus.Collector{m.appliedLSN, m.epoch, m.applyDuration, m.applyDeliveries,
-		m.applyBatches, m.deliveryDelay, m.queueBatches, m.refusals} {
+		m.applyBatches, m.deliveryDelay, m.queueBatches, m.queueBytes, m.refusals} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

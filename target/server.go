@@ -44,7 +44,8 @@ type Server struct {
 	m     *metrics
 	check checker
 
-	queue       chan *item // receivers -> applier; capacity queueBatches
+	queue       chan *item   // receivers -> applier; capacity queueBatches
+	queued      *queueBudget // the byte bound of queue (Config.MaxQueueBytes)
 	quit        chan struct{}
 	applierDone chan struct{}
 
@@ -85,6 +86,7 @@ func NewServer(cfg Config) (*Server, error) {
 		log:         cfg.Logger.With("target", cfg.TargetID),
 		m:           m,
 		queue:       make(chan *item, queueBatches),
+		queued:      newQueueBudget(cfg.MaxQueueBytes, m.queueBytes),
 		quit:        make(chan struct{}),
 		applierDone: make(chan struct{}),
 	}
@@ -116,8 +118,11 @@ func (s *Server) Register(gs grpc.ServiceRegistrar) {
 func (s *Server) IncarnationID() string { return s.cfg.IncarnationID }
 
 // Close ends every stream with UNAVAILABLE (SHUTTING_DOWN), lets a running
-// Apply finish, and stops the applier. Later Deliver calls are refused.
-// Close does not close the Store.
+// Apply finish, stops the applier and waits for the Deliver handlers, at
+// most Config.CloseTimeout: a handler blocked in Send to a caller that
+// stopped reading returns only when the gRPC server stops (Serve does) or the
+// connection breaks, and it no longer touches the Store. Later Deliver calls
+// are refused. Close does not close the Store.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.mu.closed {
@@ -128,7 +133,19 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	close(s.quit)
 	<-s.applierDone
-	s.streams.Wait()
+	done := make(chan struct{})
+	go func() { // ends when the last handler returns, perhaps after Close
+		s.streams.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(s.cfg.CloseTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Warn("close: Deliver handlers still blocked in Send to callers that stopped reading; "+
+			"they end when the gRPC server stops", "waited", s.cfg.CloseTimeout)
+	}
 }
 
 // Serve serves gs (on which s and any other services are registered) on lis

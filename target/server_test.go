@@ -554,6 +554,8 @@ func TestConfigValidate(t *testing.T) {
 		"repeated topic": {TargetID: "x", Store: &targettest.MemStore{}, Topics: []string{"a", "a"}},
 		"skip lsn 0":     {TargetID: "x", Store: &targettest.MemStore{}, SkipLSNs: []types.LSN{0}},
 		"negative bound": {TargetID: "x", Store: &targettest.MemStore{}, MaxGroupDeliveries: -1},
+		"negative queue": {TargetID: "x", Store: &targettest.MemStore{}, MaxQueueBytes: -1},
+		"negative close": {TargetID: "x", Store: &targettest.MemStore{}, CloseTimeout: -1},
 	}
 	for name, cfg := range cases {
 		if _, err := target.NewServer(cfg); !errors.Is(err, target.ErrInvalidConfig) {

@@ -244,16 +244,19 @@ func (s *Server) receive(ss grpc.BidiStreamingServer[targetpb.DeliverRequest, ta
 	}
 }
 
-// push queues it for the applier, blocking while the queue is full (gRPC
-// flow control then pushes back on the LogPlayer). It reports false when the
-// stream or the Server ended first.
+// push queues it for the applier, blocking while the queue is full by count
+// or bytes (gRPC flow control then pushes back on the LogPlayer). It reports
+// false when the stream or the Server ended first.
 func (s *Server) push(st *stream, it *item) bool {
+	if !s.queued.reserve(it.size, st.ended, s.quit) {
+		return false
+	}
 	select {
 	case s.queue <- it:
 		return true
 	case <-st.ended:
-		return false
 	case <-s.quit:
-		return false
 	}
+	s.queued.release(it.size)
+	return false
 }

@@ -21,7 +21,8 @@ type Offset uint64
 type Term uint64
 
 // Session numbers the Deliver streams one LogPlayer opens to one target
-// within one epoch (Hello.session): 1, 2, 3, … never reset in the epoch. A
+// within one epoch (Hello.session): increasing, never reset in the epoch
+// (one counter per LogPlayer serves all its targets, so not dense). A
 // target refuses a Hello whose session is below one it has seen in the same
 // epoch. It is not the dispatcher's Term: a Hello that fails before its
 // handshake uses a session and no term.
