@@ -60,3 +60,37 @@ func TestRetryOfCommittedSequenceAfterSchemaChange(t *testing.T) {
 	}
 	wantCode(t, "retry at version 3", v3.apply(regAppend(p, 1, "not a mutation")), logstorepb.ErrorCode_SCHEMA_MISMATCH)
 }
+
+// TestLegacyProducerRefusedByDefault is defect 7 of issue #26: an Append
+// naming a producer id the cluster never registered (no producer_epoch) is
+// refused with LEGACY_PRODUCER_REFUSED and writes nothing (no transaction,
+// no producer row) unless the entry's limits allow legacy producers. At
+// cluster version 3 apply takes it as before.
+func TestLegacyProducerRefusedByDefault(t *testing.T) {
+	legacy := appendCmd(&logstorepb.AppendRequest{ProducerId: "legacy", Sequence: 1, Slices: slices2("a", "b", 1)})
+	s := newProducerSM(t, &logstorepb.ApplyLimits{})
+	wantCode(t, "legacy id by default", s.apply(legacy), logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED)
+	if len(s.l.txns) != 0 || len(s.m.State().producers) != 0 {
+		t.Fatalf("refused append wrote %d txns, %d producer rows", len(s.l.txns), len(s.m.State().producers))
+	}
+	// Anonymous appends and registered producers are not concerned.
+	if r := s.apply(appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})); r.Err != nil {
+		t.Fatalf("append without a producer: %v", r.Err)
+	}
+
+	s.lim = &logstorepb.ApplyLimits{AllowLegacyProducers: true}
+	first := lsnOf(t, s.apply(legacy))
+	// The flag turned off again: the committed sequence's retry is still
+	// answered (dedup comes first), a new sequence is refused.
+	s.lim = &logstorepb.ApplyLimits{}
+	wantDuplicate(t, "retry once the flag is off", s.apply(legacy), first)
+	next := appendCmd(&logstorepb.AppendRequest{ProducerId: "legacy", Sequence: 2, Slices: slices2("a", "b", 1)})
+	wantCode(t, "next sequence once the flag is off", s.apply(next), logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED)
+
+	m, l := newTestSM()
+	v3 := &producerSM{t: t, m: m, l: l, lim: &logstorepb.ApplyLimits{}}
+	if r := v3.apply(SetClusterVersionCommand(3)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	lsnOf(t, v3.apply(legacy))
+}

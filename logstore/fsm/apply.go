@@ -190,6 +190,9 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 			return legacyRetry(p, req).append()
 		}
 	}
+	if st.ClusterVersion() >= AdmissionVersion && !m.lim.AllowLegacyProducers {
+		return nil, LegacyProducerRefused(req.ProducerId)
+	}
 	if req.Sequence != expected {
 		return nil, apierr.New(logstorepb.ErrorCode_SEQUENCE_MISMATCH,
 			fmt.Sprintf("producer %q: sequence %d, expected %d", req.ProducerId, req.Sequence, expected),
