@@ -3,6 +3,7 @@ package fsm
 import (
 	"testing"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -93,4 +94,46 @@ func TestLegacyProducerRefusedByDefault(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	lsnOf(t, v3.apply(legacy))
+}
+
+// newGroupSMAt is newGroupSM at cluster version v.
+func newGroupSMAt(t *testing.T, v uint32) *groupSM {
+	g := newGroupSM(t)
+	if r := g.at(0, SetClusterVersionCommand(v)); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	return g
+}
+
+func report(consumer string, acked uint64) *logstorepb.Command {
+	return &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: acked}}}
+}
+
+// TestLateReportOfRemovedTargetRefused is defect 3 of issue #26: once a
+// cluster runs player groups, a ReportConsumer for "logplayer/<id>" whose
+// target is not registered (a late report after `target remove`) is
+// refused with UNKNOWN_TARGET and writes nothing: the consumer row does
+// not come back to pin retention. Other consumers, and a cluster without
+// player groups (a single LogPlayer reports its configured targets), are
+// not concerned.
+func TestLateReportOfRemovedTargetRefused(t *testing.T) {
+	g := newGroupSMAt(t, CurrentVersion)
+	if r := g.at(sec, report("logplayer/solo", 3))[0]; r.Err != nil {
+		t.Fatalf("report without player groups: %v", r.Err)
+	}
+	g.ok(sec, report("logplayer/solo", 0), &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "logplayer/solo", Remove: true}}})
+	g.ok(sec, reg("x"), hb("a", "1"))
+	g.ok(sec, report("logplayer/x", 5))
+	g.ok(sec, unreg("x"))
+	r := g.at(sec, report("logplayer/x", 9))[0]
+	if apierr.CodeOf(r.Err) != logstorepb.ErrorCode_UNKNOWN_TARGET || apierr.Detail(r.Err).TargetId != "x" {
+		t.Fatalf("late report after unregister: %v, want UNKNOWN_TARGET naming x", r.Err)
+	}
+	if c := g.m.st.Consumers(); len(c) != 0 {
+		t.Fatalf("late report left consumer rows %v", c)
+	}
+	if _, ok := g.m.st.MinConsumerLSN(); ok {
+		t.Fatal("late report pins retention")
+	}
+	g.ok(sec, report("backup-job", 4)) // not a target's consumer
 }

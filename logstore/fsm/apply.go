@@ -123,12 +123,16 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 }
 
 // applyReportConsumer sets or removes a delivery consumer's acked LSN. A
-// new consumer beyond the cap is refused (nothing changes).
+// new consumer beyond the cap is refused (nothing changes), and so is a
+// report for a target that is not registered (unregisteredTarget).
 func (m *Machine) applyReportConsumer(r *logstorepb.ReportConsumerRequest) Result {
 	st := m.st
 	if r.Remove {
 		delete(st.consumers, r.Consumer)
 		return Result{Resp: &logstorepb.ReportConsumerResponse{}}
+	}
+	if err := m.unregisteredTarget(r.Consumer); err != nil {
+		return Result{Err: err}
 	}
 	if _, ok := st.consumers[r.Consumer]; !ok && full(len(st.consumers), 1, m.lim.MaxConsumers) {
 		return Result{Err: tableFull("consumer", len(st.consumers), m.lim.MaxConsumers)}

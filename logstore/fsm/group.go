@@ -151,6 +151,24 @@ func (m *Machine) unregisterTarget(ts int64, id string) Result {
 	return Result{Resp: &logstorepb.UnregisterTargetResponse{}}
 }
 
+// unregisteredTarget refuses (UNKNOWN_TARGET) a report for consumer
+// "logplayer/<id>" when the cluster runs player groups (a group's counters
+// exist) and id is not registered: a late report after `target remove`
+// (issue #26) must not bring back the row unregisterTarget deleted and
+// pin retention. Without player groups a single LogPlayer reports the
+// targets of its own configuration, which the registry does not hold. From
+// AdmissionVersion on (before it such a report was taken).
+func (m *Machine) unregisteredTarget(consumer string) error {
+	g := &m.st.group
+	id, ok := strings.CutPrefix(consumer, TargetConsumerPrefix)
+	if !ok || len(g.counters) == 0 || g.targets[id] != nil || m.st.ClusterVersion() < AdmissionVersion {
+		return nil
+	}
+	return apierr.New(logstorepb.ErrorCode_UNKNOWN_TARGET,
+		fmt.Sprintf("consumer %q: target %q is not registered (removed?): its delivery consumer is not kept", consumer, id),
+		func(d *logstorepb.ErrorDetail) { d.TargetId = id })
+}
+
 // heartbeat joins or renews a member. A row with another incarnation is
 // the old process's: it leaves (its targets move, with new tokens) and
 // the new incarnation joins.
