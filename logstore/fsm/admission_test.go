@@ -137,3 +137,25 @@ func TestLateReportOfRemovedTargetRefused(t *testing.T) {
 	}
 	g.ok(sec, report("backup-job", 4)) // not a target's consumer
 }
+
+// TestRenewalDoesNotRebalance is defect 6 of issue #26: the assignment is
+// recomputed on membership and registry changes only (docs/ARCHITECTURE.md,
+// "Assignment"), not on a plain renewal: the renewal runs no rebalance,
+// keeps the generation and answers the member's assignment.
+func TestRenewalDoesNotRebalance(t *testing.T) {
+	g := newGroupSMAt(t, CurrentVersion)
+	g.ok(sec, reg("x"), reg("y"), reg("z"), hb("a", "1"), hb("b", "1"))
+	gen, _ := g.counters()
+	before := g.m.rebalances
+	r := g.ok(2*sec, hb("a", "1"))[0].Resp.(*logstorepb.GroupHeartbeatResponse)
+	if g.m.rebalances != before {
+		t.Fatalf("a plain renewal ran %d rebalances", g.m.rebalances-before)
+	}
+	if now, _ := g.counters(); now != gen || r.Generation != gen || len(r.Assignments) != len(g.owned("a")) || len(r.Assignments) == 0 {
+		t.Fatalf("renewal: generation %d -> %d (answered %d), assignments %v, owned %v", gen, now, r.Generation, r.Assignments, g.owned("a"))
+	}
+	g.ok(2*sec, hb("c", "1")) // a join rebalances
+	if g.m.rebalances == before {
+		t.Fatal("a join ran no rebalance")
+	}
+}

@@ -44,6 +44,8 @@ type Machine struct {
 	lim Limits // the current entry's
 	// txns collects the entry's transactions for one AppendBatch (reused).
 	txns []*logstorepb.Transaction
+	// rebalances counts rebalance runs (tests: what runs one).
+	rebalances uint64
 }
 
 // NewMachine returns a Machine applying entries to st and log. st's
