@@ -76,7 +76,7 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_SEQUENCE_TOO_OLD,
-		logstorepb.ErrorCode_SEQUENCE_REUSED:
+		logstorepb.ErrorCode_SEQUENCE_REUSED, logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_BELOW_RETENTION:
 		return codes.OutOfRange

@@ -343,6 +343,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			Bootstrap:    peers,
 			Logger:       log,
 			Registry:     reg,
+			// The demo workload and `append --producer-id` use legacy
+			// (unregistered) producer ids.
+			AllowLegacyProducers: true,
 		}
 		opts, err := c.serverOptions(NodeID(i), nil)
 		if err != nil {

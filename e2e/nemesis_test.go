@@ -266,7 +266,8 @@ func startNemesisCluster(t *testing.T, fn faultNet) *nemesisCluster {
 	for i, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
 			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
-			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String(),
+			"--allow-legacy-producers"} // the demo workload's producer ids are unregistered
 		for j, p := range c.stores {
 			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, fn.peerRaft(i, j), p.api))
 		}

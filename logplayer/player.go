@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/dispatcher"
 	"github.com/logplayer/logplayer/fetcher"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -499,12 +501,20 @@ func (p *Player) report(ctx context.Context, reported map[*runner]types.LSN) {
 			}
 			lsn = floor
 		}
-		if last, ok := reported[r]; ok && last == lsn {
+		if last, ok := reported[r]; ok && (last == lsn || last == reportRefused) {
 			continue
 		}
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 		err := p.fetch.ReportConsumer(rctx, ConsumerName(id), lsn, false)
 		cancel()
+		if apierr.CodeOf(err) == logstorepb.ErrorCode_UNKNOWN_TARGET {
+			// The registry no longer holds the target (`target remove`): the
+			// store keeps no consumer row for it, and this runner is about
+			// to be dropped with its assignment. Not reported again.
+			reported[r] = reportRefused
+			p.log.Info("the LogStore refused the target's acked LSN: the target is not registered; not reporting it again", "target", id, "lsn", lsn)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn("reporting a target's acked LSN to the LogStore failed", "target", id, "lsn", lsn, "err", err)
@@ -551,6 +561,10 @@ func (p *Player) leaseHeld() bool {
 	}
 	return int64(time.Since(p.base)) < p.leaseUntil.Load()
 }
+
+// reportRefused marks, in report's map, a runner whose report the
+// LogStore refused because its target is not registered.
+const reportRefused = types.LSN(math.MaxUint64)
 
 // ConsumerName is the LogStore delivery-consumer name of a target.
 func ConsumerName(id string) string { return "logplayer/" + id }

@@ -5,7 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -75,4 +79,42 @@ func TestRetryAnsweredBeforeValidation(t *testing.T) {
 	if _, err := ls.Append(ctx, req(2)); apierr.CodeOf(err) != logstorepb.ErrorCode_MESSAGE_TOO_LARGE {
 		t.Fatalf("new sequence above the message limit: %v, want MESSAGE_TOO_LARGE", err)
 	}
+}
+
+// TestLegacyProducerRefusedAtTheEdge is defect 7 of issue #26 through the
+// API: by default an Append with a producer_id and no producer_epoch is
+// FAILED_PRECONDITION / LEGACY_PRODUCER_REFUSED and writes nothing; a store
+// started with AllowLegacyProducers takes it (and answers its retry as a
+// duplicate).
+func TestLegacyProducerRefusedAtTheEdge(t *testing.T) {
+	legacy := func() *logstorepb.AppendRequest {
+		req := txnReq("l", "t")
+		req.ProducerId, req.Sequence = "legacy", 1
+		return req
+	}
+	c := startCluster(t, 1, nil)
+	waitClusterVersion(t, c, fsm.CurrentVersion)
+	ctx := ctxT(t, 60*time.Second)
+	ls := rawConn(t, c.Nodes[0].APIAddr())
+	_, err := ls.Append(ctx, legacy())
+	if status.Code(err) != codes.FailedPrecondition || apierr.CodeOf(err) != logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED {
+		t.Fatalf("legacy producer by default: %v, want FAILED_PRECONDITION / LEGACY_PRODUCER_REFUSED", err)
+	}
+	br, err := ls.AppendBatch(ctx, &logstorepb.AppendBatchRequest{Requests: []*logstorepb.AppendRequest{legacy()}})
+	if err != nil || apierr.CodeOf(apierr.Decode(br.Results[0].GetError())) != logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED {
+		t.Fatalf("legacy producer in an AppendBatch: %v %v", br, err)
+	}
+	if h := c.Nodes[0].HeadLSN(); h != 0 {
+		t.Fatalf("refused appends wrote up to lsn %d", h)
+	}
+
+	c = startCluster(t, 1, func(cfg *logstore.Config) { cfg.AllowLegacyProducers = true })
+	waitClusterVersion(t, c, fsm.CurrentVersion)
+	ls = rawConn(t, c.Nodes[0].APIAddr())
+	first, err := ls.Append(ctx, legacy())
+	if err != nil {
+		t.Fatalf("legacy producer with AllowLegacyProducers: %v", err)
+	}
+	resp, err := ls.Append(ctx, legacy())
+	wantDuplicateAt(t, "legacy retry", resp, err, first.Lsn)
 }

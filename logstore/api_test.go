@@ -245,7 +245,7 @@ func TestBadInputNewCodes(t *testing.T) {
 }
 
 func TestIdempotentRetryAndSequenceGap(t *testing.T) {
-	c := startCluster(t, 3, nil)
+	c := startCluster(t, 3, allowLegacyProducers)
 	cl := newClient(t, c.addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	req := txnReq("p1", "a", "b")

@@ -49,7 +49,7 @@ func saveBackup(t *testing.T, addrs []string, path string) logstore.BackupInfo {
 // (every transaction, LSN, offset) and the offsets up to the backup's LSN,
 // then keeps appending to the restored cluster.
 func TestBackupUnderLoadRestoreNewCluster(t *testing.T) {
-	src := startCluster(t, 3, nil)
+	src := startCluster(t, 3, allowLegacyProducers) // prod-1 below
 	cl := newClient(t, src.addrs()...)
 	ctx := ctxT(t, 120*time.Second)
 	req := txnReq("commit", "b")

@@ -17,7 +17,7 @@ import (
 // own answer, in request order; a refused request writes nothing and does
 // not fail the others; a producer retry inside a batch is a duplicate.
 func TestAppendBatch(t *testing.T) {
-	c := startCluster(t, 1, nil)
+	c := startCluster(t, 1, allowLegacyProducers)
 	ls := rawConn(t, c.Nodes[0].APIAddr())
 	ctx := ctxT(t, 30*time.Second)
 	prod := txnReq("p", "b")

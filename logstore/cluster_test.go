@@ -34,6 +34,10 @@ func quietLogger() *slog.Logger { return logstoretest.QuietLogger() }
 
 func testConfig(id, dir string) logstore.Config { return logstoretest.Config(id, dir) }
 
+// allowLegacyProducers is the tweak of a test that writes with legacy
+// (unregistered) producer ids.
+func allowLegacyProducers(cfg *logstore.Config) { cfg.AllowLegacyProducers = true }
+
 func listen(t testing.TB) net.Listener { return logstoretest.Listen(t) }
 
 func startCluster(t testing.TB, n int, tweak func(*logstore.Config), opts ...grpc.ServerOption) *testCluster {

@@ -176,6 +176,15 @@ type Config struct {
 	// declarations (stamped by the leader like MaxProducers).
 	MaxTopics            int
 	MaxTopicDeclarations int
+	// AllowLegacyProducers takes Appends of legacy producer ids (a
+	// producer_id without producer_epoch: never registered) as before
+	// registered producers existed: an id without a row starts at sequence
+	// 1, so a retry after its row was evicted can write twice. Off (the
+	// default) they are refused with LEGACY_PRODUCER_REFUSED, at the edge
+	// and, from cluster version 4, by apply (the leader stamps the setting
+	// into each entry's ApplyLimits, so every replica decides the same).
+	// `logplayer store --allow-legacy-producers`.
+	AllowLegacyProducers bool
 
 	SegmentBytes int64
 
@@ -360,5 +369,6 @@ func (c *Config) applyLimits() *logstorepb.ApplyLimits {
 		MaxRegisteredTargets:    MaxRegisteredTargets,
 		MaxTopics:               uint64(c.MaxTopics),
 		MaxTopicDeclarations:    uint64(c.MaxTopicDeclarations),
+		AllowLegacyProducers:    c.AllowLegacyProducers,
 	}
 }

@@ -47,6 +47,18 @@ func testCrashLeaderProcess(t *testing.T, backend logstore.RaftLogStore) {
 	)
 	worker := func(w int, producer bool) {
 		defer total.Done()
+		var pid string
+		var epoch uint64
+		if producer {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			var err error
+			pid, epoch, err = cl.InitProducer(ctx, fmt.Sprintf("p%d", w))
+			cancel()
+			if err != nil {
+				t.Errorf("register producer p%d: %v", w, err)
+				return
+			}
+		}
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
@@ -56,7 +68,7 @@ func testCrashLeaderProcess(t *testing.T, backend logstore.RaftLogStore) {
 			id := fmt.Sprintf("w%d-%d", w, i)
 			req := txnReq(id, fmt.Sprintf("t%d", w%3), "all")
 			if producer {
-				req.ProducerId, req.Sequence = fmt.Sprintf("p%d", w), uint64(i+1)
+				req.ProducerId, req.ProducerEpoch, req.Sequence = pid, epoch, uint64(i+1)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			resp, err := cl.Append(ctx, req)

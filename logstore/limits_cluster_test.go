@@ -30,6 +30,7 @@ func TestReplicasWithDifferentProducerLimitsStayIdentical(t *testing.T) {
 	lims := map[string]limits{"n0": {2, time.Hour}, "n1": {3, 2 * time.Hour}, "n2": {5, 3 * time.Hour}}
 	var skew atomic.Int64 // every node's clock runs this far ahead
 	c := startCluster(t, 3, func(cfg *logstore.Config) {
+		cfg.AllowLegacyProducers = true // the legacy producer table's limits
 		cfg.MaxProducers, cfg.ProducerIdleExpiry = lims[cfg.ID].maxProducers, lims[cfg.ID].idle
 		cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 		cfg.SegmentBytes = 4 << 10

@@ -101,7 +101,7 @@ func TestLostResponse(t *testing.T) {
 	var idFilter atomic.Pointer[string]
 	lost, none := "lost", ""
 	idFilter.Store(&lost)
-	c := startCluster(t, 1, nil, grpc.UnaryInterceptor(dropFirstResponse(&idFilter, &dropped)))
+	c := startCluster(t, 1, allowLegacyProducers, grpc.UnaryInterceptor(dropFirstResponse(&idFilter, &dropped)))
 	cl := newClient(t, c.addrs()...)
 	ctx := ctxT(t, 60*time.Second)
 	req := txnReq("once", "a")

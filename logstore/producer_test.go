@@ -23,6 +23,7 @@ import (
 // malformed registered id is INVALID_ARGUMENT.
 func TestVersionGateHoldsRegisteredProducers(t *testing.T) {
 	c := startCluster(t, 3, func(cfg *logstore.Config) {
+		cfg.AllowLegacyProducers = true
 		if cfg.ID == "n2" {
 			cfg.AdvertisedVersion = 2
 		}

@@ -56,6 +56,7 @@ func TestSnapshotRestartAndJoin(t *testing.T) {
 
 func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	c := startCluster(t, 3, func(cfg *logstore.Config) {
+		cfg.AllowLegacyProducers = true // the "prod" producer below
 		cfg.RaftLogStore = backend
 		cfg.SegmentBytes = 4 << 10
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 16, 4, 50*time.Millisecond

@@ -118,7 +118,10 @@ type admission struct {
 //     gets its first answer from the state (fsm.State.Retry), the
 //     duplicate or the first refusal, whatever changed since: a retry of
 //     what committed is never an error;
-//  2. validation of the request (the typed INVALID_ARGUMENT errors);
+//  2. validation of the request (the typed INVALID_ARGUMENT errors), and
+//     a legacy producer id is refused unless Config.AllowLegacyProducers
+//     (the setting this leader stamps into its entries, which apply
+//     enforces too);
 //  3. the schemas its topics are declared with, read from the same state
 //     as step 1 (so a declaration that state holds was applied after
 //     every sequence it remembers: a retry it does not remember cannot
@@ -145,6 +148,9 @@ func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admiss
 	size, err := validateAppend(req, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
 	if err != nil {
 		return admission{}, err
+	}
+	if req.ProducerId != "" && req.ProducerEpoch == 0 && !s.n.cfg.AllowLegacyProducers {
+		return admission{}, fsm.LegacyProducerRefused(req.ProducerId)
 	}
 	if err := checkSchemas(checks); err != nil {
 		return admission{}, err

@@ -27,6 +27,7 @@ import (
 func TestRollingUpgradeUnderLoad(t *testing.T) {
 	procs := logstoretest.NewProcClusterWith(t, 3, logstore.RaftLogWAL, func(s *logstoretest.ProcSpec) {
 		s.AdvertisedVersion = fsm.BaseVersion
+		s.AllowLegacyProducers = true // the writers below are legacy producers, as before the upgrade
 	})
 	var addrs []string
 	for _, p := range procs {

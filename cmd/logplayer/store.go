@@ -58,6 +58,7 @@ type storeCmd struct {
 
 	intakeQueue, maxBatchTxns         int
 	maxTopics, maxTopicDeclarations   int
+	allowLegacyProducers              bool
 	maxBatchBytes                     sizeValue
 	maxMessageBytes, maxRequestBytes  sizeValue
 	retentionBytes                    sizeValue
@@ -83,6 +84,7 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.intakeQueue, "intake-queue", logstore.DefaultIntakeQueue, "appends waiting for the aggregator; beyond it Append answers RESOURCE_EXHAUSTED")
 	fs.IntVar(&c.maxTopics, "max-topics", logstore.DefaultMaxTopics, "topics with messages at most; an append adding one beyond it is refused (TABLE_FULL)")
 	fs.IntVar(&c.maxTopicDeclarations, "max-topic-declarations", logstore.DefaultMaxTopicDeclarations, "topic declarations (topic create) at most")
+	fs.BoolVar(&c.allowLegacyProducers, "allow-legacy-producers", false, "take Appends of unregistered producer ids (append --producer-id; no exactly-once after eviction) instead of refusing them with LEGACY_PRODUCER_REFUSED")
 	c.intakeQueueBytes.bytes = logstore.DefaultIntakeQueueBytes
 	fs.Var(&c.intakeQueueBytes, "intake-queue-bytes", "request `bytes` waiting for the aggregator at most; beyond it Append answers RESOURCE_EXHAUSTED (QUEUE_FULL)")
 	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
@@ -115,6 +117,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		IntakeQueueBytes:     c.intakeQueueBytes.bytes,
 		MaxTopics:            c.maxTopics,
 		MaxTopicDeclarations: c.maxTopicDeclarations,
+		AllowLegacyProducers: c.allowLegacyProducers,
 		MaxBatchTxns:         c.maxBatchTxns,
 		MaxBatchBytes:        int(c.maxBatchBytes.bytes),
 		MaxMessageBytes:      int(c.maxMessageBytes.bytes),

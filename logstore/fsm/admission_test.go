@@ -3,6 +3,7 @@ package fsm
 import (
 	"testing"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -59,4 +60,102 @@ func TestRetryOfCommittedSequenceAfterSchemaChange(t *testing.T) {
 		t.Fatal(r.Err)
 	}
 	wantCode(t, "retry at version 3", v3.apply(regAppend(p, 1, "not a mutation")), logstorepb.ErrorCode_SCHEMA_MISMATCH)
+}
+
+// TestLegacyProducerRefusedByDefault is defect 7 of issue #26: an Append
+// naming a producer id the cluster never registered (no producer_epoch) is
+// refused with LEGACY_PRODUCER_REFUSED and writes nothing (no transaction,
+// no producer row) unless the entry's limits allow legacy producers. At
+// cluster version 3 apply takes it as before.
+func TestLegacyProducerRefusedByDefault(t *testing.T) {
+	legacy := appendCmd(&logstorepb.AppendRequest{ProducerId: "legacy", Sequence: 1, Slices: slices2("a", "b", 1)})
+	s := newProducerSM(t, &logstorepb.ApplyLimits{})
+	wantCode(t, "legacy id by default", s.apply(legacy), logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED)
+	if len(s.l.txns) != 0 || len(s.m.State().producers) != 0 {
+		t.Fatalf("refused append wrote %d txns, %d producer rows", len(s.l.txns), len(s.m.State().producers))
+	}
+	// Anonymous appends and registered producers are not concerned.
+	if r := s.apply(appendCmd(&logstorepb.AppendRequest{Slices: slices2("a", "b", 1)})); r.Err != nil {
+		t.Fatalf("append without a producer: %v", r.Err)
+	}
+
+	s.lim = &logstorepb.ApplyLimits{AllowLegacyProducers: true}
+	first := lsnOf(t, s.apply(legacy))
+	// The flag turned off again: the committed sequence's retry is still
+	// answered (dedup comes first), a new sequence is refused.
+	s.lim = &logstorepb.ApplyLimits{}
+	wantDuplicate(t, "retry once the flag is off", s.apply(legacy), first)
+	next := appendCmd(&logstorepb.AppendRequest{ProducerId: "legacy", Sequence: 2, Slices: slices2("a", "b", 1)})
+	wantCode(t, "next sequence once the flag is off", s.apply(next), logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED)
+
+	m, l := newTestSM()
+	v3 := &producerSM{t: t, m: m, l: l, lim: &logstorepb.ApplyLimits{}}
+	if r := v3.apply(SetClusterVersionCommand(3)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	lsnOf(t, v3.apply(legacy))
+}
+
+// newGroupSMAt is newGroupSM at cluster version v.
+func newGroupSMAt(t *testing.T, v uint32) *groupSM {
+	g := newGroupSM(t)
+	if r := g.at(0, SetClusterVersionCommand(v)); r[0].Err != nil {
+		t.Fatal(r[0].Err)
+	}
+	return g
+}
+
+func report(consumer string, acked uint64) *logstorepb.Command {
+	return &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: consumer, AckedLsn: acked}}}
+}
+
+// TestLateReportOfRemovedTargetRefused is defect 3 of issue #26: once a
+// cluster runs player groups, a ReportConsumer for "logplayer/<id>" whose
+// target is not registered (a late report after `target remove`) is
+// refused with UNKNOWN_TARGET and writes nothing: the consumer row does
+// not come back to pin retention. Other consumers, and a cluster without
+// player groups (a single LogPlayer reports its configured targets), are
+// not concerned.
+func TestLateReportOfRemovedTargetRefused(t *testing.T) {
+	g := newGroupSMAt(t, CurrentVersion)
+	if r := g.at(sec, report("logplayer/solo", 3))[0]; r.Err != nil {
+		t.Fatalf("report without player groups: %v", r.Err)
+	}
+	g.ok(sec, report("logplayer/solo", 0), &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: &logstorepb.ReportConsumerRequest{Consumer: "logplayer/solo", Remove: true}}})
+	g.ok(sec, reg("x"), hb("a", "1"))
+	g.ok(sec, report("logplayer/x", 5))
+	g.ok(sec, unreg("x"))
+	r := g.at(sec, report("logplayer/x", 9))[0]
+	if apierr.CodeOf(r.Err) != logstorepb.ErrorCode_UNKNOWN_TARGET || apierr.Detail(r.Err).TargetId != "x" {
+		t.Fatalf("late report after unregister: %v, want UNKNOWN_TARGET naming x", r.Err)
+	}
+	if c := g.m.st.Consumers(); len(c) != 0 {
+		t.Fatalf("late report left consumer rows %v", c)
+	}
+	if _, ok := g.m.st.MinConsumerLSN(); ok {
+		t.Fatal("late report pins retention")
+	}
+	g.ok(sec, report("backup-job", 4)) // not a target's consumer
+}
+
+// TestRenewalDoesNotRebalance is defect 6 of issue #26: the assignment is
+// recomputed on membership and registry changes only (docs/ARCHITECTURE.md,
+// "Assignment"), not on a plain renewal: the renewal runs no rebalance,
+// keeps the generation and answers the member's assignment.
+func TestRenewalDoesNotRebalance(t *testing.T) {
+	g := newGroupSMAt(t, CurrentVersion)
+	g.ok(sec, reg("x"), reg("y"), reg("z"), hb("a", "1"), hb("b", "1"))
+	gen, _ := g.counters()
+	before := g.m.rebalances
+	r := g.ok(2*sec, hb("a", "1"))[0].Resp.(*logstorepb.GroupHeartbeatResponse)
+	if g.m.rebalances != before {
+		t.Fatalf("a plain renewal ran %d rebalances", g.m.rebalances-before)
+	}
+	if now, _ := g.counters(); now != gen || r.Generation != gen || len(r.Assignments) != len(g.owned("a")) || len(r.Assignments) == 0 {
+		t.Fatalf("renewal: generation %d -> %d (answered %d), assignments %v, owned %v", gen, now, r.Generation, r.Assignments, g.owned("a"))
+	}
+	g.ok(2*sec, hb("c", "1")) // a join rebalances
+	if g.m.rebalances == before {
+		t.Fatal("a join ran no rebalance")
+	}
 }

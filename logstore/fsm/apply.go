@@ -44,6 +44,8 @@ type Machine struct {
 	lim Limits // the current entry's
 	// txns collects the entry's transactions for one AppendBatch (reused).
 	txns []*logstorepb.Transaction
+	// rebalances counts rebalance runs (tests: what runs one).
+	rebalances uint64
 }
 
 // NewMachine returns a Machine applying entries to st and log. st's
@@ -123,12 +125,16 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 }
 
 // applyReportConsumer sets or removes a delivery consumer's acked LSN. A
-// new consumer beyond the cap is refused (nothing changes).
+// new consumer beyond the cap is refused (nothing changes), and so is a
+// report for a target that is not registered (unregisteredTarget).
 func (m *Machine) applyReportConsumer(r *logstorepb.ReportConsumerRequest) Result {
 	st := m.st
 	if r.Remove {
 		delete(st.consumers, r.Consumer)
 		return Result{Resp: &logstorepb.ReportConsumerResponse{}}
+	}
+	if err := m.unregisteredTarget(r.Consumer); err != nil {
+		return Result{Err: err}
 	}
 	if _, ok := st.consumers[r.Consumer]; !ok && full(len(st.consumers), 1, m.lim.MaxConsumers) {
 		return Result{Err: tableFull("consumer", len(st.consumers), m.lim.MaxConsumers)}
@@ -189,6 +195,9 @@ func (m *Machine) applyAppend(idx uint64, ts int64, req *logstorepb.AppendReques
 			p.LastSeenUnixNano = ts
 			return legacyRetry(p, req).append()
 		}
+	}
+	if st.ClusterVersion() >= AdmissionVersion && !m.lim.AllowLegacyProducers {
+		return nil, LegacyProducerRefused(req.ProducerId)
 	}
 	if req.Sequence != expected {
 		return nil, apierr.New(logstorepb.ErrorCode_SEQUENCE_MISMATCH,

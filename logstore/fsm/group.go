@@ -151,9 +151,27 @@ func (m *Machine) unregisterTarget(ts int64, id string) Result {
 	return Result{Resp: &logstorepb.UnregisterTargetResponse{}}
 }
 
+// unregisteredTarget refuses (UNKNOWN_TARGET) a report for consumer
+// "logplayer/<id>" when the cluster runs player groups (a group's counters
+// exist) and id is not registered: a late report after `target remove`
+// (issue #26) must not bring back the row unregisterTarget deleted and
+// pin retention. Without player groups a single LogPlayer reports the
+// targets of its own configuration, which the registry does not hold. From
+// AdmissionVersion on (before it such a report was taken).
+func (m *Machine) unregisteredTarget(consumer string) error {
+	g := &m.st.group
+	id, ok := strings.CutPrefix(consumer, TargetConsumerPrefix)
+	if !ok || len(g.counters) == 0 || g.targets[id] != nil || m.st.ClusterVersion() < AdmissionVersion {
+		return nil
+	}
+	return apierr.New(logstorepb.ErrorCode_UNKNOWN_TARGET,
+		fmt.Sprintf("consumer %q: target %q is not registered (removed?): its delivery consumer is not kept", consumer, id),
+		func(d *logstorepb.ErrorDetail) { d.TargetId = id })
+}
+
 // heartbeat joins or renews a member. A row with another incarnation is
 // the old process's: it leaves (its targets move, with new tokens) and
-// the new incarnation joins.
+// the new incarnation joins. Only a join rebalances.
 func (m *Machine) heartbeat(ts int64, h *logstorepb.GroupHeartbeatRequest) Result {
 	g := &m.st.group
 	key := memberKey{h.Group, h.MemberId}
@@ -162,7 +180,8 @@ func (m *Machine) heartbeat(ts int64, h *logstorepb.GroupHeartbeatRequest) Resul
 		m.dropMember(key)
 		row = nil
 	}
-	if row == nil {
+	joined := row == nil
+	if joined {
 		if full(len(g.members), 1, maxGroupMembers) {
 			return Result{Err: tableFull("group member", len(g.members), maxGroupMembers)}
 		}
@@ -177,7 +196,14 @@ func (m *Machine) heartbeat(ts int64, h *logstorepb.GroupHeartbeatRequest) Resul
 	}
 	row.AdminAddress = h.AdminAddress
 	row.LeaseExpiresUnixNano = ts + m.lim.GroupLeaseNanos
-	m.rebalance(ts, h.Group, false)
+	if joined {
+		// A plain renewal changes no membership: the assignment is already
+		// what rebalance would compute (every membership and registry
+		// change rebalances, and rebalance moves nothing on a settled
+		// assignment), so it is not run. Same output as running it, so no
+		// cluster version is needed.
+		m.rebalance(ts, h.Group, false)
+	}
 	g.recomputeExpiry()
 	return Result{Resp: &logstorepb.GroupHeartbeatResponse{
 		LogTimeUnixNano:      ts,
@@ -280,6 +306,7 @@ func (m *Machine) rebalance(ts int64, group string, changed bool) {
 	if ctr == nil {
 		return
 	}
+	m.rebalances++
 	var members []string
 	for k := range g.members {
 		if k.group == group {

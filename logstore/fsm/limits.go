@@ -46,6 +46,10 @@ type Limits struct {
 	// MaxTopicDeclarations the declarations.
 	MaxTopics            int
 	MaxTopicDeclarations int
+	// AllowLegacyProducers takes legacy (unregistered) producer ids; from
+	// AdmissionVersion on they are refused without it. An entry without
+	// limits (written before the field existed) allows them.
+	AllowLegacyProducers bool
 }
 
 // LimitsOf decodes an entry's stamped limits (nil: all legacy; a zero
@@ -65,6 +69,10 @@ func LimitsOf(l *logstorepb.ApplyLimits) Limits {
 		MaxTopics:            count(l.GetMaxTopics(), legacyMaxTopics),
 		MaxTopicDeclarations: count(l.GetMaxTopicDeclarations(), legacyMaxTopicDecls),
 	}
+	// An entry without limits (a leader before ApplyLimits) takes them,
+	// as that leader did. From AdmissionVersion on every leader stamps
+	// the field.
+	out.AllowLegacyProducers = l == nil || l.GetAllowLegacyProducers()
 	if d := l.GetProducerIdleExpiryNanos(); d > 0 {
 		out.ProducerIdleNanos = d
 	}

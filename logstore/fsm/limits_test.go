@@ -41,7 +41,7 @@ func wantTableFull(t *testing.T, what string, r Result, limit uint64) {
 // expiry, no consumer or group-offset cap), whatever the node's config.
 func TestEntryWithoutLimitsAppliesLegacyValues(t *testing.T) {
 	if got := LimitsOf(nil); got != (Limits{MaxProducers: 10000, ProducerIdleNanos: int64(24 * time.Hour),
-		GroupLeaseNanos: DefaultGroupLeaseNanos, MaxRegisteredTargets: legacyMaxRegisteredTargets}) {
+		GroupLeaseNanos: DefaultGroupLeaseNanos, MaxRegisteredTargets: legacyMaxRegisteredTargets, AllowLegacyProducers: true}) {
 		t.Fatalf("legacy limits %+v", got)
 	}
 	if got := LimitsOf(&logstorepb.ApplyLimits{MaxConsumers: 5}); got.MaxProducers != 10000 || got.ProducerIdleNanos != int64(24*time.Hour) || got.MaxConsumers != 5 {

@@ -63,6 +63,16 @@ func ParseRegisteredProducerID(s string) (uint64, bool) {
 	return id, true
 }
 
+// LegacyProducerRefused is the refusal of an Append naming a legacy
+// (unregistered) producer id when the cluster takes only registered
+// producers (Limits.AllowLegacyProducers off): nothing is written, and the
+// table gets no row. A retry of the one sequence a legacy row still
+// remembers is answered first (apply and State.Retry), as any retry.
+func LegacyProducerRefused(id string) error {
+	return apierr.Newf(logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED,
+		"producer_id %q without producer_epoch is a legacy producer id, which this cluster does not take: register the producer (InitProducer; client.Producer does) or run the stores with --allow-legacy-producers", id)
+}
+
 // registered reports whether req uses the registered-producer fields.
 func registered(req *logstorepb.AppendRequest) bool { return req.GetProducerEpoch() != 0 }
 

@@ -193,6 +193,8 @@ type ProcSpec struct {
 	AdvertisedVersion uint32
 	// Recover starts the node with Config.Recover (store --recover).
 	Recover bool
+	// AllowLegacyProducers is the node's Config.AllowLegacyProducers.
+	AllowLegacyProducers bool
 }
 
 // RaftLogStores lists every supported Raft log backend, for crash tests
@@ -225,7 +227,7 @@ func runNode(spec string) int {
 	cfg.RaftAddr, cfg.APIAddr, cfg.Bootstrap = s.RaftAddr, s.APIAddr, s.Peers
 	cfg.SegmentBytes, cfg.SnapshotThreshold, cfg.TrailingLogs = s.SegmentBytes, s.SnapshotThreshold, s.TrailingLogs
 	cfg.RaftLogStore, cfg.AdvertisedVersion = s.RaftLogStore, s.AdvertisedVersion
-	cfg.Recover = s.Recover
+	cfg.Recover, cfg.AllowLegacyProducers = s.Recover, s.AllowLegacyProducers
 	if cfg.SegmentBytes == 0 {
 		cfg.SegmentBytes = 32 << 10
 	}

@@ -100,6 +100,12 @@ const (
 	// FAILED_PRECONDITION (the request is well formed; the cluster's state
 	// refuses it); expected_sequence (the next one). Not retriable as is.
 	ErrorCode_SEQUENCE_REUSED ErrorCode = 29
+	// An Append names a producer_id without producer_epoch (a legacy,
+	// unregistered id) and the cluster takes only registered producers
+	// (InitProducer): the default from cluster version 4; `logplayer store
+	// --allow-legacy-producers` keeps the old behaviour. Nothing was
+	// written. FAILED_PRECONDITION. Register the producer (client.Producer).
+	ErrorCode_LEGACY_PRODUCER_REFUSED ErrorCode = 41
 )
 
 // Enum value maps for ErrorCode.
@@ -139,42 +145,44 @@ var (
 		27: "PRODUCER_FENCED",
 		28: "SEQUENCE_TOO_OLD",
 		29: "SEQUENCE_REUSED",
+		41: "LEGACY_PRODUCER_REFUSED",
 	}
 	ErrorCode_value = map[string]int32{
-		"ERROR_CODE_UNSPECIFIED": 0,
-		"NOT_LEADER":             1,
-		"QUEUE_FULL":             2,
-		"EMPTY_TRANSACTION":      3,
-		"INVALID_TOPIC":          4,
-		"DUPLICATE_TOPIC":        5,
-		"MESSAGE_TOO_LARGE":      6,
-		"REQUEST_TOO_LARGE":      7,
-		"SEQUENCE_MISMATCH":      8,
-		"CONDITION_FAILED":       9,
-		"BELOW_RETENTION":        10,
-		"INVALID_ARGUMENT":       11,
-		"SHUTTING_DOWN":          12,
-		"UNKNOWN_OUTCOME":        13,
-		"TIMEOUT":                13,
-		"MEMBERSHIP":             14,
-		"INTERNAL":               15,
-		"UNKNOWN_TOPIC":          16,
-		"STALE_EPOCH":            17,
-		"SUPERSEDED":             18,
-		"WRONG_TARGET":           19,
-		"UNSUPPORTED_PROTOCOL":   20,
-		"CONTINUITY":             21,
-		"APPLY_REJECTED":         22,
-		"TABLE_FULL":             23,
-		"UNAUTHENTICATED":        24,
-		"PERMISSION_DENIED":      25,
-		"FEATURE_NOT_ENABLED":    40,
-		"UNKNOWN_TARGET":         33,
-		"SCHEMA_MISMATCH":        30,
-		"UNKNOWN_PRODUCER":       26,
-		"PRODUCER_FENCED":        27,
-		"SEQUENCE_TOO_OLD":       28,
-		"SEQUENCE_REUSED":        29,
+		"ERROR_CODE_UNSPECIFIED":  0,
+		"NOT_LEADER":              1,
+		"QUEUE_FULL":              2,
+		"EMPTY_TRANSACTION":       3,
+		"INVALID_TOPIC":           4,
+		"DUPLICATE_TOPIC":         5,
+		"MESSAGE_TOO_LARGE":       6,
+		"REQUEST_TOO_LARGE":       7,
+		"SEQUENCE_MISMATCH":       8,
+		"CONDITION_FAILED":        9,
+		"BELOW_RETENTION":         10,
+		"INVALID_ARGUMENT":        11,
+		"SHUTTING_DOWN":           12,
+		"UNKNOWN_OUTCOME":         13,
+		"TIMEOUT":                 13,
+		"MEMBERSHIP":              14,
+		"INTERNAL":                15,
+		"UNKNOWN_TOPIC":           16,
+		"STALE_EPOCH":             17,
+		"SUPERSEDED":              18,
+		"WRONG_TARGET":            19,
+		"UNSUPPORTED_PROTOCOL":    20,
+		"CONTINUITY":              21,
+		"APPLY_REJECTED":          22,
+		"TABLE_FULL":              23,
+		"UNAUTHENTICATED":         24,
+		"PERMISSION_DENIED":       25,
+		"FEATURE_NOT_ENABLED":     40,
+		"UNKNOWN_TARGET":          33,
+		"SCHEMA_MISMATCH":         30,
+		"UNKNOWN_PRODUCER":        26,
+		"PRODUCER_FENCED":         27,
+		"SEQUENCE_TOO_OLD":        28,
+		"SEQUENCE_REUSED":         29,
+		"LEGACY_PRODUCER_REFUSED": 41,
 	}
 )
 
@@ -4716,7 +4724,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\xbf\x05\n" +
+	"topicCount*\xdc\x05\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4758,7 +4766,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\x10UNKNOWN_PRODUCER\x10\x1a\x12\x13\n" +
 	"\x0fPRODUCER_FENCED\x10\x1b\x12\x14\n" +
 	"\x10SEQUENCE_TOO_OLD\x10\x1c\x12\x13\n" +
-	"\x0fSEQUENCE_REUSED\x10\x1d\x1a\x02\x10\x01*V\n" +
+	"\x0fSEQUENCE_REUSED\x10\x1d\x12\x1b\n" +
+	"\x17LEGACY_PRODUCER_REFUSED\x10)\x1a\x02\x10\x01*V\n" +
 	"\aApplied\x12\x17\n" +
 	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +

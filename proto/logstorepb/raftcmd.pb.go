@@ -122,6 +122,11 @@ type ApplyLimits struct {
 	// Topic declarations (names and patterns); a new one beyond it is
 	// refused (Config.MaxTopicDeclarations).
 	MaxTopicDeclarations uint64 `protobuf:"varint,8,opt,name=max_topic_declarations,json=maxTopicDeclarations,proto3" json:"max_topic_declarations,omitempty"`
+	// Appends of legacy (unregistered) producer ids are taken, as new at
+	// sequence 1 when the table has no row (Config.AllowLegacyProducers);
+	// false: refused with LEGACY_PRODUCER_REFUSED. Applied only at cluster
+	// version 4 and above (fsm.AdmissionVersion); below it they are taken.
+	AllowLegacyProducers bool `protobuf:"varint,11,opt,name=allow_legacy_producers,json=allowLegacyProducers,proto3" json:"allow_legacy_producers,omitempty"`
 	unknownFields        protoimpl.UnknownFields
 	sizeCache            protoimpl.SizeCache
 }
@@ -210,6 +215,13 @@ func (x *ApplyLimits) GetMaxTopicDeclarations() uint64 {
 		return x.MaxTopicDeclarations
 	}
 	return 0
+}
+
+func (x *ApplyLimits) GetAllowLegacyProducers() bool {
+	if x != nil {
+		return x.AllowLegacyProducers
+	}
+	return false
 }
 
 type Command struct {
@@ -1387,7 +1399,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x05Entry\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x01 \x01(\x03R\x11timestampUnixNano\x12:\n" +
 	"\bcommands\x18\x02 \x03(\v2\x1e.logplayer.logstore.v1.CommandR\bcommands\x12:\n" +
-	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xf7\x02\n" +
+	"\x06limits\x18\x03 \x01(\v2\".logplayer.logstore.v1.ApplyLimitsR\x06limits\"\xad\x03\n" +
 	"\vApplyLimits\x12#\n" +
 	"\rmax_producers\x18\x01 \x01(\x04R\fmaxProducers\x12;\n" +
 	"\x1aproducer_idle_expiry_nanos\x18\x02 \x01(\x03R\x17producerIdleExpiryNanos\x12#\n" +
@@ -1398,7 +1410,8 @@ const file_raftcmd_proto_rawDesc = "" +
 	" \x01(\x04R\x14maxRegisteredTargets\x12\x1d\n" +
 	"\n" +
 	"max_topics\x18\a \x01(\x04R\tmaxTopics\x124\n" +
-	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\"\xc0\x05\n" +
+	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\x124\n" +
+	"\x16allow_legacy_producers\x18\v \x01(\bR\x14allowLegacyProducers\"\xc0\x05\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
