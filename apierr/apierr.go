@@ -2,10 +2,14 @@
 //
 // Every non-OK status a LogStore node returns carries exactly one
 // logstorepb.ErrorDetail whose Code is stable across releases; clients branch
-// on Detail(err).Code (or on the gRPC code), never on the message text.
+// on Detail(err).Code (or on the gRPC code), never on the message text. The
+// detail's Applied says whether the request wrote (no, maybe, yes): every
+// error built here states it, and AppliedOf is the one function that reads
+// it (outcome.go; docs/ARCHITECTURE.md, "Did this write?").
 //
-// The mapping of ErrorCode to gRPC code is fixed (see codeOf) so the same
-// reason always travels with the same status code:
+// The mapping of ErrorCode to gRPC code is fixed (the rules table of
+// outcome.go, with each code's default Applied) so the same reason always
+// travels with the same status code:
 //
 //	NOT_LEADER, SHUTTING_DOWN          UNAVAILABLE
 //	TIMEOUT                            UNAVAILABLE (outcome unknown)
