@@ -2,10 +2,14 @@
 //
 // Every non-OK status a LogStore node returns carries exactly one
 // logstorepb.ErrorDetail whose Code is stable across releases; clients branch
-// on Detail(err).Code (or on the gRPC code), never on the message text.
+// on Detail(err).Code (or on the gRPC code), never on the message text. The
+// detail's Applied says whether the request wrote (no, maybe, yes): every
+// error built here states it, and AppliedOf is the one function that reads
+// it (outcome.go; docs/ARCHITECTURE.md, "Did this write?").
 //
-// The mapping of ErrorCode to gRPC code is fixed (see codeOf) so the same
-// reason always travels with the same status code:
+// The mapping of ErrorCode to gRPC code is fixed (the rules table of
+// outcome.go, with each code's default Applied) so the same reason always
+// travels with the same status code:
 //
 //	NOT_LEADER, SHUTTING_DOWN          UNAVAILABLE
 //	TIMEOUT                            UNAVAILABLE (outcome unknown)
@@ -60,60 +64,24 @@ var (
 	ErrUnknownOutcome = errors.New("outcome unknown")
 )
 
-// codeOf is the fixed gRPC code of each ErrorCode.
+// codeOf is the fixed gRPC code of each ErrorCode (the rules table).
 func codeOf(c logstorepb.ErrorCode) codes.Code {
-	switch c {
-	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_SHUTTING_DOWN, logstorepb.ErrorCode_UNKNOWN_OUTCOME:
-		return codes.Unavailable
-	case logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_TABLE_FULL:
-		return codes.ResourceExhausted
-	case logstorepb.ErrorCode_EMPTY_TRANSACTION, logstorepb.ErrorCode_INVALID_TOPIC,
-		logstorepb.ErrorCode_DUPLICATE_TOPIC, logstorepb.ErrorCode_MESSAGE_TOO_LARGE,
-		logstorepb.ErrorCode_REQUEST_TOO_LARGE, logstorepb.ErrorCode_INVALID_ARGUMENT,
-		logstorepb.ErrorCode_SCHEMA_MISMATCH:
-		return codes.InvalidArgument
-	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED,
-		logstorepb.ErrorCode_MEMBERSHIP, logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
-		return codes.FailedPrecondition
-	case logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_SEQUENCE_TOO_OLD,
-		logstorepb.ErrorCode_SEQUENCE_REUSED, logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED:
-		return codes.FailedPrecondition
-	case logstorepb.ErrorCode_BELOW_RETENTION:
-		return codes.OutOfRange
-	case logstorepb.ErrorCode_UNKNOWN_TOPIC, logstorepb.ErrorCode_UNKNOWN_TARGET:
-		return codes.NotFound
-	case logstorepb.ErrorCode_STALE_EPOCH:
-		return codes.FailedPrecondition
-	case logstorepb.ErrorCode_SUPERSEDED, logstorepb.ErrorCode_CONTINUITY:
-		return codes.Aborted
-	case logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL:
-		return codes.InvalidArgument
-	case logstorepb.ErrorCode_APPLY_REJECTED:
-		return codes.DataLoss
-	case logstorepb.ErrorCode_UNAUTHENTICATED:
-		return codes.Unauthenticated
-	case logstorepb.ErrorCode_PERMISSION_DENIED:
-		return codes.PermissionDenied
-	default:
-		return codes.Internal
+	if r, ok := rules[c]; ok {
+		return r.grpc
 	}
+	return codes.Internal
 }
 
 // New returns a gRPC status error with code derived from ec and an
-// ErrorDetail{Code: ec} that fill (may be nil) completes.
+// ErrorDetail{Code: ec} that fill (may be nil) completes. The detail's
+// Applied is ec's default (rules) unless fill sets it: a server that knows
+// better states it there.
 func New(ec logstorepb.ErrorCode, msg string, fill func(*logstorepb.ErrorDetail)) error {
 	d := &logstorepb.ErrorDetail{Code: ec}
 	if fill != nil {
 		fill(d)
 	}
-	st := status.New(codeOf(ec), msg)
-	withDetail, err := st.WithDetails(d)
-	if err != nil {
-		// WithDetails fails only for a non-OK code it cannot marshal; ours
-		// always marshal, so this is a programmer error.
-		panic(fmt.Sprintf("apierr: attach detail %v: %v", ec, err))
-	}
-	return withDetail.Err()
+	return WithDetail(codeOf(ec), msg, d)
 }
 
 // Newf is New with a formatted message and no extra detail fields.
@@ -154,8 +122,12 @@ func Status(err error) error {
 	if err == nil {
 		return nil
 	}
-	if Detail(err) != nil {
-		return err
+	if d := Detail(err); d != nil {
+		if d.Applied != logstorepb.Applied_APPLIED_UNSPECIFIED {
+			return err
+		}
+		st := status.Convert(err)
+		return WithDetail(st.Code(), st.Message(), d) // states Applied
 	}
 	switch {
 	case errors.Is(err, ErrNotLeader):
@@ -172,7 +144,9 @@ func Status(err error) error {
 		return withCode(codes.Canceled, logstorepb.ErrorCode_UNKNOWN_OUTCOME, err.Error())
 	}
 	if st, ok := status.FromError(err); ok && st.Code() != codes.Unknown {
-		return err
+		// A status from elsewhere (gRPC, a call this node made): its code
+		// stays; the detail states the outcome its code implies.
+		return WithDetail(st.Code(), st.Message(), &logstorepb.ErrorDetail{})
 	}
 	return New(logstorepb.ErrorCode_INTERNAL, err.Error(), nil)
 }
@@ -189,10 +163,14 @@ func FromDetail(msg string, d *logstorepb.ErrorDetail) error {
 	return WithDetail(codeOf(d.Code), msg, d)
 }
 
-// WithDetail returns a status error with code c carrying d.
+// WithDetail returns a status error with code c carrying d; when d states
+// no Applied, a copy of d with its code's default (rules; the rule of c
+// for a code without one) is carried instead.
 func WithDetail(c codes.Code, msg string, d *logstorepb.ErrorDetail) error {
-	st, err := status.New(c, msg).WithDetails(d)
+	st, err := status.New(c, msg).WithDetails(withApplied(c, d))
 	if err != nil {
+		// WithDetails fails only for an OK code or a detail it cannot
+		// marshal; ours always marshal, so this is a programmer error.
 		panic(fmt.Sprintf("apierr: attach detail %v: %v", d.Code, err))
 	}
 	return st.Err()

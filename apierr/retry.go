@@ -8,37 +8,40 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-// Outcome is what a failed request may have done, read from its error
-// alone; it decides which retries are safe. The values are ordered from
-// the safest to retry to the least: a caller names the worst outcome it
-// retries (its retry limit) and retries an error when Classify(err) is at
-// most that limit:
+// Outcome is how far a failed request may be retried: its Applied
+// outcome (AppliedOf) joined with what the answer is about (the kind
+// column of the rules table), so it is no second table of codes. The
+// values are ordered from the safest to retry to the least: a caller names
+// the worst outcome it retries (its retry limit) and retries an error when
+// Classify(err) is at most that limit:
 //
 //	a write that must not apply twice     NotApplied
 //	an idempotent request, a read         MaybeApplied
 //	the LogPlayer, which must keep going  NodeFault (unary) or Final (streams, which stop on below-retention only)
 //
-// This is the one retry table of the module (internal/storeconn applies
-// it); a refusal that is the same on every node is never retried.
+// internal/storeconn applies it; a refusal that is the same on every node
+// is never retried.
 type Outcome uint8
 
 const (
-	// NotApplied: the request was refused before Raft (NOT_LEADER,
-	// QUEUE_FULL, SHUTTING_DOWN) or never sent: it did nothing, so any
+	// NotApplied: AppliedNo, and the answer is about the node or the
+	// moment (NOT_LEADER, QUEUE_FULL, SHUTTING_DOWN, or never sent): any
 	// request, a write too, may be sent again.
 	NotApplied Outcome = iota + 1
-	// MaybeApplied: the outcome is unknown (TIMEOUT; without a detail: the
-	// connection broke, the deadline passed, the call was cancelled or
-	// aborted): only a request that is harmless twice may be sent again.
+	// MaybeApplied: AppliedMaybe, and the answer is about the node or the
+	// moment (UNKNOWN_OUTCOME; without a detail: the connection broke,
+	// the deadline passed, the call was cancelled or aborted): only a
+	// request that is harmless twice may be sent again.
 	MaybeApplied
 	// NodeFault: the node failed in a way that says nothing about the
 	// request and may fail the same way again (INTERNAL, UNKNOWN, a
 	// non-gRPC error, RESOURCE_EXHAUSTED without a detail, a target's
-	// ABORTED); the outcome is unknown.
+	// ABORTED); AppliedOf says what it may have written.
 	NodeFault
 	// Final: the answer is about the request itself (invalid, a failed
 	// condition or sequence, below retention, TABLE_FULL, which stays full
-	// until rows are removed): every node answers the same.
+	// until rows are removed): every node answers the same. An error
+	// stating AppliedYes is Final too: there is nothing left to do.
 	Final
 )
 
@@ -56,25 +59,18 @@ func (o Outcome) String() string {
 	return "invalid outcome"
 }
 
-// Classify returns the Outcome of a request that failed with err (not nil).
+// Classify returns the retry Outcome of a request that failed with err
+// (not nil): AppliedOf(err) and the kind of err's rule.
 func Classify(err error) Outcome {
-	code := status.Code(err)
-	switch CodeOf(err) {
-	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_SHUTTING_DOWN:
-		return NotApplied
-	case logstorepb.ErrorCode_UNKNOWN_OUTCOME:
-		return MaybeApplied
-	case logstorepb.ErrorCode_TABLE_FULL:
+	applied := AppliedOf(err)
+	switch k := ruleOf(err).kind; {
+	case applied == AppliedYes:
 		return Final
-	case logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED:
-		switch code {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted:
-			return MaybeApplied
-		}
-	}
-	switch code {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted,
-		codes.Aborted, codes.Canceled, codes.Unknown, codes.Internal:
+	case k == transient && applied == AppliedNo:
+		return NotApplied
+	case k == transient:
+		return MaybeApplied
+	case k == fault:
 		return NodeFault
 	}
 	return Final

@@ -2,8 +2,10 @@
 // configured seeds plus leaders learned from NOT_LEADER errors) and sends
 // writes to the node it believes leads. It is safe for concurrent use.
 // Node rotation, retries and following the log are internal/storeconn's,
-// the access layer the LogPlayer's fetcher uses too; the retry table is
-// apierr.Classify's.
+// the access layer the LogPlayer's fetcher uses too. Whether a failed
+// request wrote is apierr.AppliedOf's answer (the applied field every
+// LogStore error carries), and how far it is retried apierr.Classify's,
+// derived from it.
 //
 // Retries. Every call runs within the caller's context deadline and retries
 // with exponential backoff (cenkalti/backoff/v4, capped at

@@ -26,9 +26,10 @@
 //
 // Outcomes of Producer.Append: a *Result; a *ConditionError
 // (ErrConditionFailed) when a condition did not hold; the server's
-// InvalidArgument error for a malformed transaction; a *InDoubtError
-// (ErrInDoubt) when ctx ended before any answer: the transaction may or may
-// not have committed, the producer keeps it, and Producer.Resolve resends
+// InvalidArgument error for a malformed transaction (or another refusal)
+// when no attempt can have written it; a *InDoubtError (ErrInDoubt) when
+// ctx ended before any answer, or an attempt may have committed before a
+// later one was refused: the transaction may or may not have committed, the producer keeps it, and Producer.Resolve resends
 // it with the same sequence to learn its outcome (Append refuses until
 // then); a *FencedError (ErrProducerFenced) when another instance
 // registered the same name (this one is a zombie and stops); a

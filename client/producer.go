@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -371,11 +369,13 @@ func sortedTopics(m map[string][][]byte) []string {
 //   - the Result (Duplicate when a retry found the first attempt committed);
 //   - a *ConditionError when a condition did not hold (the sequence is used
 //     up; the producer goes on);
-//   - the server's InvalidArgument error for a malformed transaction
-//     (nothing was written);
+//   - the server's refusal (InvalidArgument for a malformed transaction,
+//     PERMISSION_DENIED, …) when no attempt can have written it (every
+//     attempt's apierr.AppliedOf was AppliedNo);
 //   - a *InDoubtError (ErrInDoubt) when ctx ended with the outcome unknown,
-//     or when the cluster forgot the producer while the outcome was
-//     unknown (Lost): call Resolve before the next Append;
+//     when an attempt may have committed and a later one was refused, or
+//     when the cluster forgot the producer while the outcome was unknown
+//     (Lost): call Resolve before the next Append;
 //   - a *FencedError (ErrProducerFenced): a newer instance registered the
 //     name; this one is done;
 //   - a *SequenceError (ErrSequenceMismatch): the producer is broken;
@@ -702,13 +702,10 @@ func (p *Producer) run(ctx context.Context, f *flight) (*Result, error) {
 			p.settleLocked(f)
 			p.mu.broken = &SequenceError{ProducerID: f.req.ProducerId, Sequence: f.req.Sequence, Expected: d.ExpectedSequence, InDoubt: f.maybe, Err: err}
 			return nil, p.brokenUnlock()
-		case status.Code(err) == codes.InvalidArgument:
-			// Refused at the edge: the same request always is, so no
-			// attempt can have committed it.
-			p.unusedLocked(f)
-			p.mu.Unlock()
-			return nil, err
 		default:
+			// Any other refusal (an invalid request too) says only that
+			// the last attempt wrote nothing: an earlier one may have
+			// committed (f.maybe) before, say, the topic's schema changed.
 			err = p.giveUpLocked(ctx, f, err)
 			p.mu.Unlock()
 			return nil, err
@@ -749,7 +746,7 @@ func (p *Producer) sendOnce(ctx context.Context, f *flight) (resp *logstorepb.Ap
 	}
 	err = p.c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
 		if err := ctx.Err(); err != nil {
-			return err // not sent
+			return apierr.NotSent(err)
 		}
 		select {
 		case <-f.started:
@@ -762,27 +759,10 @@ func (p *Producer) sendOnce(ctx context.Context, f *flight) (resp *logstorepb.Ap
 		switch {
 		case err == nil:
 			conflict = resp.Duplicate && !before
-		case !wroteNothing(err):
-			f.maybe = true
+		case apierr.AppliedOf(err) != apierr.AppliedNo:
+			f.maybe = true // this attempt may have committed
 		}
 		return err
 	})
 	return resp, conflict, err
-}
-
-// wroteNothing reports whether err is an answer proving that this attempt
-// wrote nothing: refused before Raft (validation, NOT_LEADER, QUEUE_FULL,
-// SHUTTING_DOWN) or refused by apply (sequence, producer and condition
-// refusals, TABLE_FULL).
-func wroteNothing(err error) bool {
-	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_SEQUENCE_REUSED, logstorepb.ErrorCode_CONDITION_FAILED,
-		logstorepb.ErrorCode_TABLE_FULL, logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED,
-		logstorepb.ErrorCode_FEATURE_NOT_ENABLED:
-		return true
-	}
-	if status.Code(err) == codes.InvalidArgument {
-		return true
-	}
-	return apierr.Classify(err) == apierr.NotApplied
 }

@@ -12,8 +12,6 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/dispatcher"
@@ -46,22 +44,23 @@ const (
 	failFenced                   // a newer LogPlayer owns the target: this one must stop
 )
 
-// classify maps a session's error to a failure kind, reading the target's
-// refusal code (package target documents them).
+// classify maps a session's error to a failure kind: STALE_EPOCH fences
+// (package target documents the refusals); otherwise the one retry
+// classification of errors, apierr.Classify (derived from
+// apierr.AppliedOf): an answer about the request itself (Final: a
+// delivery the target can never apply, a wrong target or protocol,
+// refused credentials) is answered the same on the next session, so it
+// waits PermanentRetry and shows the target blocked; anything about the
+// target or the connection is transient.
 func classify(err error) failure {
 	switch {
 	case errors.Is(err, errSlow):
 		return failSlow
 	case errors.Is(err, errBlocked):
 		return failPermanent
-	}
-	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_STALE_EPOCH:
+	case apierr.CodeOf(err) == logstorepb.ErrorCode_STALE_EPOCH:
 		return failFenced
-	case logstorepb.ErrorCode_APPLY_REJECTED, logstorepb.ErrorCode_WRONG_TARGET, logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL:
-		return failPermanent
-	}
-	if status.Code(err) == codes.DataLoss {
+	case apierr.Classify(err) == apierr.Final:
 		return failPermanent
 	}
 	return failTransient

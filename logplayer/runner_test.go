@@ -232,6 +232,17 @@ func TestClassify(t *testing.T) {
 		{errSlow, failSlow},
 		{errors.Join(errBlocked, errors.New("below retention")), failPermanent},
 		{errHelloTimeout, failTransient},
+		// Every refusal about the request itself (apierr.Final) is
+		// answered the same on the next session: retry it slowly and
+		// show the target blocked, whichever code says so.
+		{refusal(codes.InvalidArgument, logstorepb.ErrorCode_INVALID_ARGUMENT), failPermanent},
+		{refusal(codes.PermissionDenied, logstorepb.ErrorCode_PERMISSION_DENIED), failPermanent},
+		{refusal(codes.Unauthenticated, logstorepb.ErrorCode_UNAUTHENTICATED), failPermanent},
+		{status.Error(codes.Unimplemented, "unknown service logplayer.target.Target"), failPermanent},
+		{refusal(codes.Internal, logstorepb.ErrorCode_INTERNAL), failTransient},
+		{refusal(codes.DeadlineExceeded, logstorepb.ErrorCode_TIMEOUT), failTransient},
+		{status.Error(codes.DeadlineExceeded, "slow"), failTransient},
+		{errors.New("dial tcp: connection refused"), failTransient},
 	}
 	for _, tc := range cases {
 		if got := classify(tc.err); got != tc.want {

@@ -399,7 +399,13 @@ func (a *aggregator) complete() {
 			panic("logstore: apply result does not match the entry's commands")
 		}
 		for i, p := range ie.batch {
-			p.done <- res[i]
+			r := res[i]
+			if r.Err != nil {
+				// The FSM refuses a command with no effect on any replica
+				// (fsm/apply.go): whatever the code, nothing was written.
+				r.Err = apierr.WithApplied(r.Err, apierr.AppliedNo)
+			}
+			p.done <- r
 		}
 	}
 }
@@ -426,19 +432,34 @@ func (a *aggregator) await(f raft.ApplyFuture) error {
 	}
 }
 
-// raftErr maps a failed Apply future: ErrNotLeader, ErrEnqueueTimeout and
-// ErrLeadershipTransferInProgress (the leader loop refuses the Apply before
-// dispatching it) mean the entry never entered the log (safe to retry);
-// anything else may have committed.
+// raftErr maps a failed Apply future to what its requests did (see
+// raftSentinel); any other error came after the entry was handed to Raft,
+// so it may have committed (ErrUnknownOutcome).
 func raftErr(err error) error {
+	if m, ok := raftSentinel(err); ok {
+		return m
+	}
+	return apierr.ErrUnknownOutcome
+}
+
+// raftSentinel maps the errors hashicorp/raft resolves a future with
+// (an aggregated entry's Apply, a membership change) to apierr's sentinels
+// by whether the entry entered the log: ErrNotLeader and
+// ErrLeadershipTransferInProgress (the leader loop refuses the entry
+// before dispatching it) are ErrNotLeader, ErrEnqueueTimeout is
+// ErrQueueFull: AppliedNo, safe to retry. ErrLeadershipLost and
+// ErrRaftShutdown (the entry was dispatched, or may have been) are
+// ErrUnknownOutcome: AppliedMaybe. false for any other error.
+func raftSentinel(err error) (error, bool) {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return apierr.ErrNotLeader
+		return apierr.ErrNotLeader, true
 	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return apierr.ErrQueueFull
-	default:
-		return apierr.ErrUnknownOutcome
+		return apierr.ErrQueueFull, true
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
+		return apierr.ErrUnknownOutcome, true
 	}
+	return nil, false
 }
 
 // drain answers what is left in intake after the goroutines ended.

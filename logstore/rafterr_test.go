@@ -28,3 +28,22 @@ func TestRaftErrClassesByWhetherTheEntryEnteredTheLog(t *testing.T) {
 		}
 	}
 }
+
+// A membership change (AddVoter, RemoveServer) whose Raft future fails with
+// ErrLeadershipLost was handed to Raft: its configuration entry may have
+// committed, the same as an aggregated command's. Only a refusal before
+// the entry entered the log (ErrNotLeader) says it was not applied.
+func TestMembershipRaftErrSaysWhetherTheChangeMayHaveApplied(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want apierr.Outcome
+	}{
+		{raft.ErrNotLeader, apierr.NotApplied},
+		{raft.ErrLeadershipLost, apierr.MaybeApplied},
+		{raft.ErrRaftShutdown, apierr.MaybeApplied},
+	} {
+		if got := apierr.Classify(membershipErr("add voter n4", tc.err)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

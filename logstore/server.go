@@ -439,9 +439,13 @@ func (s *server) leaderOnly() error {
 	return nil
 }
 
+// membershipErr maps a failed membership change the way an aggregated
+// entry's Raft errors map (raftSentinel: leadership lost after the
+// change was handed to Raft may have committed it); any other error is
+// Raft's refusal of the change before it entered the log (MEMBERSHIP).
 func membershipErr(op string, err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-		return apierr.Status(fmt.Errorf("%s: %w", op, apierr.ErrNotLeader))
+	if m, ok := raftSentinel(err); ok {
+		return apierr.Status(fmt.Errorf("%s: %v: %w", op, err, m))
 	}
 	return apierr.New(logstorepb.ErrorCode_MEMBERSHIP, fmt.Sprintf("%s: %v", op, err), nil)
 }

@@ -45,6 +45,12 @@ func refuse(reason string, code logstorepb.ErrorCode, detail *logstorepb.ErrorDe
 
 func (r *refusal) Error() string { return r.msg }
 
+// beforeHello is the detail of a refusal before the Hello: no delivery was
+// taken, so none was applied (docs/ARCHITECTURE.md, "Did this write?").
+func beforeHello() *logstorepb.ErrorDetail {
+	return &logstorepb.ErrorDetail{Applied: logstorepb.Applied_APPLIED_NO}
+}
+
 // status returns r as a gRPC status error carrying its ErrorDetail, with the
 // gRPC code apierr fixes for its ErrorCode (TIMEOUT, a peer that did not
 // answer in time, is DEADLINE_EXCEEDED).

@@ -153,10 +153,10 @@ func (s *Server) handshake(ss grpc.BidiStreamingServer[targetpb.DeliverRequest, 
 			return nil, r
 		}
 		return nil, refuse("", logstorepb.ErrorCode_INVALID_ARGUMENT, nil, "stream ended before Hello: %v", st.endErr)
-	case <-timer.C:
-		return nil, refuse(reasonProtocol, logstorepb.ErrorCode_TIMEOUT, nil, "no Hello within %v", s.cfg.HelloTimeout)
+	case <-timer.C: // nothing was delivered: applied NO, not TIMEOUT's default MAYBE
+		return nil, refuse(reasonProtocol, logstorepb.ErrorCode_TIMEOUT, beforeHello(), "no Hello within %v", s.cfg.HelloTimeout)
 	case <-ss.Context().Done():
-		return nil, refuse("", logstorepb.ErrorCode_TIMEOUT, nil, "stream ended before Hello: %v", ss.Context().Err())
+		return nil, refuse("", logstorepb.ErrorCode_TIMEOUT, beforeHello(), "stream ended before Hello: %v", ss.Context().Err())
 	case <-s.quit:
 		return nil, errShuttingDown
 	}

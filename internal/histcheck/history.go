@@ -154,20 +154,18 @@ func (o *Op) validate() error {
 	return bad("kind %d", o.Kind)
 }
 
-// OutcomeOf classifies an Append's error: nil is OK; a refusal that
-// guarantees nothing was written (not leader, queue full, shutting down
-// before intake, an invalid request, a failed condition or sequence, a full
-// table) is Failed; anything else, a timeout or a broken connection
-// included, is Unknown.
+// OutcomeOf classifies an Append's error by apierr.AppliedOf, the one
+// answer to "did this write?": nil is OK; an error stating that nothing
+// was written (not leader, queue full, an invalid request, a failed
+// condition or sequence, a full table, never sent) is Failed; anything
+// else, a timeout or a broken connection included, is Unknown.
 func OutcomeOf(err error) Outcome {
-	if err == nil {
-		return OK
-	}
-	switch apierr.CodeOf(err) {
-	case logstorepb.ErrorCode_NOT_LEADER, logstorepb.ErrorCode_QUEUE_FULL, logstorepb.ErrorCode_SHUTTING_DOWN,
-		logstorepb.ErrorCode_EMPTY_TRANSACTION, logstorepb.ErrorCode_INVALID_TOPIC, logstorepb.ErrorCode_DUPLICATE_TOPIC,
-		logstorepb.ErrorCode_MESSAGE_TOO_LARGE, logstorepb.ErrorCode_REQUEST_TOO_LARGE, logstorepb.ErrorCode_INVALID_ARGUMENT,
-		logstorepb.ErrorCode_SEQUENCE_MISMATCH, logstorepb.ErrorCode_CONDITION_FAILED, logstorepb.ErrorCode_TABLE_FULL:
+	switch apierr.AppliedOf(err) {
+	case apierr.AppliedYes:
+		if err == nil {
+			return OK
+		}
+	case apierr.AppliedNo:
 		return Failed
 	}
 	return Unknown

@@ -53,8 +53,8 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 		if err == nil {
 			return nil
 		}
-		out := outcome(err)
-		if out > apierr.NotApplied && maybe == nil {
+		out := apierr.Classify(err)
+		if maybe == nil && apierr.AppliedOf(err) != apierr.AppliedNo {
 			maybe = err
 		}
 		if d := apierr.Detail(err); d != nil && d.Code == logstorepb.ErrorCode_NOT_LEADER {
@@ -83,14 +83,20 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 	}
 }
 
-// callErr is the error of a call that ends with last: an UNKNOWN_OUTCOME
-// error naming both when last was refused before Raft (NotApplied) after
-// an attempt whose outcome was unknown (maybe; nil: none); ctx's error
-// wrapping last when no node could be reached before ctx ended
-// (ErrUnreachable is internal: a caller tests the deadline); else last.
+// callErr is the error of a call that ends with last, stating the call's
+// outcome: when an earlier attempt may have committed (maybe; nil: none)
+// and last wrote nothing (apierr.AppliedOf), the call may have written.
+// Then a refusal about the node or the moment (NotApplied: NOT_LEADER,
+// unreachable, …) becomes an UNKNOWN_OUTCOME error naming both, and a
+// final refusal keeps its code and detail but states AppliedMaybe. When no
+// node could be reached before ctx ended, ctx's error wraps last
+// (ErrUnreachable is internal: a caller tests the deadline). Else last.
 func callErr(ctx context.Context, maybe, last error) error {
-	if maybe != nil && outcome(last) == apierr.NotApplied {
-		return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_OUTCOME, "outcome unknown: an attempt ended with %v; the last one: %v", maybe, last)
+	if maybe != nil && apierr.AppliedOf(last) == apierr.AppliedNo {
+		if apierr.Classify(last) == apierr.NotApplied {
+			return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_OUTCOME, "outcome unknown: an attempt ended with %v; the last one: %v", maybe, last)
+		}
+		return apierr.WithApplied(last, apierr.AppliedMaybe)
 	}
 	if cerr := ctx.Err(); cerr != nil && errors.Is(last, ErrUnreachable) {
 		return fmt.Errorf("%w: %w", cerr, last)

@@ -7,10 +7,11 @@
 //     the nodes that a failure moves past; a NOT_LEADER answer's leader
 //     address is followed at once (Config.Resolve), the Raft leader with
 //     the highest term can be probed for (Conn.ProbeLeader);
-//   - which failures are retried: apierr.Classify's table against the
+//   - which failures are retried: apierr.Classify (derived from
+//     apierr.AppliedOf, the one answer to "did this write?") against the
 //     caller's limit (Policy.Retry), so a write is retried only when it
 //     cannot apply twice and an unknown outcome only for an idempotent
-//     request;
+//     request; a call's error states the call's outcome (callErr);
 //   - backoff between attempts (cenkalti/backoff/v4, exponential, capped at
 //     Config.MaxBackoff), reset after progress;
 //   - unary calls (Conn.Call) and server streams reopened on another node
@@ -48,12 +49,13 @@ import (
 )
 
 // ErrUnreachable wraps the error of an attempt that sent nothing because
-// the node could not be reached: it is retried like NotApplied.
-var ErrUnreachable = errors.New("storeconn: node unreachable")
+// the node could not be reached. It is marked apierr.NotSent (AppliedOf:
+// AppliedNo), so it is retried like NotApplied.
+var ErrUnreachable = apierr.NotSent(errors.New("storeconn: node unreachable"))
 
-// errEmptyStream is the failure of a stream that ended cleanly without
-// sending anything (before the end of its range): retried like NotApplied,
-// a read did nothing.
+// errEmptyStream is the end of a stream that ended cleanly without
+// sending anything (before the end of its range): not a failure of the
+// read, which is reopened whatever its policy (Stream.retry).
 var errEmptyStream = errors.New("storeconn: stream ended without sending anything")
 
 // ProbeTimeout bounds each Status call of ProbeLeader.
@@ -240,15 +242,6 @@ func (c *Conn) Heads(ctx context.Context, skip int, fn func(node int, head types
 			return
 		}
 	}
-}
-
-// outcome classifies a failed attempt: apierr's table, and nothing sent
-// (unreachable, an empty stream) is NotApplied.
-func outcome(err error) apierr.Outcome {
-	if errors.Is(err, ErrUnreachable) || errors.Is(err, errEmptyStream) {
-		return apierr.NotApplied
-	}
-	return apierr.Classify(err)
 }
 
 func (c *Conn) newBackoff() *backoff.ExponentialBackOff {

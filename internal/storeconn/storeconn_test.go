@@ -376,3 +376,25 @@ func TestCallUnreachableUntilDeadline(t *testing.T) {
 		t.Fatalf("error %v: want one wrapping context.DeadlineExceeded and ErrUnreachable", err)
 	}
 }
+
+// TestCallFinalAnswerAfterUnknownOutcome: a retried call whose first
+// attempt may have committed and whose last is a final refusal keeps the
+// refusal's code and detail (the caller branches on them) but states the
+// call's outcome, AppliedMaybe: the refusal says only that the last
+// attempt wrote nothing.
+func TestCallFinalAnswerAfterUnknownOutcome(t *testing.T) {
+	nodes, calls := fakeCluster(2)
+	nodes[0].script = []error{status.Error(codes.Unavailable, "connection reset")}
+	nodes[1].script = []error{apierr.New(logstorepb.ErrorCode_CONDITION_FAILED, "topic t at 3",
+		func(d *logstorepb.ErrorDetail) { d.Topic, d.ActualNextOffset = "t", 3 })}
+	err := newConn(t, nodes, nil).Call(context.Background(), Policy{Retry: apierr.MaybeApplied}, nextEpoch)
+	if fmt.Sprint(*calls) != "[0 1]" {
+		t.Fatalf("calls %v, want [0 1]", *calls)
+	}
+	if d := apierr.Detail(err); d == nil || d.Code != logstorepb.ErrorCode_CONDITION_FAILED || d.ActualNextOffset != 3 {
+		t.Fatalf("error %v: want the CONDITION_FAILED refusal with its detail", err)
+	}
+	if got := apierr.AppliedOf(err); got != apierr.AppliedMaybe {
+		t.Fatalf("error %v: applied %v, want maybe (the first attempt may have committed)", err, got)
+	}
+}

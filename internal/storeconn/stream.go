@@ -176,7 +176,7 @@ func (s *Stream[R]) retry(ctx context.Context, err error) error {
 		s.c.Failed(s.node)
 		return nil
 	}
-	if outcome(err) > s.p.Retry {
+	if !errors.Is(err, errEmptyStream) && apierr.Classify(err) > s.p.Retry {
 		return err
 	}
 	s.c.Failed(s.node)
