@@ -18,15 +18,15 @@ type cpFile struct {
 	copyLen int64
 }
 
-// Checkpoint syncs the log, then fills dir (created if missing, its path
-// made durable; it must hold no segment files) with a point-in-time copy of the log from FirstLSN up to
-// the record upTo: sealed segments wholly at or below upTo and their index
-// files are hard-linked (sealed files are immutable), the segment holding
-// upTo contributes a copy of its bytes up to upTo, and when upTo ends a
-// sealed segment an empty segment file follows it. It returns the manifest
-// of dir. upTo below FirstLSN-1 is ErrBelowRetention, above LastLSN
-// ErrNotFound. Appends go on meanwhile; DeleteBefore, TruncateAfterRaftIndex
-// and Install wait.
+// Checkpoint syncs the log, then fills dir (created if missing, its path made
+// durable; it must hold no segment files) with a point-in-time copy of the
+// log from FirstLSN up to the record upTo: sealed segments wholly at or below
+// upTo and their index files are hard-linked (sealed files are immutable),
+// the segment holding upTo contributes a copy of its bytes up to upTo, and
+// when upTo ends a sealed segment an empty segment file follows it. It
+// returns the manifest of dir. upTo below FirstLSN-1 is ErrBelowRetention,
+// above LastLSN ErrNotFound. Appends go on meanwhile; DeleteBefore,
+// TruncateAfterRaftIndex and Install wait.
 func (l *Log) Checkpoint(dir string, upTo types.LSN) (Manifest, error) {
 	l.fileMu.Lock()
 	defer l.fileMu.Unlock()

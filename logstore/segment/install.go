@@ -9,12 +9,13 @@ import (
 // Install replaces the log's content with the checkpoint described by m,
 // whose files are in srcDir (ReadFiles wrote them there, or Checkpoint did).
 // Local files identical to the manifest's (same name, size and CRC) are kept
-// as they are (made durable first: the active segment is fsynced); the others are verified in srcDir (size and CRC) before
-// anything changes, then hard-linked into the log's directory (the last
-// segment, which the log will append to, is copied). A crash in the middle
-// leaves a marker that makes Open discard the half-installed files (the log
-// then starts empty, and the caller installs again). Readers in progress
-// finish on the old files; srcDir is left as it was.
+// as they are (made durable first: the active segment is fsynced); the others
+// are verified in srcDir (size and CRC) before anything changes, then
+// hard-linked into the log's directory (the last segment, which the log will
+// append to, is copied). A crash in the middle leaves a marker that makes
+// Open discard the half-installed files (the log then starts empty, and the
+// caller installs again). Readers in progress finish on the old files; srcDir
+// is left as it was.
 func (l *Log) Install(srcDir string, m Manifest) error {
 	if err := m.validate(); err != nil {
 		return err
