@@ -35,6 +35,7 @@ var scenarios = []struct {
 	{"SchemaRefused", testSchemaRefused},
 	{"BadMessageRefused", testBadMessageRefused},
 	{"BadMessageDeadLetter", testBadMessageDeadLetter},
+	{"BadMessageThroughServer", testBadMessageThroughServer},
 	{"Upsert", testUpsert},
 	{"FencedThroughServer", testFencedThroughServer},
 	{"KilledMidTransaction", testKilledMidTransaction},

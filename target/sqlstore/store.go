@@ -49,7 +49,7 @@ const (
 	// DefaultIdleInTxTimeout is how long PostgreSQL keeps a transaction whose
 	// client went silent (a paused or partitioned sink holding the state
 	// row's lock) before it ends the session and rolls back.
-	DefaultIdleInTxTimeout = 30 * time.Second
+	DefaultIdleInTxTimeout = 10 * time.Second
 )
 
 // ApplyFunc writes the data of ds inside tx, the transaction that also

@@ -360,3 +360,31 @@ func testFencedThroughServer(t *testing.T, d db) {
 		t.Fatalf("rows %q, want lsn 1 and 2 once each", rows)
 	}
 }
+
+// Through the target SDK, a bad message is the permanent refusal the
+// LogPlayer stops on and shows (status --player): APPLY_REJECTED at its
+// LSN, naming table and column; the batches before it are applied.
+func testBadMessageThroughServer(t *testing.T, d db) {
+	m := mapping(t, "sink", sqlstore.MappingConfig{Topics: []string{"t"}, MaxValueBytes: 4})
+	_, addr := targettest.Serve(t, target.Config{TargetID: "sink", Store: d.open("sink", m), Topics: []string{"t"}})
+	ctx := targettest.Context(t)
+	s, _, err := targettest.Open(ctx, targettest.Dial(t, addr), targettest.Hello("sink", 1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	log := targettest.NewLog()
+	if err := s.Send(log.Txn(targettest.Part{Topic: "t", Values: [][]byte{[]byte("ok")}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(log.Txn(targettest.Part{Topic: "t", Values: [][]byte{[]byte("too long")}})); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Wait(ctx)
+	if !target.IsPermanent(err) || !strings.Contains(err.Error(), "lsn 2") || !strings.Contains(err.Error(), "table t column value") {
+		t.Fatalf("stream ended with %v, want a permanent refusal at lsn 2 naming table t column value", err)
+	}
+	if rows := d.query(`SELECT lsn, value FROM t`); !reflect.DeepEqual(rows, [][]string{{"1", "ok"}}) {
+		t.Fatalf("rows %q, want only lsn 1", rows)
+	}
+}
