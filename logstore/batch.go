@@ -2,32 +2,24 @@ package logstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
-
-// MaxAppendBatchRequests bounds the requests of one AppendBatch call.
-const MaxAppendBatchRequests = 1024
 
 // AppendBatch answers each request as Append would. Every valid request
 // enters the intake, in request order, before the handler waits for any of
 // them, so the aggregator can carry the whole call in one Raft entry. The
 // call fails as a whole only before any request is looked at.
 func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchRequest) (*logstorepb.AppendBatchResponse, error) {
-	n := len(req.Requests)
-	if n == 0 || n > MaxAppendBatchRequests {
-		return nil, apierr.New(logstorepb.ErrorCode_INVALID_ARGUMENT,
-			fmt.Sprintf("an AppendBatch holds 1 to %d requests, not %d", MaxAppendBatchRequests, n),
-			func(d *logstorepb.ErrorDetail) { d.Limit = MaxAppendBatchRequests })
-	}
-	if err := validateBatchSize(req, s.n.cfg.maxBatchCallBytes()); err != nil {
+	if err := api.ValidateBatch(req, s.n.cfg.maxBatchCallBytes()); err != nil {
 		return nil, err
 	}
+	n := len(req.Requests)
 	if err := s.authorizeProducers(ctx, req.Requests...); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,9 @@
 // # Write path
 //
 //	gRPC Append, or each request of an AppendBatch (batch.go)
-//	  ─ validate (validate.go) ─▶ aggregator intake (bounded)
+//	  ─ admit (package api: a retry answered from the state, then validate,
+//	    then schemas; on a leader caught up with its term, leaderready.go)
+//	  ─▶ aggregator intake (bounded)
 //	  ─▶ one Raft entry of many commands ─▶ Raft log store (raftstore.go: raft-wal or raft-boltdb; fsync) + replication
 //	  ─▶ raftFSM.Apply on every node: fsm.Machine.Apply (package fsm) appends
 //	     one CRC-framed record per txn to the segment log (AppendBatch: one
@@ -87,7 +89,7 @@
 //     durable snapshot, and never above the lowest delivery-consumer acked
 //     LSN unless RetentionCapBytes (8 GiB) or RetentionCapAge (30 days)
 //     forces it (warning + logstore_retention_forced_deletes_total).
-//   - Edge validation (validate.go): topics are 1..249 characters of
+//   - Edge validation (package api, validate.go): topics are 1..249 characters of
 //     [a-zA-Z0-9._-]; a message (value+key+headers) is at most
 //     MaxMessageBytes (1 MiB), a request at most MaxRequestBytes (4 MiB),
 //     an AppendBatch call at most 4 x MaxRequestBytes in all (edge.go;

@@ -1,17 +1,28 @@
 package logstore
 
-import (
-	"fmt"
+import "github.com/logplayer/logplayer/logstore/api"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/logplayer/logplayer/apierr"
-	"github.com/logplayer/logplayer/proto/logstorepb"
+// Limits of the edge, defined in package api (the edge) and kept here
+// under their old names for the package's users.
+const (
+	// AppendBatchRequestFactor is how many MaxRequestBytes one AppendBatch
+	// call may carry in all (each request stays within MaxRequestBytes).
+	AppendBatchRequestFactor = api.AppendBatchRequestFactor
+	// MaxAppendBatchRequests bounds the requests of one AppendBatch call.
+	MaxAppendBatchRequests = api.MaxAppendBatchRequests
+	// MaxTopicLen is the longest topic name (Kafka's limit).
+	MaxTopicLen = api.MaxTopicLen
+	// MaxNameLen bounds producer ids, group and consumer names.
+	MaxNameLen = api.MaxNameLen
 )
 
-// AppendBatchRequestFactor is how many MaxRequestBytes one AppendBatch call
-// may carry in all (each request stays within MaxRequestBytes).
-const AppendBatchRequestFactor = 4
+// ValidTopic reports whether t is a topic name (api.ValidTopic).
+func ValidTopic(t string) bool { return api.ValidTopic(t) }
+
+// edgeLimits are the limits the edge checks a new Append against.
+func (c *Config) edgeLimits() api.Limits {
+	return api.Limits{MaxMessageBytes: c.MaxMessageBytes, MaxRequestBytes: c.MaxRequestBytes, AllowLegacyProducers: c.AllowLegacyProducers}
+}
 
 // maxBatchCallBytes bounds one encoded AppendBatchRequest.
 func (c *Config) maxBatchCallBytes() int { return AppendBatchRequestFactor * c.MaxRequestBytes }
@@ -22,14 +33,3 @@ func (c *Config) maxBatchCallBytes() int { return AppendBatchRequestFactor * c.M
 // (REQUEST_TOO_LARGE with the limit) instead of gRPC's untyped
 // RESOURCE_EXHAUSTED. Only a call above this still gets gRPC's error.
 func (c *Config) maxRecvBytes() int { return c.maxBatchCallBytes() + grpcRecvSlack }
-
-// validateBatchSize refuses an AppendBatch above maxBatchCallBytes as a
-// whole: REQUEST_TOO_LARGE (INVALID_ARGUMENT) with the batch limit.
-func validateBatchSize(req *logstorepb.AppendBatchRequest, limit int) error {
-	if size := proto.Size(req); size > limit {
-		return apierr.New(logstorepb.ErrorCode_REQUEST_TOO_LARGE,
-			fmt.Sprintf("AppendBatch is %d bytes, limit %d (%d x the request limit); send fewer requests per call", size, limit, AppendBatchRequestFactor),
-			func(d *logstorepb.ErrorDetail) { d.Limit = uint64(limit) })
-	}
-	return nil
-}

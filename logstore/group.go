@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -148,7 +149,7 @@ func (g *groupServer) LeaveGroup(ctx context.Context, req *logstorepb.LeaveGroup
 
 func (g *groupServer) ListRegisteredTargets(_ context.Context, req *logstorepb.ListRegisteredTargetsRequest) (*logstorepb.ListRegisteredTargetsResponse, error) {
 	if req.Group != "" {
-		if err := validName("group", req.Group); err != nil {
+		if err := api.ValidName("group", req.Group); err != nil {
 			return nil, err
 		}
 	}
@@ -167,7 +168,7 @@ func (g *groupServer) ListRegisteredTargets(_ context.Context, req *logstorepb.L
 }
 
 func (g *groupServer) DescribeGroup(_ context.Context, req *logstorepb.DescribeGroupRequest) (*logstorepb.DescribeGroupResponse, error) {
-	if err := validName("group", req.Group); err != nil {
+	if err := api.ValidName("group", req.Group); err != nil {
 		return nil, err
 	}
 	var out *logstorepb.DescribeGroupResponse
@@ -183,20 +184,20 @@ func (g *groupServer) DescribeGroup(_ context.Context, req *logstorepb.DescribeG
 
 func validTargetID(id string) error {
 	if !ValidTopic(id) {
-		return invalidArg("target id %q: want 1..%d characters of [a-zA-Z0-9._-]", id, MaxTopicLen)
+		return api.InvalidArg("target id %q: want 1..%d characters of [a-zA-Z0-9._-]", id, MaxTopicLen)
 	}
 	return nil
 }
 
 func validMember(group, member, incarnation string) error {
-	if err := validName("group", group); err != nil {
+	if err := api.ValidName("group", group); err != nil {
 		return err
 	}
-	if err := validName("member_id", member); err != nil {
+	if err := api.ValidName("member_id", member); err != nil {
 		return err
 	}
 	if len(incarnation) > MaxNameLen {
-		return invalidArg("incarnation must be at most %d bytes, got %d", MaxNameLen, len(incarnation))
+		return api.InvalidArg("incarnation must be at most %d bytes, got %d", MaxNameLen, len(incarnation))
 	}
 	return nil
 }
@@ -206,10 +207,10 @@ func validMember(group, member, incarnation string) error {
 func validHostPort(what, addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return invalidArg("%s %q: want host:port: %v", what, addr, err)
+		return api.InvalidArg("%s %q: want host:port: %v", what, addr, err)
 	}
 	if p, err := strconv.Atoi(port); host == "" || err != nil || p < 1 || p > 65535 {
-		return invalidArg("%s %q: want host:port with a host and a port in 1..65535", what, addr)
+		return api.InvalidArg("%s %q: want host:port with a host and a port in 1..65535", what, addr)
 	}
 	return nil
 }
@@ -220,7 +221,7 @@ func validHostPort(what, addr string) error {
 // silently ignored), and a bounded size.
 func validateRegisteredTarget(t *logstorepb.RegisteredTarget) error {
 	if t == nil {
-		return invalidArg("target is required")
+		return api.InvalidArg("target is required")
 	}
 	if err := validTargetID(t.Id); err != nil {
 		return err
@@ -229,23 +230,23 @@ func validateRegisteredTarget(t *logstorepb.RegisteredTarget) error {
 		return err
 	}
 	if len(t.Topics) == 0 {
-		return invalidArg("target %q: at least one topic is required", t.Id)
+		return api.InvalidArg("target %q: at least one topic is required", t.Id)
 	}
-	if err := validateTopics(t.Topics); err != nil {
+	if err := api.ValidateTopics(t.Topics); err != nil {
 		return err
 	}
 	seen := map[string]bool{}
 	for _, topic := range t.Topics {
 		if seen[topic] {
-			return invalidArg("target %q: topic %q appears twice", t.Id, topic)
+			return api.InvalidArg("target %q: topic %q appears twice", t.Id, topic)
 		}
 		seen[topic] = true
 	}
 	if len(t.Options) > 0 {
-		return invalidArg("target %q: unknown option %q (no target options are accepted yet)", t.Id, t.Options[0].Key)
+		return api.InvalidArg("target %q: unknown option %q (no target options are accepted yet)", t.Id, t.Options[0].Key)
 	}
 	if n := proto.Size(t); n > maxTargetBytes {
-		return invalidArg("target %q: %d bytes encoded, at most %d", t.Id, n, maxTargetBytes)
+		return api.InvalidArg("target %q: %d bytes encoded, at most %d", t.Id, n, maxTargetBytes)
 	}
 	return nil
 }

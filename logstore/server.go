@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -113,46 +114,17 @@ type admission struct {
 	answer *logstorepb.AppendResponse
 }
 
-// admitAppend decides on req before the log, in this order (issue #26):
-//  1. producer dedup: a retry of a sequence the producer's row remembers
-//     gets its first answer from the state (fsm.State.Retry), the
-//     duplicate or the first refusal, whatever changed since: a retry of
-//     what committed is never an error;
-//  2. validation of the request (the typed INVALID_ARGUMENT errors), and
-//     a legacy producer id is refused unless Config.AllowLegacyProducers
-//     (the setting this leader stamps into its entries, which apply
-//     enforces too);
-//  3. the schemas its topics are declared with, read from the same state
-//     as step 1 (so a declaration that state holds was applied after
-//     every sequence it remembers: a retry it does not remember cannot
-//     have committed before the declaration).
-//
-// Only the leader (caught up: awaitCaughtUp) checks schemas: a follower's
-// state may lag a declaration the leader already acknowledged, and a
-// follower answers NOT_LEADER anyway.
+// admitAppend decides on req before the log (api.Admission: producer
+// dedup, then validation, then schemas, from one read of the state).
 func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admission, error) {
-	var (
-		retry   fsm.Result
-		isRetry bool
-		checks  []schemaCheck
-	)
-	s.n.fsm.withState(func(st *fsm.State) {
-		if retry, isRetry = st.Retry(req); !isRetry && leader {
-			checks = schemaChecks(st, req)
-		}
-	})
-	if isRetry {
-		resp, _ := retry.Resp.(*logstorepb.AppendResponse)
-		return admission{answer: resp}, retry.Err
+	var a api.Admission
+	s.n.fsm.withState(func(st *fsm.State) { a = api.Read(st, req, leader) })
+	if a.IsRetry() {
+		resp, err := a.Answer()
+		return admission{answer: resp}, err
 	}
-	size, err := validateAppend(req, s.n.cfg.MaxMessageBytes, s.n.cfg.MaxRequestBytes)
+	size, err := a.Check(req, s.n.cfg.edgeLimits())
 	if err != nil {
-		return admission{}, err
-	}
-	if req.ProducerId != "" && req.ProducerEpoch == 0 && !s.n.cfg.AllowLegacyProducers {
-		return admission{}, fsm.LegacyProducerRefused(req.ProducerId)
-	}
-	if err := checkSchemas(checks); err != nil {
 		return admission{}, err
 	}
 	return admission{cmd: &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size: size}, nil
@@ -167,7 +139,7 @@ func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest
 }
 
 func (s *server) ReportConsumer(ctx context.Context, req *logstorepb.ReportConsumerRequest) (*logstorepb.ReportConsumerResponse, error) {
-	if err := validName("consumer", req.Consumer); err != nil {
+	if err := api.ValidName("consumer", req.Consumer); err != nil {
 		return nil, err
 	}
 	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: req}}, proto.Size(req))
@@ -178,10 +150,10 @@ func (s *server) ReportConsumer(ctx context.Context, req *logstorepb.ReportConsu
 }
 
 func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsRequest) (*logstorepb.FetchOffsetsResponse, error) {
-	if err := validName("group", req.Group); err != nil {
+	if err := api.ValidName("group", req.Group); err != nil {
 		return nil, err
 	}
-	if err := validateTopics(req.Topics); err != nil {
+	if err := api.ValidateTopics(req.Topics); err != nil {
 		return nil, err
 	}
 	var out []*logstorepb.OffsetCommit
@@ -190,7 +162,7 @@ func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsReq
 }
 
 func (s *server) DeleteGroup(ctx context.Context, req *logstorepb.DeleteGroupRequest) (*logstorepb.DeleteGroupResponse, error) {
-	if err := validName("group", req.Group); err != nil {
+	if err := api.ValidName("group", req.Group); err != nil {
 		return nil, err
 	}
 	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_DeleteGroup{DeleteGroup: req}}, proto.Size(req))
@@ -341,12 +313,12 @@ func filterTxn(txn *logstorepb.Transaction, topics []string) *logstorepb.Transac
 
 func (s *server) Read(req *logstorepb.ReadRequest, stream logstorepb.LogStore_ReadServer) error {
 	if req.FromLsn == 0 {
-		return invalidArg("from_lsn must be >= 1")
+		return api.InvalidArg("from_lsn must be >= 1")
 	}
 	if req.ToLsn != 0 && req.ToLsn < req.FromLsn {
-		return invalidArg("to_lsn %d below from_lsn %d", req.ToLsn, req.FromLsn)
+		return api.InvalidArg("to_lsn %d below from_lsn %d", req.ToLsn, req.FromLsn)
 	}
-	if err := validateTopics(req.Topics); err != nil {
+	if err := api.ValidateTopics(req.Topics); err != nil {
 		return err
 	}
 	return s.scan(stream.Context(), types.LSN(req.FromLsn), types.LSN(req.ToLsn), req.Topics, int(req.MaxBatch),
@@ -360,7 +332,7 @@ var errStop = errors.New("stop")
 
 func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.LogStore_ReadTopicServer) error {
 	if !ValidTopic(req.Topic) {
-		return invalidTopic(req.Topic)
+		return api.InvalidTopic(req.Topic)
 	}
 	n := s.n
 	head := n.fsm.head.Load()
@@ -451,11 +423,11 @@ func membershipErr(op string, err error) error {
 }
 
 func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) (*logstorepb.AddVoterResponse, error) {
-	if err := validName("id", req.Id); err != nil {
+	if err := api.ValidName("id", req.Id); err != nil {
 		return nil, err
 	}
 	if req.RaftAddress == "" {
-		return nil, invalidArg("raft_address is required")
+		return nil, api.InvalidArg("raft_address is required")
 	}
 	if err := s.leaderOnly(); err != nil {
 		return nil, err
@@ -472,7 +444,7 @@ func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) 
 }
 
 func (s *server) RemoveServer(ctx context.Context, req *logstorepb.RemoveServerRequest) (*logstorepb.RemoveServerResponse, error) {
-	if err := validName("id", req.Id); err != nil {
+	if err := api.ValidName("id", req.Id); err != nil {
 		return nil, err
 	}
 	if err := s.leaderOnly(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -24,44 +25,6 @@ const (
 	ListTopicsMax     = 1000
 )
 
-// schemaCheck is one slice of an Append to check against its topic's
-// declared schema (anything but BYTES).
-type schemaCheck struct {
-	slice  *logstorepb.Slice
-	schema logstorepb.TopicSchema
-	by     string
-}
-
-// schemaChecks lists the slices of req that st declares a schema for. The
-// edge reads them under the state lock and checks them outside it
-// (checkSchemas: decoding is not done under the lock).
-func schemaChecks(st *fsm.State, req *logstorepb.AppendRequest) []schemaCheck {
-	if st.TopicDeclarationCount() == 0 {
-		return nil
-	}
-	var checks []schemaCheck
-	for _, sl := range req.Slices {
-		if schema, by := st.TopicSchema(sl.Topic); schema != logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES {
-			checks = append(checks, schemaCheck{sl, schema, by})
-		}
-	}
-	return checks
-}
-
-// checkSchemas refuses, before the log, an Append with a message that does
-// not match its topic's declared schema (SCHEMA_MISMATCH). Apply checks
-// again (fsm.Machine.checkTopics), so a request that slipped past a
-// declaration committed meanwhile is refused the same way on every
-// replica.
-func checkSchemas(checks []schemaCheck) error {
-	for _, c := range checks {
-		if err := fsm.CheckSlice(c.slice.Topic, c.slice.Messages, c.schema, c.by); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (s *server) CreateTopic(ctx context.Context, req *logstorepb.CreateTopicRequest) (*logstorepb.CreateTopicResponse, error) {
 	if err := fsm.ValidateDeclaration(req.GetDeclaration()); err != nil {
 		return nil, err
@@ -75,7 +38,7 @@ func (s *server) CreateTopic(ctx context.Context, req *logstorepb.CreateTopicReq
 
 func (s *server) DescribeTopic(_ context.Context, req *logstorepb.DescribeTopicRequest) (*logstorepb.DescribeTopicResponse, error) {
 	if !ValidTopic(req.Topic) {
-		return nil, invalidTopic(req.Topic)
+		return nil, api.InvalidTopic(req.Topic)
 	}
 	if req.Leader {
 		if err := s.leaderOnly(); err != nil {
@@ -95,7 +58,7 @@ func (s *server) DescribeTopic(_ context.Context, req *logstorepb.DescribeTopicR
 
 func (s *server) ListTopics(_ context.Context, req *logstorepb.ListTopicsRequest) (*logstorepb.ListTopicsResponse, error) {
 	if req.PageToken != "" && !ValidTopic(req.PageToken) {
-		return nil, invalidArg("page_token %q is not a topic name (pass the previous page's next_page_token)", req.PageToken)
+		return nil, api.InvalidArg("page_token %q is not a topic name (pass the previous page's next_page_token)", req.PageToken)
 	}
 	if req.Leader {
 		if err := s.leaderOnly(); err != nil {

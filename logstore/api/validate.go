@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -22,19 +23,23 @@ const (
 // [a-zA-Z0-9._-] (types.ValidTopic, the one definition of the rule).
 func ValidTopic(t string) bool { return types.ValidTopic(t) }
 
-func invalidTopic(t string) error {
+// InvalidTopic is the INVALID_TOPIC refusal of topic name t.
+func InvalidTopic(t string) error {
 	return apierr.New(logstorepb.ErrorCode_INVALID_TOPIC,
 		fmt.Sprintf("invalid topic %q: want 1..%d characters of [a-zA-Z0-9._-]", t, MaxTopicLen),
 		func(d *logstorepb.ErrorDetail) { d.Topic = t })
 }
 
-func invalidArg(format string, args ...any) error {
+// InvalidArg is an INVALID_ARGUMENT refusal.
+func InvalidArg(format string, args ...any) error {
 	return apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, format, args...)
 }
 
-func validName(kind, s string) error {
+// ValidName refuses (INVALID_ARGUMENT) a name of kind that is empty or
+// longer than MaxNameLen.
+func ValidName(kind, s string) error {
 	if s == "" || len(s) > MaxNameLen {
-		return invalidArg("%s must be 1..%d bytes, got %d", kind, MaxNameLen, len(s))
+		return InvalidArg("%s must be 1..%d bytes, got %d", kind, MaxNameLen, len(s))
 	}
 	return nil
 }
@@ -63,7 +68,7 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 	topics := make(map[string]bool, len(req.Slices))
 	for _, s := range req.Slices {
 		if !ValidTopic(s.Topic) {
-			return 0, invalidTopic(s.Topic)
+			return 0, InvalidTopic(s.Topic)
 		}
 		if topics[s.Topic] {
 			return 0, apierr.New(logstorepb.ErrorCode_DUPLICATE_TOPIC, fmt.Sprintf("topic %q appears twice", s.Topic),
@@ -76,7 +81,7 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 		}
 		for i, m := range s.Messages {
 			if m == nil {
-				return 0, invalidArg("topic %q message %d is null", s.Topic, i)
+				return 0, InvalidArg("topic %q message %d is null", s.Topic, i)
 			}
 			if n := messageBytes(m); n > maxMessage {
 				return 0, apierr.New(logstorepb.ErrorCode_MESSAGE_TOO_LARGE,
@@ -90,24 +95,24 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 			return 0, err
 		}
 	} else if req.ProducerId != "" {
-		if err := validName("producer_id", req.ProducerId); err != nil {
+		if err := ValidName("producer_id", req.ProducerId); err != nil {
 			return 0, err
 		}
 		if req.Sequence == 0 {
-			return 0, invalidArg("producer %q: sequence must be >= 1", req.ProducerId)
+			return 0, InvalidArg("producer %q: sequence must be >= 1", req.ProducerId)
 		}
 	} else if req.Sequence != 0 {
-		return 0, invalidArg("sequence %d without producer_id", req.Sequence)
+		return 0, InvalidArg("sequence %d without producer_id", req.Sequence)
 	}
 	// groupKey names one consumer group's position in one topic.
 	type groupKey struct{ group, topic string }
 	conds := map[groupKey]bool{} // group "" is the topic's own next offset
 	for _, c := range req.Conditions {
 		if !ValidTopic(c.Topic) {
-			return 0, invalidTopic(c.Topic)
+			return 0, InvalidTopic(c.Topic)
 		}
 		if len(c.Group) > MaxNameLen {
-			return 0, invalidArg("condition group must be at most %d bytes, got %d", MaxNameLen, len(c.Group))
+			return 0, InvalidArg("condition group must be at most %d bytes, got %d", MaxNameLen, len(c.Group))
 		}
 		k := groupKey{c.Group, c.Topic}
 		if conds[k] {
@@ -118,26 +123,64 @@ func validateAppend(req *logstorepb.AppendRequest, maxMessage, maxRequest int) (
 	}
 	commits := map[groupKey]bool{}
 	for _, oc := range req.OffsetCommits {
-		if err := validName("offset commit group", oc.Group); err != nil {
+		if err := ValidName("offset commit group", oc.Group); err != nil {
 			return 0, err
 		}
 		if !ValidTopic(oc.Topic) {
-			return 0, invalidTopic(oc.Topic)
+			return 0, InvalidTopic(oc.Topic)
 		}
 		k := groupKey{oc.Group, oc.Topic}
 		if commits[k] {
-			return 0, invalidArg("offset commit for group %q topic %q appears twice", oc.Group, oc.Topic)
+			return 0, InvalidArg("offset commit for group %q topic %q appears twice", oc.Group, oc.Topic)
 		}
 		commits[k] = true
 	}
 	return size, nil
 }
 
-func validateTopics(topics []string) error {
+// ValidateTopics refuses the first invalid topic name of topics.
+func ValidateTopics(topics []string) error {
 	for _, t := range topics {
 		if !ValidTopic(t) {
-			return invalidTopic(t)
+			return InvalidTopic(t)
 		}
+	}
+	return nil
+}
+
+// validateRegisteredProducer checks the registered-producer fields of an
+// Append (producer_epoch set): producer_id is a registered id in its
+// canonical decimal form, and the sequence is >= 1.
+func validateRegisteredProducer(req *logstorepb.AppendRequest) error {
+	if _, ok := fsm.ParseRegisteredProducerID(req.ProducerId); !ok {
+		return InvalidArg("producer_epoch %d: producer_id %q is not a registered id (the decimal id InitProducer returned)", req.ProducerEpoch, req.ProducerId)
+	}
+	if req.Sequence == 0 {
+		return InvalidArg("producer %s: sequence must be >= 1", req.ProducerId)
+	}
+	return nil
+}
+
+// MaxAppendBatchRequests bounds the requests of one AppendBatch call.
+const MaxAppendBatchRequests = 1024
+
+// AppendBatchRequestFactor is how many MaxRequestBytes one AppendBatch call
+// may carry in all (each request stays within MaxRequestBytes).
+const AppendBatchRequestFactor = 4
+
+// ValidateBatch refuses, as a whole, an AppendBatch of no request or more
+// than MaxAppendBatchRequests (INVALID_ARGUMENT, limit), or above limit
+// bytes (REQUEST_TOO_LARGE with the batch limit).
+func ValidateBatch(req *logstorepb.AppendBatchRequest, limit int) error {
+	if n := len(req.Requests); n == 0 || n > MaxAppendBatchRequests {
+		return apierr.New(logstorepb.ErrorCode_INVALID_ARGUMENT,
+			fmt.Sprintf("an AppendBatch holds 1 to %d requests, not %d", MaxAppendBatchRequests, n),
+			func(d *logstorepb.ErrorDetail) { d.Limit = MaxAppendBatchRequests })
+	}
+	if size := proto.Size(req); size > limit {
+		return apierr.New(logstorepb.ErrorCode_REQUEST_TOO_LARGE,
+			fmt.Sprintf("AppendBatch is %d bytes, limit %d (%d x the request limit); send fewer requests per call", size, limit, AppendBatchRequestFactor),
+			func(d *logstorepb.ErrorDetail) { d.Limit = uint64(limit) })
 	}
 	return nil
 }
