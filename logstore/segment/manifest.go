@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/logplayer/logplayer/internal/jsoncrc"
 	"github.com/logplayer/logplayer/internal/vfs"
-
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -48,6 +48,43 @@ func (m Manifest) Bytes() int64 {
 	}
 	return n
 }
+
+// manifestJSON is a manifest's encoding (manifest.json, and the manifest
+// of a snapshot archive): the manifest's fields and the CRC-32C of them
+// (internal/jsoncrc). Readers before the checksum ignore the extra field.
+type manifestJSON struct {
+	Manifest
+	CRC *uint32 `json:"crc32c,omitempty"`
+}
+
+// Marshal encodes m as JSON carrying its own CRC-32C (UnmarshalManifest
+// reads it).
+func (m Manifest) Marshal() ([]byte, error) {
+	f := manifestJSON{Manifest: m}
+	return jsoncrc.Marshal(&f, &f.CRC)
+}
+
+// UnmarshalManifest decodes what Marshal wrote and checks its checksum
+// and its shape (Validate). A manifest without a checksum (written by a
+// release before it had one) is accepted only with legacy true: when the
+// bytes come with a checksum of their own (a snapshot archive's header)
+// or from a snapshot whose metadata says it predates them. Errors wrap
+// ErrCorrupt.
+func UnmarshalManifest(b []byte, legacy bool) (Manifest, error) {
+	var f manifestJSON
+	err := jsoncrc.Unmarshal(b, &f, &f.CRC)
+	if errors.Is(err, jsoncrc.ErrMissing) && legacy {
+		err = nil
+	}
+	if err != nil {
+		return Manifest{}, fmt.Errorf("%w: manifest: %w", ErrCorrupt, err)
+	}
+	return f.Manifest, f.validate()
+}
+
+// Validate checks the manifest's shape (see validate); errors wrap
+// ErrCorrupt.
+func (m Manifest) Validate() error { return m.validate() }
 
 // validate checks the manifest's shape: file names in segment and index
 // naming (so no path can escape a directory), contiguous segments, each
