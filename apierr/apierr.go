@@ -28,6 +28,8 @@
 //	SUPERSEDED, CONTINUITY             ABORTED (reconnect and resync)
 //	WRONG_TARGET, UNSUPPORTED_PROTOCOL INVALID_ARGUMENT (configuration error)
 //	APPLY_REJECTED                     DATA_LOSS (permanent: never retry)
+//	LOG_BEHIND_TARGET, OTHER_LOG       FAILED_PRECONDITION (permanent: the
+//	                                   target and the log disagree; an operator acts)
 //
 // Security refusals (package security's interceptors):
 //
@@ -82,7 +84,7 @@ func codeOf(c logstorepb.ErrorCode) codes.Code {
 		return codes.OutOfRange
 	case logstorepb.ErrorCode_UNKNOWN_TOPIC, logstorepb.ErrorCode_UNKNOWN_TARGET:
 		return codes.NotFound
-	case logstorepb.ErrorCode_STALE_EPOCH:
+	case logstorepb.ErrorCode_STALE_EPOCH, logstorepb.ErrorCode_LOG_BEHIND_TARGET, logstorepb.ErrorCode_OTHER_LOG:
 		return codes.FailedPrecondition
 	case logstorepb.ErrorCode_SUPERSEDED, logstorepb.ErrorCode_CONTINUITY:
 		return codes.Aborted
