@@ -21,7 +21,7 @@ const (
 	// SetClusterVersion is at it.
 	BaseVersion uint32 = 1
 	// CurrentVersion is the highest version this binary supports.
-	CurrentVersion uint32 = 3
+	CurrentVersion uint32 = IdentityVersion
 )
 
 // minVersion is the cluster version each command kind needs. A kind that
@@ -29,10 +29,11 @@ const (
 // changes what apply does, checked in Required) adds one line here with
 // the version that introduced it, and CurrentVersion moves up with it.
 var minVersion = map[string]uint32{
-	kindName(&logstorepb.Command_DeleteGroup{}):  2,
-	kindName(&logstorepb.Command_Group{}):        3, // PlayerGroup (group.go)
-	kindName(&logstorepb.Command_CreateTopic{}):  TopicsVersion,
-	kindName(&logstorepb.Command_InitProducer{}): producerVersion,
+	kindName(&logstorepb.Command_DeleteGroup{}):    2,
+	kindName(&logstorepb.Command_Group{}):          3, // PlayerGroup (group.go)
+	kindName(&logstorepb.Command_CreateTopic{}):    TopicsVersion,
+	kindName(&logstorepb.Command_InitProducer{}):   producerVersion,
+	kindName(&logstorepb.Command_SetLogIdentity{}): IdentityVersion, // identity.go
 	// SetClusterVersion is not gated (it is what opens the gate): the
 	// leader writes SetClusterVersion(v) only when every voter advertised
 	// v >= 2, and every such binary knows it.
