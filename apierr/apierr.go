@@ -32,6 +32,8 @@
 //	SUPERSEDED, CONTINUITY             ABORTED (reconnect and resync)
 //	WRONG_TARGET, UNSUPPORTED_PROTOCOL INVALID_ARGUMENT (configuration error)
 //	APPLY_REJECTED                     DATA_LOSS (permanent: never retry)
+//	LOG_BEHIND_TARGET, OTHER_LOG       FAILED_PRECONDITION (permanent: the
+//	                                   target and the log disagree; an operator acts)
 //
 // Security refusals (package security's interceptors):
 //

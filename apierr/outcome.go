@@ -123,6 +123,8 @@ var rules = map[logstorepb.ErrorCode]rule{
 	// The LogPlayer learns what a target holds from its acks and its
 	// Hello's applied LSN, never from this field.
 	logstorepb.ErrorCode_STALE_EPOCH:          {codes.FailedPrecondition, AppliedNo, final},
+	logstorepb.ErrorCode_LOG_BEHIND_TARGET:    {codes.FailedPrecondition, AppliedNo, final},
+	logstorepb.ErrorCode_OTHER_LOG:            {codes.FailedPrecondition, AppliedNo, final},
 	logstorepb.ErrorCode_SUPERSEDED:           {codes.Aborted, AppliedNo, fault},
 	logstorepb.ErrorCode_CONTINUITY:           {codes.Aborted, AppliedNo, fault},
 	logstorepb.ErrorCode_WRONG_TARGET:         {codes.InvalidArgument, AppliedNo, final},

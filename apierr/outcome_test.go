@@ -58,6 +58,8 @@ var wantByCode = map[logstorepb.ErrorCode]contract{
 	logstorepb.ErrorCode_PERMISSION_DENIED: {codes.PermissionDenied, AppliedNo, Final},
 
 	logstorepb.ErrorCode_STALE_EPOCH:          {codes.FailedPrecondition, AppliedNo, Final},
+	logstorepb.ErrorCode_LOG_BEHIND_TARGET:    {codes.FailedPrecondition, AppliedNo, Final},
+	logstorepb.ErrorCode_OTHER_LOG:            {codes.FailedPrecondition, AppliedNo, Final},
 	logstorepb.ErrorCode_SUPERSEDED:           {codes.Aborted, AppliedNo, NodeFault},
 	logstorepb.ErrorCode_CONTINUITY:           {codes.Aborted, AppliedNo, NodeFault},
 	logstorepb.ErrorCode_WRONG_TARGET:         {codes.InvalidArgument, AppliedNo, Final},

@@ -75,6 +75,11 @@ type Player struct {
 	// epoch whatever was added and removed, and nothing is kept per id.
 	session atomic.Uint64
 
+	// The log as the LogStore's Status reports it (logidentity.go): its
+	// identity (nil: none yet) and the highest head LSN seen.
+	logID   atomic.Pointer[logIdentity]
+	logHead atomic.Uint64
+
 	mainLogTime atomic.Int64 // log time of the last transaction dispatched
 	busyNanos   atomic.Int64 // time spent in Dispatch (saturation)
 
@@ -244,6 +249,9 @@ func (p *Player) Run(ctx context.Context) error {
 		p.log.Info("LogPlayer starting", "epoch", epoch, "targets", len(initial))
 	}
 
+	if err := p.loadLog(ctx); err != nil {
+		return p.ended(ctx, err)
+	}
 	start, err := p.startHandshakes(ctx, initial)
 	if err != nil {
 		return p.ended(ctx, err)
@@ -313,6 +321,9 @@ wait:
 	st, err := p.fetch.Status(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("logplayer: LogStore status: %w", err)
+	}
+	if err := p.observeStatus(st); err != nil {
+		return 0, err
 	}
 	start := types.LSN(st.HeadLsn)
 	if len(applied) > 0 {

@@ -66,6 +66,15 @@ func classify(err error) failure {
 	return failTransient
 }
 
+// describeErr is a session's error as status shows it: prefixed with its
+// typed code (logstorepb.ErrorCode) when it carries one.
+func describeErr(err error) string {
+	if code := apierr.CodeOf(err); code != logstorepb.ErrorCode_ERROR_CODE_UNSPECIFIED {
+		return code.String() + ": " + err.Error()
+	}
+	return err.Error()
+}
+
 // quietFailures: while a target stays unreachable, one reconnect failure in
 // this many is logged at warn level (the others at debug).
 const quietFailures = 20
@@ -132,7 +141,7 @@ func (r *runner) run(ctx context.Context, hs chan<- handshake) {
 			r.m.refusals.WithLabelValues(code.String()).Inc()
 		}
 		r.mu.Lock()
-		r.mu.lastErr = err.Error()
+		r.mu.lastErr = describeErr(err)
 		r.mu.blocked = kind == failPermanent
 		r.mu.Unlock()
 		var wait time.Duration
@@ -195,7 +204,13 @@ func (r *runner) session(ctx context.Context, hs *chan<- handshake) (acked bool,
 		return false, err
 	}
 	ack, err := r.hello(sctx, stream, cancel)
+	if apierr.CodeOf(err) == logstorepb.ErrorCode_OTHER_LOG {
+		err = fmt.Errorf("%w: %w", errBlocked, err) // an operator re-seeds or resets the target
+	}
 	if err != nil {
+		return false, err
+	}
+	if err := r.p.checkNotAhead(sctx, r.cfg.ID, types.LSN(ack.AppliedLsn)); err != nil {
 		return false, err
 	}
 	if *hs != nil {
@@ -269,12 +284,15 @@ func (r *runner) hello(ctx context.Context, stream targetpb.Target_DeliverClient
 	if !r.p.leaseHeld() {
 		return nil, errLeaseLapsed
 	}
+	log := r.p.helloLog()
 	req := &targetpb.DeliverRequest{Kind: &targetpb.DeliverRequest_Hello{Hello: &targetpb.Hello{
 		PlayerId:        r.p.cfg.PlayerID,
 		Epoch:           uint64(r.epoch()),
 		TargetId:        r.cfg.ID,
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
 		Session:         uint64(r.p.nextSession()),
+		LogClusterId:    log.clusterID,
+		LogIncarnation:  log.incarnation,
 	}}}
 	err := stream.Send(req)
 	var resp *targetpb.DeliverResponse

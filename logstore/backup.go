@@ -262,6 +262,7 @@ func rewriteArchive(w io.Writer, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
+	newIncarnation(st)
 	p := st.ToProto()
 	p.Members = nil
 	state, err := fsm.MarshalState(p)

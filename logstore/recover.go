@@ -24,7 +24,7 @@ func (n *Node) recoverCluster(rc *raft.Config, logs raft.LogStore) error {
 		Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.ID), Address: n.transport.LocalAddr(),
 	}}}
 	before := n.fsm.head.Load()
-	if err := raft.RecoverCluster(rc, n.fsm, logs, n.raftStore, n.snaps, n.transport, conf); err != nil {
+	if err := raft.RecoverCluster(rc, recoveringFSM{n.fsm}, logs, n.raftStore, n.snaps, n.transport, conf); err != nil {
 		return fmt.Errorf("logstore: recover cluster: %w", err)
 	}
 	n.log.Warn("recovered a lost quorum: this node is now the only voter; add the others with cluster add",

@@ -193,6 +193,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		resp.ClusterVersion = st.ClusterVersion()
 		resp.Consumers, members = st.Consumers(), st.Members()
 		resp.RegisteredTargets, resp.PlayerGroups = uint32(len(st.RegisteredTargets())), st.GroupStatuses()
+		statusLogIdentity(resp, st)
 	})
 	s.statusTopics(resp) // bounded: topics.go
 	if m := members[string(id)]; m != nil {

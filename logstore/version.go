@@ -53,6 +53,7 @@ func (n *Node) versionLoop() {
 		if n.raft.State() != raft.Leader {
 			continue
 		}
+		n.ensureLogIdentity()
 		want, ok := n.minSupportedVersion(conns)
 		if ok {
 			n.polledVersion.Store(want)

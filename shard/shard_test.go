@@ -356,3 +356,29 @@ func TestWrapStoreAndLargeBatch(t *testing.T) {
 		t.Fatalf("wrapper saw %d Apply calls, want 2", cs.calls)
 	}
 }
+
+// The log identity a Hello gave is stored in the shard file: after a
+// restart a Hello from another incarnation is refused (OTHER_LOG).
+func TestRestartKeepsLogIdentity(t *testing.T) {
+	dir := t.TempDir()
+	r := start(t, shard.Config{Dir: dir, ID: "shard-1"})
+	h := targettest.Hello("shard-1", 1, 1)
+	h.LogClusterId, h.LogIncarnation = "c1", "i1"
+	s, _, err := targettest.Open(ctxT(t), r.cc, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	r.stop()
+
+	r = start(t, shard.Config{Dir: dir, ID: "shard-1"})
+	h.Session, h.LogIncarnation = 2, "i2"
+	if _, _, err := targettest.Open(ctxT(t), r.cc, h); target.Detail(err).GetCode() != logstorepb.ErrorCode_OTHER_LOG {
+		t.Fatalf("Hello of another incarnation after restart: %v, want OTHER_LOG", err)
+	}
+	h.LogIncarnation = "i1"
+	_, ack, err := targettest.Open(ctxT(t), r.cc, h)
+	if err != nil || ack.LogClusterId != "c1" || ack.LogIncarnation != "i1" {
+		t.Fatalf("Hello of the stored identity after restart: %v (ack %v)", err, ack)
+	}
+}

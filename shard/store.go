@@ -32,6 +32,8 @@ const formatVersion = 1
 //	meta/format       formatVersion, 8 bytes big-endian
 //	meta/applied_lsn  State.AppliedLSN
 //	meta/epoch        State.Epoch
+//	meta/log_cluster_id, meta/log_incarnation  State.LogClusterID, LogIncarnation
+//	                  (absent in files written before: the first Hello adopts them)
 //	offsets/<topic>   State.Topics[topic] (next offset)
 //	data/<key>        value
 //
@@ -44,6 +46,8 @@ var (
 	keyFormat     = []byte("format")
 	keyApplied    = []byte("applied_lsn")
 	keyEpoch      = []byte("epoch")
+	keyLogCluster = []byte("log_cluster_id")
+	keyLogInc     = []byte("log_incarnation")
 )
 
 // ErrCorrupt is wrapped by errors about a shard file this build cannot read.
@@ -146,6 +150,7 @@ func readState(tx *bbolt.Tx) (target.State, error) {
 	if err = readU64(meta, keyEpoch, &st.Epoch); err != nil {
 		return st, err
 	}
+	st.LogClusterID, st.LogIncarnation = string(meta.Get(keyLogCluster)), string(meta.Get(keyLogInc))
 	err = tx.Bucket(bucketOffsets).ForEach(func(k, v []byte) error {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: offset of topic %q is %d bytes", ErrCorrupt, k, len(v))
@@ -222,6 +227,14 @@ func (s *store) writeState(tx *bbolt.Tx, next target.State) error {
 	}
 	if err := meta.Put(keyEpoch, u64(next.Epoch)); err != nil {
 		return err
+	}
+	if next.LogClusterID != s.written.LogClusterID || next.LogIncarnation != s.written.LogIncarnation {
+		if err := meta.Put(keyLogCluster, []byte(next.LogClusterID)); err != nil {
+			return err
+		}
+		if err := meta.Put(keyLogInc, []byte(next.LogIncarnation)); err != nil {
+			return err
+		}
 	}
 	offsets := tx.Bucket(bucketOffsets)
 	for topic, o := range next.Topics {

@@ -95,15 +95,24 @@ func (s *Server) accept(st *stream, h *targetpb.Hello) (*targetpb.HelloAck, *ref
 			&logstorepb.ErrorDetail{Epoch: uint64(cur.Epoch)},
 			"session %d is below session %d already seen in epoch %d", session, s.ap.session, epoch)
 	}
-	if epoch > cur.Epoch {
+	adopt, r := s.checkLog(cur, h)
+	if r != nil {
+		return nil, r
+	}
+	if epoch > cur.Epoch || adopt {
 		next := cur.Clone()
-		next.Epoch = epoch
+		next.Epoch = max(epoch, cur.Epoch)
+		if adopt {
+			next.LogClusterID, next.LogIncarnation = h.LogClusterId, h.LogIncarnation
+		}
 		if err := s.cfg.Store.Apply(nil, next); err != nil {
 			s.ap.stale = true
 			return nil, s.storeFailure(err)
 		}
 		s.setState(next)
-		s.log.Info("epoch advanced", "epoch", h.Epoch, "player", h.PlayerId)
+		if epoch > cur.Epoch {
+			s.log.Info("epoch advanced", "epoch", h.Epoch, "player", h.PlayerId)
+		}
 	}
 	s.ap.session = session
 	if old := s.ap.active; old != nil && old != st && !old.isEnded() {
@@ -122,11 +131,43 @@ func (s *Server) accept(st *stream, h *targetpb.Hello) (*targetpb.HelloAck, *ref
 	return s.helloAck(), nil
 }
 
+// checkLog compares the Hello's log identity with the State's. It reports
+// whether the State must adopt the Hello's (none stored yet, or the
+// operator's Config.AdoptLogIdentity), or refuses a Hello from another log
+// (OTHER_LOG). A Hello without an identity (an older LogPlayer or LogStore)
+// is not checked.
+func (s *Server) checkLog(cur State, h *targetpb.Hello) (bool, *refusal) {
+	if h.LogClusterId == "" && h.LogIncarnation == "" {
+		return false, nil
+	}
+	if cur.LogClusterID == h.LogClusterId && cur.LogIncarnation == h.LogIncarnation {
+		return false, nil
+	}
+	stored := cur.LogClusterID + "/" + cur.LogIncarnation
+	switch {
+	case cur.LogClusterID == "" && cur.LogIncarnation == "":
+		s.log.Info("log identity adopted", "log", h.LogClusterId+"/"+h.LogIncarnation, "lsn", cur.AppliedLSN)
+		return true, nil
+	case s.cfg.AdoptLogIdentity:
+		s.log.Warn("operator reset (AdoptLogIdentity): the State now follows another log",
+			"was", stored, "log", h.LogClusterId+"/"+h.LogIncarnation, "lsn", cur.AppliedLSN)
+		return true, nil
+	}
+	return false, refuse(reasonOtherLog, logstorepb.ErrorCode_OTHER_LOG,
+		&logstorepb.ErrorDetail{LogIdentity: stored, AppliedLsn: uint64(cur.AppliedLSN)},
+		"this target's State (applied lsn %d) was written from log %s, the LogPlayer delivers from log %s/%s "+
+			"(the LogStore was restored or recovered, or this is another cluster): re-seed the target, or, when its "+
+			"data matches the new log, restart it with Config.AdoptLogIdentity (see the README)",
+		cur.AppliedLSN, stored, h.LogClusterId, h.LogIncarnation)
+}
+
 func (s *Server) helloAck() *targetpb.HelloAck {
 	ack := &targetpb.HelloAck{
 		AppliedLsn:      uint64(s.ap.st.AppliedLSN),
 		IncarnationId:   s.cfg.IncarnationID,
 		ProtocolVersion: targetpb.ProtocolVersion_PROTOCOL_VERSION_1,
+		LogClusterId:    s.ap.st.LogClusterID,
+		LogIncarnation:  s.ap.st.LogIncarnation,
 	}
 	for topic, next := range s.ap.st.Topics {
 		ack.Topics = append(ack.Topics, &targetpb.TopicOffset{Topic: topic, NextOffset: uint64(next)})

@@ -73,6 +73,13 @@ type Config struct {
 	// its topic offsets still advance) and a warning is logged. See the
 	// package doc.
 	SkipLSNs []types.LSN
+	// AdoptLogIdentity is the operator's explicit reset after a refusal
+	// OTHER_LOG (the LogStore was restored or recovered, or the target moved
+	// to another cluster): the next Hello's log identity replaces the one in
+	// the State, and a warning is logged. Set it only when the target's data
+	// is known to match the new log up to its applied LSN (otherwise re-seed
+	// the target); unset it once the target has been delivered to again.
+	AdoptLogIdentity bool
 	// MaxGroupDeliveries and MaxGroupBytes bound one group commit. A single
 	// received batch is never split, so a group may exceed them by one batch.
 	MaxGroupDeliveries int

@@ -25,6 +25,7 @@ const (
 	reasonUnknownTopic    = "unknown_topic"    // slice for a topic outside Config.Topics
 	reasonPermanent       = "permanent"        // Store.Apply returned a permanent error
 	reasonStore           = "store"            // Store.Apply or State failed transiently
+	reasonOtherLog        = "other_log"        // Hello from another log (cluster, or incarnation before a restore)
 )
 
 // refusal is why the SDK ends a stream: one reason, one stable ErrorCode.

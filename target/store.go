@@ -23,6 +23,13 @@ type State struct {
 	// Topics maps each topic this target has received to the next offset it
 	// expects in that topic. Topics never seen are absent.
 	Topics map[string]types.Offset
+	// LogClusterID and LogIncarnation are the identity of the log this State
+	// was written from (Hello.log_cluster_id, log_incarnation): a Hello from
+	// another log is refused (OTHER_LOG). Empty: none yet (a State written
+	// before identities existed): the first Hello that carries one is
+	// adopted. Plain strings, stored with the rest of the State.
+	LogClusterID   string
+	LogIncarnation string
 }
 
 // Clone returns a copy of s whose Topics map is not shared.
@@ -56,7 +63,8 @@ type Store interface {
 	// follows on from its topic's position; next.AppliedLSN is the LSN of the
 	// last delivery. A delivery with no slices is a progress marker: it has
 	// no data but its LSN is applied. ds may be empty: then only next.Epoch
-	// changed (a LogPlayer with a higher epoch took over) and must be stored.
+	// changed (a LogPlayer with a higher epoch took over) or the log identity
+	// was adopted, and must be stored.
 	// next.Topics is the complete map; the SDK does not modify next after the
 	// call, so the Store may keep it. The Store must not modify ds.
 	//

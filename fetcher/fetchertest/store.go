@@ -12,7 +12,7 @@
 // Goroutines: one grpc.Server per node (gRPC's own goroutines); each Read call
 // runs in its gRPC handler goroutine and waits on the store's change channel.
 // Invariant: the log is dense, LSN i is txns[i-oldest] (or gen(i)), and
-// head only grows.
+// head only grows, except through Restore (a backup restore).
 package fetchertest
 
 import (
@@ -52,6 +52,10 @@ type Store struct {
 		epoch     uint64
 		consumers map[string]uint64
 		offsets   map[string]uint64 // next offset per topic
+		// The log identity Status reports (LogStore log_cluster_id,
+		// log_incarnation) and the cluster version.
+		clusterID, incarnation string
+		version                uint32
 	}
 	nodes []*Node
 }
@@ -130,6 +134,32 @@ func (s *Store) Truncate(oldest uint64) {
 		s.mu.txns = s.mu.txns[oldest-s.mu.oldest:]
 	}
 	s.mu.oldest = oldest
+}
+
+// SetLogIdentity sets the log identity and cluster version Status reports.
+func (s *Store) SetLogIdentity(clusterID, incarnation string, version uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.clusterID, s.mu.incarnation, s.mu.version = clusterID, incarnation, version
+}
+
+// Restore is a backup restore: every LSN above head is gone (the next Append
+// reuses them) and the incarnation changes. Appended stores only.
+func (s *Store) Restore(head uint64, incarnation string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.gen != nil || head > s.mu.head || head+1 < s.mu.oldest {
+		panic(fmt.Sprintf("fetchertest: Restore(%d) of head %d oldest %d (or generated)", head, s.mu.head, s.mu.oldest))
+	}
+	s.mu.txns = s.mu.txns[:head+1-s.mu.oldest]
+	s.mu.head = head
+	s.mu.incarnation = incarnation
+	clear(s.mu.offsets)
+	for _, txn := range s.mu.txns {
+		for _, sl := range txn.Slices {
+			s.mu.offsets[sl.Topic] = sl.FirstOffset + uint64(len(sl.Messages))
+		}
+	}
 }
 
 // Head returns the last committed LSN.
@@ -412,5 +442,6 @@ func (n *Node) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.S
 	if r := n.role.Load(); r != nil {
 		role = *r
 	}
-	return &logstorepb.StatusResponse{NodeId: n.addr, Role: role, RaftTerm: n.term.Load(), HeadLsn: n.headLocked(), FirstLsn: s.mu.oldest, Epoch: s.mu.epoch}, nil
+	return &logstorepb.StatusResponse{NodeId: n.addr, Role: role, RaftTerm: n.term.Load(), HeadLsn: n.headLocked(), FirstLsn: s.mu.oldest, Epoch: s.mu.epoch,
+		LogClusterId: s.mu.clusterID, LogIncarnation: s.mu.incarnation, ClusterVersion: s.mu.version}, nil
 }

@@ -110,6 +110,8 @@ func (m *Machine) Apply(idx uint64, e *logstorepb.Entry) []Result {
 			out[i] = m.applySetClusterVersion(k.SetClusterVersion)
 		case *logstorepb.Command_CreateTopic:
 			out[i] = m.applyCreateTopic(k.CreateTopic)
+		case *logstorepb.Command_SetLogIdentity:
+			out[i] = m.applySetLogIdentity(k.SetLogIdentity)
 		default: // a kind Gate lets through but this switch lacks: refuse, do not crash
 			out[i] = Result{Err: apierr.Newf(logstorepb.ErrorCode_INTERNAL, "logstore: raft index %d command %d: kind %T not applied by this binary", idx, i, c.Kind)}
 		}

@@ -50,6 +50,9 @@ type State struct {
 	registered     map[uint64]*logstorepb.ProducerRow
 	producerNames  map[string]uint64
 	lastProducerID uint64
+	// The log's identity (identity.go).
+	logClusterID, logIncarnation string
+	logIdentityStale             bool
 }
 
 // NewState returns the empty state (no entry applied).
@@ -151,6 +154,7 @@ func (s *State) ToProto() *logstorepb.FSMState {
 		out.Members = append(out.Members, proto.Clone(s.members[m]).(*logstorepb.MemberCommand))
 	}
 	s.groupToProto(out)
+	s.identityToProto(out)
 	return out
 }
 
@@ -207,6 +211,7 @@ func StateFromProto(p *logstorepb.FSMState) (*State, error) {
 	if err := s.groupFromProto(p); err != nil {
 		return nil, err
 	}
+	s.identityFromProto(p)
 	return s, nil
 }
 

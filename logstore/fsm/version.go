@@ -21,6 +21,8 @@ const (
 	// SetClusterVersion is at it.
 	BaseVersion uint32 = 1
 	// CurrentVersion is the highest version this binary supports.
+	// AdmissionVersion and IdentityVersion are both 4: the two came in one
+	// release, so no binary knows one and not the other.
 	CurrentVersion uint32 = AdmissionVersion
 )
 
@@ -37,10 +39,11 @@ const AdmissionVersion uint32 = 4
 // changes what apply does, checked in Required) adds one line here with
 // the version that introduced it, and CurrentVersion moves up with it.
 var minVersion = map[string]uint32{
-	kindName(&logstorepb.Command_DeleteGroup{}):  2,
-	kindName(&logstorepb.Command_Group{}):        3, // PlayerGroup (group.go)
-	kindName(&logstorepb.Command_CreateTopic{}):  TopicsVersion,
-	kindName(&logstorepb.Command_InitProducer{}): producerVersion,
+	kindName(&logstorepb.Command_DeleteGroup{}):    2,
+	kindName(&logstorepb.Command_Group{}):          3, // PlayerGroup (group.go)
+	kindName(&logstorepb.Command_CreateTopic{}):    TopicsVersion,
+	kindName(&logstorepb.Command_InitProducer{}):   producerVersion,
+	kindName(&logstorepb.Command_SetLogIdentity{}): IdentityVersion, // identity.go
 	// SetClusterVersion is not gated (it is what opens the gate): the
 	// leader writes SetClusterVersion(v) only when every voter advertised
 	// v >= 2, and every such binary knows it.

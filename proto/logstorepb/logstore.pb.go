@@ -106,6 +106,17 @@ const (
 	// --allow-legacy-producers` keeps the old behaviour. Nothing was
 	// written. FAILED_PRECONDITION. Register the producer (client.Producer).
 	ErrorCode_LEGACY_PRODUCER_REFUSED ErrorCode = 41
+	// The log's identity (Hello.log_cluster_id/log_incarnation) and the
+	// target's position. LOG_BEHIND_TARGET: the target says it applied an LSN
+	// above the log's head (the log was restored or recovered behind it);
+	// the LogPlayer refuses to deliver. FAILED_PRECONDITION; applied_lsn,
+	// log_head_lsn. OTHER_LOG: the target's State was written from another
+	// log (another cluster, or an incarnation before a restore or recovery).
+	// FAILED_PRECONDITION; log_identity (the target's). Permanent for both:
+	// an operator re-seeds the target, or adopts the new log explicitly
+	// (target.Config.AdoptLogIdentity). See the README.
+	ErrorCode_LOG_BEHIND_TARGET ErrorCode = 50
+	ErrorCode_OTHER_LOG         ErrorCode = 51
 )
 
 // Enum value maps for ErrorCode.
@@ -146,6 +157,8 @@ var (
 		28: "SEQUENCE_TOO_OLD",
 		29: "SEQUENCE_REUSED",
 		41: "LEGACY_PRODUCER_REFUSED",
+		50: "LOG_BEHIND_TARGET",
+		51: "OTHER_LOG",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":  0,
@@ -183,6 +196,8 @@ var (
 		"SEQUENCE_TOO_OLD":        28,
 		"SEQUENCE_REUSED":         29,
 		"LEGACY_PRODUCER_REFUSED": 41,
+		"LOG_BEHIND_TARGET":       50,
+		"OTHER_LOG":               51,
 	}
 )
 
@@ -2186,8 +2201,14 @@ type StatusResponse struct {
 	// version it has applied (logstore/fsm/version.go).
 	SupportedVersion uint32 `protobuf:"varint,30,opt,name=supported_version,json=supportedVersion,proto3" json:"supported_version,omitempty"`
 	ClusterVersion   uint32 `protobuf:"varint,31,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The log's identity (logstore/incarnation.go): its cluster id and the
+	// incarnation that changes on every backup restore and quorum recovery.
+	// Empty before the leader set it (cluster version 4), and the
+	// incarnation empty while a restore's or recovery's new one is pending.
+	LogClusterId   string `protobuf:"bytes,40,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
+	LogIncarnation string `protobuf:"bytes,41,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2365,6 +2386,20 @@ func (x *StatusResponse) GetClusterVersion() uint32 {
 		return x.ClusterVersion
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetLogClusterId() string {
+	if x != nil {
+		return x.LogClusterId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetLogIncarnation() string {
+	if x != nil {
+		return x.LogIncarnation
+	}
+	return ""
 }
 
 type AddVoterRequest struct {
@@ -2654,7 +2689,12 @@ type ErrorDetail struct {
 	// Whether the request that drew this error changed the replicated state
 	// (see Applied). Set by every LogStore error since this field exists; an
 	// older server leaves it unset and the code's default holds (apierr).
-	Applied       Applied `protobuf:"varint,19,opt,name=applied,proto3,enum=logplayer.logstore.v1.Applied" json:"applied,omitempty"`
+	Applied Applied `protobuf:"varint,19,opt,name=applied,proto3,enum=logplayer.logstore.v1.Applied" json:"applied,omitempty"`
+	// The log's head LSN (LOG_BEHIND_TARGET).
+	LogHeadLsn uint64 `protobuf:"varint,23,opt,name=log_head_lsn,json=logHeadLsn,proto3" json:"log_head_lsn,omitempty"`
+	// The log identity a target's State holds, "cluster_id/incarnation"
+	// (OTHER_LOG).
+	LogIdentity   string `protobuf:"bytes,24,opt,name=log_identity,json=logIdentity,proto3" json:"log_identity,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2806,6 +2846,20 @@ func (x *ErrorDetail) GetApplied() Applied {
 		return x.Applied
 	}
 	return Applied_APPLIED_UNSPECIFIED
+}
+
+func (x *ErrorDetail) GetLogHeadLsn() uint64 {
+	if x != nil {
+		return x.LogHeadLsn
+	}
+	return 0
+}
+
+func (x *ErrorDetail) GetLogIdentity() string {
+	if x != nil {
+		return x.LogIdentity
+	}
+	return ""
 }
 
 // RegisteredTarget is one target of the registry.
@@ -4554,7 +4608,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12$\n" +
-	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xe5\x06\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xb4\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -4578,7 +4632,9 @@ const file_logstore_proto_rawDesc = "" +
 	"\x10topics_truncated\x18\x10 \x01(\bR\x0ftopicsTruncated\x126\n" +
 	"\x17topic_declaration_count\x18\x11 \x01(\x04R\x15topicDeclarationCount\x12+\n" +
 	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
-	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\"e\n" +
+	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\x12$\n" +
+	"\x0elog_cluster_id\x18( \x01(\tR\flogClusterId\x12'\n" +
+	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
@@ -4590,7 +4646,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\xda\x04\n" +
+	"\x1aTransferLeadershipResponse\"\x9f\x05\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -4611,7 +4667,10 @@ const file_logstore_proto_rawDesc = "" +
 	"\ttarget_id\x18\x12 \x01(\tR\btargetId\x12#\n" +
 	"\rmessage_index\x18\x10 \x01(\x04R\fmessageIndex\x12+\n" +
 	"\x11topic_declaration\x18\x11 \x01(\tR\x10topicDeclaration\x128\n" +
-	"\aapplied\x18\x13 \x01(\x0e2\x1e.logplayer.logstore.v1.AppliedR\aapplied\")\n" +
+	"\aapplied\x18\x13 \x01(\x0e2\x1e.logplayer.logstore.v1.AppliedR\aapplied\x12 \n" +
+	"\flog_head_lsn\x18\x17 \x01(\x04R\n" +
+	"logHeadLsn\x12!\n" +
+	"\flog_identity\x18\x18 \x01(\tR\vlogIdentity\")\n" +
 	"\x13InitProducerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
@@ -4724,7 +4783,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\xdc\x05\n" +
+	"topicCount*\x82\x06\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4767,7 +4826,9 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fPRODUCER_FENCED\x10\x1b\x12\x14\n" +
 	"\x10SEQUENCE_TOO_OLD\x10\x1c\x12\x13\n" +
 	"\x0fSEQUENCE_REUSED\x10\x1d\x12\x1b\n" +
-	"\x17LEGACY_PRODUCER_REFUSED\x10)\x1a\x02\x10\x01*V\n" +
+	"\x17LEGACY_PRODUCER_REFUSED\x10)\x12\x15\n" +
+	"\x11LOG_BEHIND_TARGET\x102\x12\r\n" +
+	"\tOTHER_LOG\x103\x1a\x02\x10\x01*V\n" +
 	"\aApplied\x12\x17\n" +
 	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +

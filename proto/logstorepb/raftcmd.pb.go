@@ -237,6 +237,7 @@ type Command struct {
 	//	*Command_CreateTopic
 	//	*Command_InitProducer
 	//	*Command_SetClusterVersion
+	//	*Command_SetLogIdentity
 	Kind          isCommand_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -360,6 +361,15 @@ func (x *Command) GetSetClusterVersion() *SetClusterVersion {
 	return nil
 }
 
+func (x *Command) GetSetLogIdentity() *SetLogIdentity {
+	if x != nil {
+		if x, ok := x.Kind.(*Command_SetLogIdentity); ok {
+			return x.SetLogIdentity
+		}
+	}
+	return nil
+}
+
 type isCommand_Kind interface {
 	isCommand_Kind()
 }
@@ -408,6 +418,13 @@ type Command_SetClusterVersion struct {
 	SetClusterVersion *SetClusterVersion `protobuf:"bytes,15,opt,name=set_cluster_version,json=setClusterVersion,proto3,oneof"`
 }
 
+type Command_SetLogIdentity struct {
+	// Gives the log its identity (logstore/incarnation.go): the leader
+	// writes it when the state has no cluster id or incarnation, or after a
+	// restore or recovery marked it stale (cluster version 4).
+	SetLogIdentity *SetLogIdentity `protobuf:"bytes,40,opt,name=set_log_identity,json=setLogIdentity,proto3,oneof"`
+}
+
 func (*Command_Append) isCommand_Kind() {}
 
 func (*Command_NextEpoch) isCommand_Kind() {}
@@ -426,6 +443,62 @@ func (*Command_InitProducer) isCommand_Kind() {}
 
 func (*Command_SetClusterVersion) isCommand_Kind() {}
 
+func (*Command_SetLogIdentity) isCommand_Kind() {}
+
+// SetLogIdentity sets what of the log's identity is missing or stale; a
+// part already set and not stale is kept (the first command wins).
+type SetLogIdentity struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Incarnation   string                 `protobuf:"bytes,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLogIdentity) Reset() {
+	*x = SetLogIdentity{}
+	mi := &file_raftcmd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLogIdentity) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLogIdentity) ProtoMessage() {}
+
+func (x *SetLogIdentity) ProtoReflect() protoreflect.Message {
+	mi := &file_raftcmd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLogIdentity.ProtoReflect.Descriptor instead.
+func (*SetLogIdentity) Descriptor() ([]byte, []int) {
+	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetLogIdentity) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *SetLogIdentity) GetIncarnation() string {
+	if x != nil {
+		return x.Incarnation
+	}
+	return ""
+}
+
 // GroupCommand is one PlayerGroup write. Apply checks nothing the edge
 // already validated except what depends on state (unknown target, cap).
 type GroupCommand struct {
@@ -443,7 +516,7 @@ type GroupCommand struct {
 
 func (x *GroupCommand) Reset() {
 	*x = GroupCommand{}
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +528,7 @@ func (x *GroupCommand) String() string {
 func (*GroupCommand) ProtoMessage() {}
 
 func (x *GroupCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[3]
+	mi := &file_raftcmd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +541,7 @@ func (x *GroupCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
 func (*GroupCommand) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{3}
+	return file_raftcmd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GroupCommand) GetOp() isGroupCommand_Op {
@@ -558,7 +631,7 @@ type GroupMemberState struct {
 
 func (x *GroupMemberState) Reset() {
 	*x = GroupMemberState{}
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +643,7 @@ func (x *GroupMemberState) String() string {
 func (*GroupMemberState) ProtoMessage() {}
 
 func (x *GroupMemberState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[4]
+	mi := &file_raftcmd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +656,7 @@ func (x *GroupMemberState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMemberState.ProtoReflect.Descriptor instead.
 func (*GroupMemberState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{4}
+	return file_raftcmd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GroupMemberState) GetGroup() string {
@@ -643,7 +716,7 @@ type GroupAssignmentState struct {
 
 func (x *GroupAssignmentState) Reset() {
 	*x = GroupAssignmentState{}
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +728,7 @@ func (x *GroupAssignmentState) String() string {
 func (*GroupAssignmentState) ProtoMessage() {}
 
 func (x *GroupAssignmentState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[5]
+	mi := &file_raftcmd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +741,7 @@ func (x *GroupAssignmentState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupAssignmentState.ProtoReflect.Descriptor instead.
 func (*GroupAssignmentState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{5}
+	return file_raftcmd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GroupAssignmentState) GetGroup() string {
@@ -720,7 +793,7 @@ type GroupCounters struct {
 
 func (x *GroupCounters) Reset() {
 	*x = GroupCounters{}
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +805,7 @@ func (x *GroupCounters) String() string {
 func (*GroupCounters) ProtoMessage() {}
 
 func (x *GroupCounters) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[6]
+	mi := &file_raftcmd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +818,7 @@ func (x *GroupCounters) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCounters.ProtoReflect.Descriptor instead.
 func (*GroupCounters) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{6}
+	return file_raftcmd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GroupCounters) GetGroup() string {
@@ -778,7 +851,7 @@ type SetClusterVersion struct {
 
 func (x *SetClusterVersion) Reset() {
 	*x = SetClusterVersion{}
-	mi := &file_raftcmd_proto_msgTypes[7]
+	mi := &file_raftcmd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +863,7 @@ func (x *SetClusterVersion) String() string {
 func (*SetClusterVersion) ProtoMessage() {}
 
 func (x *SetClusterVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[7]
+	mi := &file_raftcmd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +876,7 @@ func (x *SetClusterVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterVersion.ProtoReflect.Descriptor instead.
 func (*SetClusterVersion) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{7}
+	return file_raftcmd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SetClusterVersion) GetVersion() uint32 {
@@ -825,7 +898,7 @@ type MemberCommand struct {
 
 func (x *MemberCommand) Reset() {
 	*x = MemberCommand{}
-	mi := &file_raftcmd_proto_msgTypes[8]
+	mi := &file_raftcmd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +910,7 @@ func (x *MemberCommand) String() string {
 func (*MemberCommand) ProtoMessage() {}
 
 func (x *MemberCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[8]
+	mi := &file_raftcmd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +923,7 @@ func (x *MemberCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCommand.ProtoReflect.Descriptor instead.
 func (*MemberCommand) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{8}
+	return file_raftcmd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MemberCommand) GetId() string {
@@ -903,7 +976,7 @@ type ProducerState struct {
 
 func (x *ProducerState) Reset() {
 	*x = ProducerState{}
-	mi := &file_raftcmd_proto_msgTypes[9]
+	mi := &file_raftcmd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +988,7 @@ func (x *ProducerState) String() string {
 func (*ProducerState) ProtoMessage() {}
 
 func (x *ProducerState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[9]
+	mi := &file_raftcmd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1001,7 @@ func (x *ProducerState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerState.ProtoReflect.Descriptor instead.
 func (*ProducerState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{9}
+	return file_raftcmd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProducerState) GetProducerId() string {
@@ -998,7 +1071,7 @@ type ProducerRow struct {
 
 func (x *ProducerRow) Reset() {
 	*x = ProducerRow{}
-	mi := &file_raftcmd_proto_msgTypes[10]
+	mi := &file_raftcmd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1083,7 @@ func (x *ProducerRow) String() string {
 func (*ProducerRow) ProtoMessage() {}
 
 func (x *ProducerRow) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[10]
+	mi := &file_raftcmd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1096,7 @@ func (x *ProducerRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerRow.ProtoReflect.Descriptor instead.
 func (*ProducerRow) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{10}
+	return file_raftcmd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProducerRow) GetId() uint64 {
@@ -1087,7 +1160,7 @@ type ProducerResult struct {
 
 func (x *ProducerResult) Reset() {
 	*x = ProducerResult{}
-	mi := &file_raftcmd_proto_msgTypes[11]
+	mi := &file_raftcmd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1172,7 @@ func (x *ProducerResult) String() string {
 func (*ProducerResult) ProtoMessage() {}
 
 func (x *ProducerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[11]
+	mi := &file_raftcmd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1185,7 @@ func (x *ProducerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProducerResult.ProtoReflect.Descriptor instead.
 func (*ProducerResult) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{11}
+	return file_raftcmd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProducerResult) GetSequence() uint64 {
@@ -1160,7 +1233,7 @@ type TopicState struct {
 
 func (x *TopicState) Reset() {
 	*x = TopicState{}
-	mi := &file_raftcmd_proto_msgTypes[12]
+	mi := &file_raftcmd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1245,7 @@ func (x *TopicState) String() string {
 func (*TopicState) ProtoMessage() {}
 
 func (x *TopicState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[12]
+	mi := &file_raftcmd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1258,7 @@ func (x *TopicState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicState.ProtoReflect.Descriptor instead.
 func (*TopicState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{12}
+	return file_raftcmd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopicState) GetTopic() string {
@@ -1231,13 +1304,19 @@ type FSMState struct {
 	// handed out (ids are never reused).
 	RegisteredProducers []*ProducerRow `protobuf:"bytes,11,rep,name=registered_producers,json=registeredProducers,proto3" json:"registered_producers,omitempty"`
 	LastProducerId      uint64         `protobuf:"varint,12,opt,name=last_producer_id,json=lastProducerId,proto3" json:"last_producer_id,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The log's identity (fsm/identity.go): a cluster id chosen once, and an
+	// incarnation replaced after every backup restore and quorum recovery,
+	// which set log_identity_stale until the leader's SetLogIdentity.
+	LogClusterId     string `protobuf:"bytes,40,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
+	LogIncarnation   string `protobuf:"bytes,41,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
+	LogIdentityStale bool   `protobuf:"varint,42,opt,name=log_identity_stale,json=logIdentityStale,proto3" json:"log_identity_stale,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *FSMState) Reset() {
 	*x = FSMState{}
-	mi := &file_raftcmd_proto_msgTypes[13]
+	mi := &file_raftcmd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1328,7 @@ func (x *FSMState) String() string {
 func (*FSMState) ProtoMessage() {}
 
 func (x *FSMState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftcmd_proto_msgTypes[13]
+	mi := &file_raftcmd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1341,7 @@ func (x *FSMState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FSMState.ProtoReflect.Descriptor instead.
 func (*FSMState) Descriptor() ([]byte, []int) {
-	return file_raftcmd_proto_rawDescGZIP(), []int{13}
+	return file_raftcmd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FSMState) GetLastLsn() uint64 {
@@ -1391,6 +1470,27 @@ func (x *FSMState) GetLastProducerId() uint64 {
 	return 0
 }
 
+func (x *FSMState) GetLogClusterId() string {
+	if x != nil {
+		return x.LogClusterId
+	}
+	return ""
+}
+
+func (x *FSMState) GetLogIncarnation() string {
+	if x != nil {
+		return x.LogIncarnation
+	}
+	return ""
+}
+
+func (x *FSMState) GetLogIdentityStale() bool {
+	if x != nil {
+		return x.LogIdentityStale
+	}
+	return false
+}
+
 var File_raftcmd_proto protoreflect.FileDescriptor
 
 const file_raftcmd_proto_rawDesc = "" +
@@ -1411,7 +1511,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\n" +
 	"max_topics\x18\a \x01(\x04R\tmaxTopics\x124\n" +
 	"\x16max_topic_declarations\x18\b \x01(\x04R\x14maxTopicDeclarations\x124\n" +
-	"\x16allow_legacy_producers\x18\v \x01(\bR\x14allowLegacyProducers\"\xc0\x05\n" +
+	"\x16allow_legacy_producers\x18\v \x01(\bR\x14allowLegacyProducers\"\x93\x06\n" +
 	"\aCommand\x12>\n" +
 	"\x06append\x18\x01 \x01(\v2$.logplayer.logstore.v1.AppendRequestH\x00R\x06append\x12H\n" +
 	"\n" +
@@ -1422,8 +1522,13 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x05group\x18\b \x01(\v2#.logplayer.logstore.v1.GroupCommandH\x00R\x05group\x12N\n" +
 	"\fcreate_topic\x18\a \x01(\v2).logplayer.logstore.v1.CreateTopicRequestH\x00R\vcreateTopic\x12Q\n" +
 	"\rinit_producer\x18\x06 \x01(\v2*.logplayer.logstore.v1.InitProducerRequestH\x00R\finitProducer\x12Z\n" +
-	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersionB\x06\n" +
-	"\x04kind\"\xa7\x02\n" +
+	"\x13set_cluster_version\x18\x0f \x01(\v2(.logplayer.logstore.v1.SetClusterVersionH\x00R\x11setClusterVersion\x12Q\n" +
+	"\x10set_log_identity\x18( \x01(\v2%.logplayer.logstore.v1.SetLogIdentityH\x00R\x0esetLogIdentityB\x06\n" +
+	"\x04kind\"Q\n" +
+	"\x0eSetLogIdentity\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12 \n" +
+	"\vincarnation\x18\x02 \x01(\tR\vincarnation\"\xa7\x02\n" +
 	"\fGroupCommand\x12R\n" +
 	"\x0fregister_target\x18\x01 \x01(\v2'.logplayer.logstore.v1.RegisteredTargetH\x00R\x0eregisterTarget\x12-\n" +
 	"\x11unregister_target\x18\x02 \x01(\tH\x00R\x10unregisterTarget\x12L\n" +
@@ -1483,7 +1588,7 @@ const file_raftcmd_proto_rawDesc = "" +
 	"TopicState\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xf5\b\n" +
+	"nextOffset\"\xf2\t\n" +
 	"\bFSMState\x12\x19\n" +
 	"\blast_lsn\x18\x01 \x01(\x04R\alastLsn\x12&\n" +
 	"\x0flast_raft_index\x18\x02 \x01(\x04R\rlastRaftIndex\x127\n" +
@@ -1503,7 +1608,10 @@ const file_raftcmd_proto_rawDesc = "" +
 	"\x11group_assignments\x18\x12 \x03(\v2+.logplayer.logstore.v1.GroupAssignmentStateR\x10groupAssignments\x12K\n" +
 	"\x0egroup_counters\x18\x13 \x03(\v2$.logplayer.logstore.v1.GroupCountersR\rgroupCounters\x12U\n" +
 	"\x14registered_producers\x18\v \x03(\v2\".logplayer.logstore.v1.ProducerRowR\x13registeredProducers\x12(\n" +
-	"\x10last_producer_id\x18\f \x01(\x04R\x0elastProducerIdB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
+	"\x10last_producer_id\x18\f \x01(\x04R\x0elastProducerId\x12$\n" +
+	"\x0elog_cluster_id\x18( \x01(\tR\flogClusterId\x12'\n" +
+	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\x12,\n" +
+	"\x12log_identity_stale\x18* \x01(\bR\x10logIdentityStaleB1Z/github.com/logplayer/logplayer/proto/logstorepbb\x06proto3"
 
 var (
 	file_raftcmd_proto_rawDescOnce sync.Once
@@ -1517,73 +1625,75 @@ func file_raftcmd_proto_rawDescGZIP() []byte {
 	return file_raftcmd_proto_rawDescData
 }
 
-var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_raftcmd_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_raftcmd_proto_goTypes = []any{
 	(*Entry)(nil),                 // 0: logplayer.logstore.v1.Entry
 	(*ApplyLimits)(nil),           // 1: logplayer.logstore.v1.ApplyLimits
 	(*Command)(nil),               // 2: logplayer.logstore.v1.Command
-	(*GroupCommand)(nil),          // 3: logplayer.logstore.v1.GroupCommand
-	(*GroupMemberState)(nil),      // 4: logplayer.logstore.v1.GroupMemberState
-	(*GroupAssignmentState)(nil),  // 5: logplayer.logstore.v1.GroupAssignmentState
-	(*GroupCounters)(nil),         // 6: logplayer.logstore.v1.GroupCounters
-	(*SetClusterVersion)(nil),     // 7: logplayer.logstore.v1.SetClusterVersion
-	(*MemberCommand)(nil),         // 8: logplayer.logstore.v1.MemberCommand
-	(*ProducerState)(nil),         // 9: logplayer.logstore.v1.ProducerState
-	(*ProducerRow)(nil),           // 10: logplayer.logstore.v1.ProducerRow
-	(*ProducerResult)(nil),        // 11: logplayer.logstore.v1.ProducerResult
-	(*TopicState)(nil),            // 12: logplayer.logstore.v1.TopicState
-	(*FSMState)(nil),              // 13: logplayer.logstore.v1.FSMState
-	(*AppendRequest)(nil),         // 14: logplayer.logstore.v1.AppendRequest
-	(*NextEpochRequest)(nil),      // 15: logplayer.logstore.v1.NextEpochRequest
-	(*ReportConsumerRequest)(nil), // 16: logplayer.logstore.v1.ReportConsumerRequest
-	(*DeleteGroupRequest)(nil),    // 17: logplayer.logstore.v1.DeleteGroupRequest
-	(*CreateTopicRequest)(nil),    // 18: logplayer.logstore.v1.CreateTopicRequest
-	(*InitProducerRequest)(nil),   // 19: logplayer.logstore.v1.InitProducerRequest
-	(*RegisteredTarget)(nil),      // 20: logplayer.logstore.v1.RegisteredTarget
-	(*GroupHeartbeatRequest)(nil), // 21: logplayer.logstore.v1.GroupHeartbeatRequest
-	(*LeaveGroupRequest)(nil),     // 22: logplayer.logstore.v1.LeaveGroupRequest
-	(*AppendResponse)(nil),        // 23: logplayer.logstore.v1.AppendResponse
-	(*ErrorDetail)(nil),           // 24: logplayer.logstore.v1.ErrorDetail
-	(*OffsetCommit)(nil),          // 25: logplayer.logstore.v1.OffsetCommit
-	(*Consumer)(nil),              // 26: logplayer.logstore.v1.Consumer
-	(*TopicDeclaration)(nil),      // 27: logplayer.logstore.v1.TopicDeclaration
+	(*SetLogIdentity)(nil),        // 3: logplayer.logstore.v1.SetLogIdentity
+	(*GroupCommand)(nil),          // 4: logplayer.logstore.v1.GroupCommand
+	(*GroupMemberState)(nil),      // 5: logplayer.logstore.v1.GroupMemberState
+	(*GroupAssignmentState)(nil),  // 6: logplayer.logstore.v1.GroupAssignmentState
+	(*GroupCounters)(nil),         // 7: logplayer.logstore.v1.GroupCounters
+	(*SetClusterVersion)(nil),     // 8: logplayer.logstore.v1.SetClusterVersion
+	(*MemberCommand)(nil),         // 9: logplayer.logstore.v1.MemberCommand
+	(*ProducerState)(nil),         // 10: logplayer.logstore.v1.ProducerState
+	(*ProducerRow)(nil),           // 11: logplayer.logstore.v1.ProducerRow
+	(*ProducerResult)(nil),        // 12: logplayer.logstore.v1.ProducerResult
+	(*TopicState)(nil),            // 13: logplayer.logstore.v1.TopicState
+	(*FSMState)(nil),              // 14: logplayer.logstore.v1.FSMState
+	(*AppendRequest)(nil),         // 15: logplayer.logstore.v1.AppendRequest
+	(*NextEpochRequest)(nil),      // 16: logplayer.logstore.v1.NextEpochRequest
+	(*ReportConsumerRequest)(nil), // 17: logplayer.logstore.v1.ReportConsumerRequest
+	(*DeleteGroupRequest)(nil),    // 18: logplayer.logstore.v1.DeleteGroupRequest
+	(*CreateTopicRequest)(nil),    // 19: logplayer.logstore.v1.CreateTopicRequest
+	(*InitProducerRequest)(nil),   // 20: logplayer.logstore.v1.InitProducerRequest
+	(*RegisteredTarget)(nil),      // 21: logplayer.logstore.v1.RegisteredTarget
+	(*GroupHeartbeatRequest)(nil), // 22: logplayer.logstore.v1.GroupHeartbeatRequest
+	(*LeaveGroupRequest)(nil),     // 23: logplayer.logstore.v1.LeaveGroupRequest
+	(*AppendResponse)(nil),        // 24: logplayer.logstore.v1.AppendResponse
+	(*ErrorDetail)(nil),           // 25: logplayer.logstore.v1.ErrorDetail
+	(*OffsetCommit)(nil),          // 26: logplayer.logstore.v1.OffsetCommit
+	(*Consumer)(nil),              // 27: logplayer.logstore.v1.Consumer
+	(*TopicDeclaration)(nil),      // 28: logplayer.logstore.v1.TopicDeclaration
 }
 var file_raftcmd_proto_depIdxs = []int32{
 	2,  // 0: logplayer.logstore.v1.Entry.commands:type_name -> logplayer.logstore.v1.Command
 	1,  // 1: logplayer.logstore.v1.Entry.limits:type_name -> logplayer.logstore.v1.ApplyLimits
-	14, // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
-	15, // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
-	16, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
-	8,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
-	17, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
-	3,  // 7: logplayer.logstore.v1.Command.group:type_name -> logplayer.logstore.v1.GroupCommand
-	18, // 8: logplayer.logstore.v1.Command.create_topic:type_name -> logplayer.logstore.v1.CreateTopicRequest
-	19, // 9: logplayer.logstore.v1.Command.init_producer:type_name -> logplayer.logstore.v1.InitProducerRequest
-	7,  // 10: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
-	20, // 11: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
-	21, // 12: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
-	22, // 13: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
-	23, // 14: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
-	24, // 15: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	11, // 16: logplayer.logstore.v1.ProducerRow.results:type_name -> logplayer.logstore.v1.ProducerResult
-	23, // 17: logplayer.logstore.v1.ProducerResult.result:type_name -> logplayer.logstore.v1.AppendResponse
-	24, // 18: logplayer.logstore.v1.ProducerResult.error:type_name -> logplayer.logstore.v1.ErrorDetail
-	12, // 19: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
-	9,  // 20: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
-	25, // 21: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
-	26, // 22: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
-	8,  // 23: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
-	27, // 24: logplayer.logstore.v1.FSMState.topic_declarations:type_name -> logplayer.logstore.v1.TopicDeclaration
-	20, // 25: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
-	4,  // 26: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
-	5,  // 27: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
-	6,  // 28: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
-	10, // 29: logplayer.logstore.v1.FSMState.registered_producers:type_name -> logplayer.logstore.v1.ProducerRow
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	15, // 2: logplayer.logstore.v1.Command.append:type_name -> logplayer.logstore.v1.AppendRequest
+	16, // 3: logplayer.logstore.v1.Command.next_epoch:type_name -> logplayer.logstore.v1.NextEpochRequest
+	17, // 4: logplayer.logstore.v1.Command.report_consumer:type_name -> logplayer.logstore.v1.ReportConsumerRequest
+	9,  // 5: logplayer.logstore.v1.Command.member:type_name -> logplayer.logstore.v1.MemberCommand
+	18, // 6: logplayer.logstore.v1.Command.delete_group:type_name -> logplayer.logstore.v1.DeleteGroupRequest
+	4,  // 7: logplayer.logstore.v1.Command.group:type_name -> logplayer.logstore.v1.GroupCommand
+	19, // 8: logplayer.logstore.v1.Command.create_topic:type_name -> logplayer.logstore.v1.CreateTopicRequest
+	20, // 9: logplayer.logstore.v1.Command.init_producer:type_name -> logplayer.logstore.v1.InitProducerRequest
+	8,  // 10: logplayer.logstore.v1.Command.set_cluster_version:type_name -> logplayer.logstore.v1.SetClusterVersion
+	3,  // 11: logplayer.logstore.v1.Command.set_log_identity:type_name -> logplayer.logstore.v1.SetLogIdentity
+	21, // 12: logplayer.logstore.v1.GroupCommand.register_target:type_name -> logplayer.logstore.v1.RegisteredTarget
+	22, // 13: logplayer.logstore.v1.GroupCommand.heartbeat:type_name -> logplayer.logstore.v1.GroupHeartbeatRequest
+	23, // 14: logplayer.logstore.v1.GroupCommand.leave:type_name -> logplayer.logstore.v1.LeaveGroupRequest
+	24, // 15: logplayer.logstore.v1.ProducerState.result:type_name -> logplayer.logstore.v1.AppendResponse
+	25, // 16: logplayer.logstore.v1.ProducerState.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	12, // 17: logplayer.logstore.v1.ProducerRow.results:type_name -> logplayer.logstore.v1.ProducerResult
+	24, // 18: logplayer.logstore.v1.ProducerResult.result:type_name -> logplayer.logstore.v1.AppendResponse
+	25, // 19: logplayer.logstore.v1.ProducerResult.error:type_name -> logplayer.logstore.v1.ErrorDetail
+	13, // 20: logplayer.logstore.v1.FSMState.topics:type_name -> logplayer.logstore.v1.TopicState
+	10, // 21: logplayer.logstore.v1.FSMState.producers:type_name -> logplayer.logstore.v1.ProducerState
+	26, // 22: logplayer.logstore.v1.FSMState.group_offsets:type_name -> logplayer.logstore.v1.OffsetCommit
+	27, // 23: logplayer.logstore.v1.FSMState.consumers:type_name -> logplayer.logstore.v1.Consumer
+	9,  // 24: logplayer.logstore.v1.FSMState.members:type_name -> logplayer.logstore.v1.MemberCommand
+	28, // 25: logplayer.logstore.v1.FSMState.topic_declarations:type_name -> logplayer.logstore.v1.TopicDeclaration
+	21, // 26: logplayer.logstore.v1.FSMState.registered_targets:type_name -> logplayer.logstore.v1.RegisteredTarget
+	5,  // 27: logplayer.logstore.v1.FSMState.group_members:type_name -> logplayer.logstore.v1.GroupMemberState
+	6,  // 28: logplayer.logstore.v1.FSMState.group_assignments:type_name -> logplayer.logstore.v1.GroupAssignmentState
+	7,  // 29: logplayer.logstore.v1.FSMState.group_counters:type_name -> logplayer.logstore.v1.GroupCounters
+	11, // 30: logplayer.logstore.v1.FSMState.registered_producers:type_name -> logplayer.logstore.v1.ProducerRow
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_raftcmd_proto_init() }
@@ -1602,8 +1712,9 @@ func file_raftcmd_proto_init() {
 		(*Command_CreateTopic)(nil),
 		(*Command_InitProducer)(nil),
 		(*Command_SetClusterVersion)(nil),
+		(*Command_SetLogIdentity)(nil),
 	}
-	file_raftcmd_proto_msgTypes[3].OneofWrappers = []any{
+	file_raftcmd_proto_msgTypes[4].OneofWrappers = []any{
 		(*GroupCommand_RegisterTarget)(nil),
 		(*GroupCommand_UnregisterTarget)(nil),
 		(*GroupCommand_Heartbeat)(nil),
@@ -1615,7 +1726,7 @@ func file_raftcmd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftcmd_proto_rawDesc), len(file_raftcmd_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

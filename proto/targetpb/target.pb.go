@@ -167,9 +167,17 @@ type Hello struct {
 	// target in this epoch (1, 2, 3, …). A target refuses a Hello whose session
 	// is below one it has seen in the same epoch. Not the LogPlayer's
 	// dispatcher term, which never goes on the wire, nor a raft term.
-	Session       uint64 `protobuf:"varint,5,opt,name=session,proto3" json:"session,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Session uint64 `protobuf:"varint,5,opt,name=session,proto3" json:"session,omitempty"`
+	// The identity of the log the LogPlayer delivers from (LogStore Status
+	// log_cluster_id, log_incarnation): the cluster id chosen when the cluster
+	// first ran, and the incarnation that changes on every backup restore and
+	// quorum recovery. A target stores the identity with its State; one
+	// stored with another identity refuses the Hello (OTHER_LOG). Empty from
+	// a LogPlayer (or a LogStore) that predates them: not checked.
+	LogClusterId   string `protobuf:"bytes,6,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
+	LogIncarnation string `protobuf:"bytes,7,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -235,6 +243,20 @@ func (x *Hello) GetSession() uint64 {
 		return x.Session
 	}
 	return 0
+}
+
+func (x *Hello) GetLogClusterId() string {
+	if x != nil {
+		return x.LogClusterId
+	}
+	return ""
+}
+
+func (x *Hello) GetLogIncarnation() string {
+	if x != nil {
+		return x.LogIncarnation
+	}
+	return ""
 }
 
 // Delivery is one transaction's slices for this target, or, with no slices, a
@@ -497,8 +519,11 @@ type HelloAck struct {
 	IncarnationId   string          `protobuf:"bytes,2,opt,name=incarnation_id,json=incarnationId,proto3" json:"incarnation_id,omitempty"`
 	ProtocolVersion ProtocolVersion `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,proto3,enum=logplayer.target.v1.ProtocolVersion" json:"protocol_version,omitempty"`
 	Topics          []*TopicOffset  `protobuf:"bytes,4,rep,name=topics,proto3" json:"topics,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The log identity the target's State holds (empty: none yet).
+	LogClusterId   string `protobuf:"bytes,5,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
+	LogIncarnation string `protobuf:"bytes,6,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *HelloAck) Reset() {
@@ -559,6 +584,20 @@ func (x *HelloAck) GetTopics() []*TopicOffset {
 	return nil
 }
 
+func (x *HelloAck) GetLogClusterId() string {
+	if x != nil {
+		return x.LogClusterId
+	}
+	return ""
+}
+
+func (x *HelloAck) GetLogIncarnation() string {
+	if x != nil {
+		return x.LogIncarnation
+	}
+	return ""
+}
+
 // Ack is cumulative: every LSN <= applied_lsn is durably applied.
 type Ack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -612,13 +651,15 @@ const file_target_proto_rawDesc = "" +
 	"\x0eDeliverRequest\x122\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1a.logplayer.target.v1.HelloH\x00R\x05hello\x122\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1a.logplayer.target.v1.BatchH\x00R\x05batchB\x06\n" +
-	"\x04kind\"\xc2\x01\n" +
+	"\x04kind\"\x91\x02\n" +
 	"\x05Hello\x12\x1b\n" +
 	"\tplayer_id\x18\x01 \x01(\tR\bplayerId\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\ttarget_id\x18\x03 \x01(\tR\btargetId\x12O\n" +
 	"\x10protocol_version\x18\x04 \x01(\x0e2$.logplayer.target.v1.ProtocolVersionR\x0fprotocolVersion\x12\x18\n" +
-	"\asession\x18\x05 \x01(\x04R\asession\"\x85\x01\n" +
+	"\asession\x18\x05 \x01(\x04R\asession\x12$\n" +
+	"\x0elog_cluster_id\x18\x06 \x01(\tR\flogClusterId\x12'\n" +
+	"\x0flog_incarnation\x18\a \x01(\tR\x0elogIncarnation\"\x85\x01\n" +
 	"\bDelivery\x12\x10\n" +
 	"\x03lsn\x18\x01 \x01(\x04R\x03lsn\x12.\n" +
 	"\x13timestamp_unix_nano\x18\x02 \x01(\x03R\x11timestampUnixNano\x127\n" +
@@ -635,13 +676,15 @@ const file_target_proto_rawDesc = "" +
 	"\vTopicOffset\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1f\n" +
 	"\vnext_offset\x18\x02 \x01(\x04R\n" +
-	"nextOffset\"\xdd\x01\n" +
+	"nextOffset\"\xac\x02\n" +
 	"\bHelloAck\x12\x1f\n" +
 	"\vapplied_lsn\x18\x01 \x01(\x04R\n" +
 	"appliedLsn\x12%\n" +
 	"\x0eincarnation_id\x18\x02 \x01(\tR\rincarnationId\x12O\n" +
 	"\x10protocol_version\x18\x03 \x01(\x0e2$.logplayer.target.v1.ProtocolVersionR\x0fprotocolVersion\x128\n" +
-	"\x06topics\x18\x04 \x03(\v2 .logplayer.target.v1.TopicOffsetR\x06topics\"&\n" +
+	"\x06topics\x18\x04 \x03(\v2 .logplayer.target.v1.TopicOffsetR\x06topics\x12$\n" +
+	"\x0elog_cluster_id\x18\x05 \x01(\tR\flogClusterId\x12'\n" +
+	"\x0flog_incarnation\x18\x06 \x01(\tR\x0elogIncarnation\"&\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vapplied_lsn\x18\x01 \x01(\x04R\n" +
 	"appliedLsn*K\n" +
