@@ -1,11 +1,11 @@
 #!/bin/sh
 # Regenerates the Python stubs of proto/*.proto into logplayer/_pb
-# (committed, like the Go ones). Needs protoc and grpc_python_plugin
+# (committed, like the Go ones; OUT=dir writes elsewhere). Needs protoc and grpc_python_plugin
 # (Debian: protobuf-compiler protobuf-compiler-grpc).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-out="$here/logplayer/_pb"
+out="${OUT:-$here/logplayer/_pb}"  # OUT: another directory (the freshness test)
 plugin=$(command -v grpc_python_plugin)
 mkdir -p "$out"
 rm -f "$out"/*_pb2*.py

@@ -219,9 +219,11 @@ class Client:
         """Runs one attempt on addr; raises _Attempt on failure."""
         timeout = max(0.001, min(self.attempt_timeout, deadline - time.monotonic()))
         ch = self._channel(addr)
+        ready = grpc.channel_ready_future(ch)
         try:
-            grpc.channel_ready_future(ch).result(timeout=timeout)
+            ready.result(timeout=timeout)
         except grpc.FutureTimeoutError:
+            ready.cancel()
             # Never connected: nothing was sent (applied NO).
             err = _NotSent(addr)
             raise _Attempt(err, None, Applied.NO, True, addr) from None
