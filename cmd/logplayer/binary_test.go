@@ -63,9 +63,10 @@ func binary(t *testing.T) string {
 // exitCode runs the binary and returns its exit code, stdout and stderr.
 func exitCode(t *testing.T, timeout time.Duration, args ...string) (int, string, string) {
 	t.Helper()
+	bin := binary(t) // built first: the build is not the command's time
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = t.TempDir()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
