@@ -52,3 +52,31 @@ func TestReAddedTargetKeepsFloor(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedReportNotRepeated is the LogPlayer side of issue #26 defect
+// 3: once the LogStore refuses a target's report with UNKNOWN_TARGET (its
+// target was removed from the registry), the reporter does not report that
+// target again (no warning and call every tick), while it goes on
+// reporting the others.
+func TestRefusedReportNotRepeated(t *testing.T) {
+	store := newFakeStore(t)
+	a, b := newMemTarget(t, "a", "t"), newMemTarget(t, "b", "t")
+	startPlayer(t, store, []*testTarget{a, b}, func(c *Config) { c.ReportInterval = 20 * time.Millisecond })
+	store.Unregister(ConsumerName("a"))
+	for round := range 3 {
+		for range 5 {
+			store.Append(&logstorepb.Slice{Topic: "t", Messages: []*logstorepb.Message{{Value: []byte("x")}}})
+		}
+		waitApplied(t, store, a, b)
+		head := store.Head()
+		// b reported at head: the reporter ran a whole tick after a acked
+		// head as well (a tick reports every target).
+		testwait.For(t, testwait.Max, "b reported", func() bool { return store.Consumers()[ConsumerName("b")] == head })
+		if round == 0 {
+			continue // a's first report may still be on its way
+		}
+		if n := store.RefusedReports(ConsumerName("a")); n != 1 {
+			t.Fatalf("round %d: a's report refused %d times, want once (then not sent again)", round, n)
+		}
+	}
+}

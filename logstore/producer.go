@@ -36,7 +36,7 @@ func (s *server) InitProducer(ctx context.Context, req *logstorepb.InitProducerR
 // about the topic or group offset table), the others from Appends.
 var producerRefusalCodes = []logstorepb.ErrorCode{
 	logstorepb.ErrorCode_UNKNOWN_PRODUCER, logstorepb.ErrorCode_PRODUCER_FENCED, logstorepb.ErrorCode_TABLE_FULL,
-	logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_SEQUENCE_REUSED,
+	logstorepb.ErrorCode_SEQUENCE_TOO_OLD, logstorepb.ErrorCode_SEQUENCE_REUSED, logstorepb.ErrorCode_LEGACY_PRODUCER_REFUSED,
 }
 
 // producerRefusalLabel is a code's label value: its name in lower case.

@@ -87,7 +87,7 @@ func TestProducerMetrics(t *testing.T) {
 		return map[string]string{"code": code}
 	}
 	const refusals = "logstore_producer_refusals_total"
-	codes := []string{"unknown_producer", "producer_fenced", "table_full", "sequence_too_old", "sequence_reused"}
+	codes := []string{"unknown_producer", "producer_fenced", "table_full", "sequence_too_old", "sequence_reused", "legacy_producer_refused"}
 	for _, code := range codes {
 		if v := testmetric.Value(t, n.Registry(), refusals, node(code)); v != 0 {
 			t.Fatalf("%s at start: %v", code, v)
@@ -125,6 +125,7 @@ func TestProducerMetrics(t *testing.T) {
 		reg(p.ProducerId, p.Epoch, 1, "v"),          // sequence_too_old
 		reg(p.ProducerId, p.Epoch, 6, "other"),      // sequence_reused
 		reg(p.ProducerId, p.Epoch, 6, "v"),          // a duplicate: not a refusal
+		reg("legacy", 0, 1, "v"),                    // legacy_producer_refused
 		{Slices: []*logstorepb.Slice{{Topic: "a"}}}, // invalid: not a producer refusal
 	}
 	for _, r := range refused {

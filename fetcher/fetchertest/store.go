@@ -56,8 +56,31 @@ type Store struct {
 		// log_incarnation) and the cluster version.
 		clusterID, incarnation string
 		version                uint32
+		// unregistered consumers' reports are refused (UNKNOWN_TARGET) and
+		// counted here, as the real store refuses a removed target's.
+		unregistered map[string]int
 	}
 	nodes []*Node
+}
+
+// Unregister makes reports for consumer fail with UNKNOWN_TARGET (as the
+// LogStore answers a report for a target `target remove` removed) and
+// drops its row.
+func (s *Store) Unregister(consumer string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.unregistered == nil {
+		s.mu.unregistered = map[string]int{}
+	}
+	s.mu.unregistered[consumer] = 0
+	delete(s.mu.consumers, consumer)
+}
+
+// RefusedReports is how many reports for consumer Unregister refused.
+func (s *Store) RefusedReports(consumer string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.unregistered[consumer]
 }
 
 // New returns an empty store.
@@ -425,6 +448,10 @@ func (n *Node) ReportConsumer(_ context.Context, req *logstorepb.ReportConsumerR
 	s := n.store
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.mu.unregistered[req.Consumer]; ok && !req.Remove {
+		s.mu.unregistered[req.Consumer]++
+		return nil, statusErr(codes.NotFound, logstorepb.ErrorCode_UNKNOWN_TARGET, 0, "target is not registered")
+	}
 	if req.Remove {
 		delete(s.mu.consumers, req.Consumer)
 	} else {

@@ -258,7 +258,9 @@ func (b *bed) start(s System) error {
 		if b.cfg.Security != nil {
 			opts = b.cfg.Security.ServerOptions
 		}
-		f, err := startFloor(opts)
+		var f *floorServer
+		var err error
+		asServer(func() { f, err = startFloor(opts) })
 		if err != nil {
 			return err
 		}
@@ -270,7 +272,9 @@ func (b *bed) start(s System) error {
 		if b.rafts[be] != nil {
 			return nil
 		}
-		r, err := startBareRaft(filepath.Join(b.dir, "raft-"+string(be)), be, b.cfg.Logger)
+		var r *bareRaft
+		var err error
+		asServer(func() { r, err = startBareRaft(filepath.Join(b.dir, "raft-"+string(be)), be, b.cfg.Logger) })
 		if err != nil {
 			return err
 		}
@@ -280,11 +284,15 @@ func (b *bed) start(s System) error {
 	if b.clusters[be] != nil {
 		return nil
 	}
-	c, err := startCluster(filepath.Join(b.dir, "logstore-"+string(be)), b.cfg.Logger, b.cfg.ServerOptions, b.cfg.Security, func(nc *logstore.Config) {
-		nc.RaftLogStore = be
-		if b.cfg.Node != nil {
-			b.cfg.Node(nc)
-		}
+	var c *Cluster
+	var err error
+	asServer(func() {
+		c, err = startCluster(filepath.Join(b.dir, "logstore-"+string(be)), b.cfg.Logger, b.cfg.ServerOptions, b.cfg.Security, func(nc *logstore.Config) {
+			nc.RaftLogStore = be
+			if b.cfg.Node != nil {
+				b.cfg.Node(nc)
+			}
+		})
 	})
 	if err != nil {
 		return err
@@ -429,6 +437,7 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 		errs  int
 		done  int // every call that succeeded, in the window or not
 		wg    sync.WaitGroup
+		prof  = startCPUProfile()
 		cpu0  = processCPU()
 		start = time.Now()
 	)
@@ -470,11 +479,15 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 	}
 	wg.Wait()
 	cpu := processCPU() - cpu0
+	server, profiled := prof.stop()
 	s := quantile.Summarize(lats)
 	row := Row{System: system, Clients: len(ops), Txns: len(lats), Errors: errs,
 		TxPerSec: float64(len(lats)) / cfg.Duration.Seconds(), Avg: s.Avg, P50: s.P50, P99: s.P99, P999: s.P999}
 	if done > 0 {
 		row.CPUPerTxn = cpu / time.Duration(done)
+		if profiled {
+			row.ServerCPUPerTxn = server / time.Duration(done)
+		}
 	}
 	return row
 }

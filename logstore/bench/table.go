@@ -28,6 +28,10 @@ type Row struct {
 	// CPUPerTxn is the process's CPU time per successful operation over
 	// the row's load (see the package comment; 0 where not measured).
 	CPUPerTxn time.Duration `json:"cpu_per_txn_ns,omitempty"`
+	// ServerCPUPerTxn is the part of it the servers' goroutines used
+	// (servercpu.go: a CPU profile's samples of the goroutines labelled as
+	// server's; an estimate at 100 Hz; 0 where not measured).
+	ServerCPUPerTxn time.Duration `json:"server_cpu_per_txn_ns,omitempty"`
 	// LeaderAppend is the leader's mean time from intake to apply result
 	// per request, RaftCommit its mean time from raft.Apply to the result
 	// per entry (LogStore rows, over the row's whole load).
@@ -141,7 +145,7 @@ func (t Table) String() string {
 		b.WriteString("| figure | clients | systems | ratio | goal | |\n| :--- | ---: | :--- | ---: | ---: | :--- |\n")
 		b.WriteString(goals.String())
 	}
-	var floor strings.Builder
+	var floor, serverCPU strings.Builder
 	for _, n := range t.Levels() {
 		f, ok1 := t.Row(GRPCConns, n)
 		shared, ok2 := t.Row(LogStoreWAL, n)
@@ -149,13 +153,26 @@ func (t Table) String() string {
 		if !ok1 || !ok2 || !ok3 {
 			continue
 		}
-		fmt.Fprintf(&floor, "| %d | %.0f | %.0f µs | %.0f | %.0f |\n", n, f.TxPerSec, float64(f.CPUPerTxn)/float64(time.Microsecond),
-			conns.TxPerSec, 0.8*shared.TxPerSec)
+		fmt.Fprintf(&floor, "| %d | %.0f | %s | %.0f | %.0f |\n", n, f.TxPerSec, µs(f.CPUPerTxn), conns.TxPerSec, 0.8*shared.TxPerSec)
+		verdict := "missed"
+		bound := time.Duration(serverCPUFactor*float64(shared.ServerCPUPerTxn)) + f.ServerCPUPerTxn
+		if conns.ServerCPUPerTxn <= bound {
+			verdict = "met"
+		}
+		if shared.ServerCPUPerTxn > 0 && conns.ServerCPUPerTxn > 0 && f.ServerCPUPerTxn > 0 {
+			fmt.Fprintf(&serverCPU, "| %d | %s | %s | %s | %s | %s |\n", n, µs(shared.ServerCPUPerTxn), µs(conns.ServerCPUPerTxn),
+				µs(f.ServerCPUPerTxn), µs(bound), verdict)
+		}
 	}
 	if floor.Len() > 0 {
 		b.WriteString("\nThe floor under one connection per client: grpc-conns is a no-op unary gRPC call carrying the transaction's bytes (no LogStore), one connection per client, in the same run. When it is below 0.8 × logstore-wal, no design that sends one call per transaction can meet that goal on this machine.\n\n")
 		b.WriteString("| clients | grpc-conns calls/s | its CPU per call | logstore-wal-conns tx/s | 0.8 × logstore-wal tx/s |\n| ---: | ---: | ---: | ---: | ---: |\n")
 		b.WriteString(floor.String())
+	}
+	if serverCPU.Len() > 0 {
+		b.WriteString("\nServer CPU per transaction (the servers' goroutines only, from a CPU profile of each row; clients and the Go runtime excluded): shared clients, one connection per client, and the no-op gRPC call's server side (the floor). Goal of issue #26: one connection per client at most 1.2 × the shared clients' plus the floor.\n\n")
+		b.WriteString("| clients | logstore-wal | logstore-wal-conns | grpc-conns (no-op) | 1.2 × shared + no-op | |\n| ---: | ---: | ---: | ---: | ---: | :--- |\n")
+		b.WriteString(serverCPU.String())
 	}
 	return b.String()
 }
@@ -194,6 +211,14 @@ func (t Table) Row(system System, clients int) (Row, bool) {
 		}
 	}
 	return Row{}, false
+}
+
+// serverCPUFactor is issue #26's bound on one-connection server CPU per
+// transaction: this many times the shared clients', plus the no-op floor.
+const serverCPUFactor = 1.2
+
+func µs(d time.Duration) string {
+	return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
 }
 
 func fmtDur(d time.Duration) string {
