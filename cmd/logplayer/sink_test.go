@@ -3,17 +3,21 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/internal/pgtest"
 	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target/targettest"
 	"github.com/logplayer/logplayer/types"
@@ -176,4 +180,48 @@ func TestSinkPostgresServes(t *testing.T) {
 		t.Fatalf("after the restart: HelloAck %v", ack)
 	}
 	p.stop(t)
+}
+
+// TestSinkSQLiteServes runs `logplayer sink sqlite --mode upsert`, delivers
+// kv mutations and a bad message with dead-lettering on, and finds the
+// key/value table, the dead letter and the state row in the file.
+func TestSinkSQLiteServes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sink.db")
+	addr := closedAddr(t)
+	p := startSink(t, "sqlite", "--id", "pg", "--addr", addr, "--path", path, "--topics", "users", "--mode", "upsert",
+		"--on-bad-message", "dead-letter")
+	snd, _ := openSink(t, p, addr, 1)
+	put := func(k, v string) []byte {
+		b, err := proto.Marshal(&shardpb.Mutation{Op: shardpb.Mutation_PUT, Key: []byte(k), Value: []byte(v)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	gen := targettest.NewLog()
+	d1 := gen.Txn(targettest.Part{Topic: "users", Values: [][]byte{put("a", "1"), []byte("not a mutation"), put("a", "2")}})
+	if err := snd.Send(d1); err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.WaitAck(targettest.Context(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	snd.Close()
+	p.stop(t)
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var key, value, reason string
+	var applied int
+	if err := db.QueryRow(`SELECT CAST(key AS text), CAST(value AS text) FROM users`).Scan(&key, &value); err != nil || key != "a" || value != "2" {
+		t.Fatalf("users: %q=%q (%v), want a=2", key, value, err)
+	}
+	if err := db.QueryRow(`SELECT reason FROM logplayer_dead_letter WHERE lsn = 1 AND topic_offset = 1`).Scan(&reason); err != nil || !strings.Contains(reason, "malformed mutation") {
+		t.Fatalf("dead letter: %q (%v)", reason, err)
+	}
+	if err := db.QueryRow(`SELECT applied_lsn FROM logplayer_target_state WHERE target_id = 'pg'`).Scan(&applied); err != nil || applied != 1 {
+		t.Fatalf("state row applied_lsn %d (%v), want 1", applied, err)
+	}
 }

@@ -56,16 +56,21 @@ type Row interface{ Scan(dest ...any) error }
 // backend is one dialect's connection handling.
 type backend interface {
 	dialect() Dialect
-	begin(ctx context.Context) (txn, error)
+	// begin opens a transaction and, when q is not empty, runs the one-row
+	// query q into dest: on PostgreSQL BEGIN and q are one round trip (a
+	// pipelined batch), as the bare loader's BEGIN costs one.
+	begin(ctx context.Context, q string, args []any, dest ...any) (txn, error)
 	close()
 }
 
 // txn is an open transaction: the public Tx plus its end.
 type txn interface {
 	Tx
-	commit(ctx context.Context) error
+	// commit runs the statement q (when not empty) and commits: on
+	// PostgreSQL one round trip. It fails unless the server committed.
+	commit(ctx context.Context, q string, args ...any) error
 	rollback(ctx context.Context)
-	rows() int64 // rows affected or copied so far
+	rows() int64 // rows affected or copied by Exec and CopyFrom
 }
 
 // ---- PostgreSQL (pgx) ----
@@ -123,40 +128,91 @@ func ms(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
 func (b *pgBackend) dialect() Dialect { return Postgres }
 func (b *pgBackend) close()           { b.pool.Close() }
 
-func (b *pgBackend) begin(ctx context.Context) (txn, error) {
-	tx, err := b.pool.Begin(ctx)
+func (b *pgBackend) begin(ctx context.Context, q string, args []any, dest ...any) (txn, error) {
+	c, err := b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &pgTxn{tx: tx}, nil
+	t := &pgTxn{c: c}
+	batch := &pgx.Batch{}
+	batch.Queue("BEGIN")
+	if q != "" {
+		batch.Queue(q, args...)
+	}
+	br := c.SendBatch(ctx, batch)
+	_, err = br.Exec()
+	if err == nil && q != "" {
+		err = br.QueryRow().Scan(dest...)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.rollback(ctx)
+		return nil, err
+	}
+	return t, nil
 }
 
+// pgTxn is a transaction on one pooled connection, begun and ended by hand
+// so that BEGIN and COMMIT ride with the statements next to them. A
+// connection released in any state but idle is closed by pgxpool.
 type pgTxn struct {
-	tx pgx.Tx
-	n  int64
+	c *pgxpool.Conn
+	n int64
 }
 
 func (t *pgTxn) Dialect() Dialect { return Postgres }
 func (t *pgTxn) rows() int64      { return t.n }
 
 func (t *pgTxn) Exec(ctx context.Context, q string, args ...any) (int64, error) {
-	tag, err := t.tx.Exec(ctx, q, args...)
+	tag, err := t.c.Exec(ctx, q, args...)
 	t.n += tag.RowsAffected()
 	return tag.RowsAffected(), err
 }
 
 func (t *pgTxn) QueryRow(ctx context.Context, q string, args ...any) Row {
-	return t.tx.QueryRow(ctx, q, args...)
+	return t.c.QueryRow(ctx, q, args...)
 }
 
 func (t *pgTxn) CopyFrom(ctx context.Context, table string, cols []string, rows [][]any) (int64, error) {
-	n, err := t.tx.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
+	n, err := t.c.CopyFrom(ctx, pgx.Identifier{table}, cols, pgx.CopyFromRows(rows))
 	t.n += n
 	return n, err
 }
 
-func (t *pgTxn) commit(ctx context.Context) error { return t.tx.Commit(ctx) }
-func (t *pgTxn) rollback(ctx context.Context)     { _ = t.tx.Rollback(ctx) }
+func (t *pgTxn) commit(ctx context.Context, q string, args ...any) error {
+	defer t.c.Release()
+	batch := &pgx.Batch{}
+	if q != "" {
+		batch.Queue(q, args...)
+	}
+	batch.Queue("COMMIT")
+	br := t.c.SendBatch(ctx, batch)
+	var err error
+	if q != "" {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("%q changed %d rows, want 1", q, tag.RowsAffected())
+		}
+	}
+	if err == nil {
+		var tag pgconn.CommandTag
+		// COMMIT of a failed transaction answers ROLLBACK, not an error.
+		if tag, err = br.Exec(); err == nil && tag.String() != "COMMIT" {
+			err = fmt.Errorf("the server answered %q to COMMIT", tag.String())
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (t *pgTxn) rollback(ctx context.Context) {
+	_, _ = t.c.Exec(ctx, "ROLLBACK")
+	t.c.Release()
+}
 
 // ---- SQLite (modernc.org/sqlite, database/sql) ----
 
@@ -191,10 +247,16 @@ func openSQLite(ctx context.Context, path string, busy time.Duration) (*sqliteBa
 func (b *sqliteBackend) dialect() Dialect { return SQLite }
 func (b *sqliteBackend) close()           { _ = b.db.Close() }
 
-func (b *sqliteBackend) begin(ctx context.Context) (txn, error) {
+func (b *sqliteBackend) begin(ctx context.Context, q string, args []any, dest ...any) (txn, error) {
 	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
+	}
+	if q != "" {
+		if err := tx.QueryRowContext(ctx, q, args...).Scan(dest...); err != nil {
+			_ = tx.Rollback()
+			return nil, err
+		}
 	}
 	return &sqliteTxn{tx: tx}, nil
 }
@@ -249,8 +311,21 @@ func (t *sqliteTxn) CopyFrom(ctx context.Context, table string, cols []string, r
 	return n, nil
 }
 
-func (t *sqliteTxn) commit(context.Context) error { return t.tx.Commit() }
-func (t *sqliteTxn) rollback(context.Context)     { _ = t.tx.Rollback() }
+func (t *sqliteTxn) commit(ctx context.Context, q string, args ...any) error {
+	if q != "" {
+		res, err := t.tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			_ = t.tx.Rollback()
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			_ = t.tx.Rollback()
+			return fmt.Errorf("%q changed %d rows, want 1", q, n)
+		}
+	}
+	return t.tx.Commit()
+}
+func (t *sqliteTxn) rollback(context.Context) { _ = t.tx.Rollback() }
 
 // quote quotes an SQL identifier (both dialects use "…").
 func quote(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
