@@ -406,3 +406,36 @@ func TestCrashCloneNewDirs(t *testing.T) {
 		}
 	}
 }
+
+// denyOpen is a filesystem where one directory cannot be opened (as a
+// directory of mode 0711 for another user).
+type denyOpen struct {
+	*MemFS
+	dir string
+}
+
+func (d denyOpen) Open(name string) (File, error) {
+	if name == d.dir {
+		return nil, &os.PathError{Op: "open", Path: name, Err: os.ErrPermission}
+	}
+	return d.MemFS.Open(name)
+}
+
+// TestMkdirAllSyncUnreadableAncestor: an ancestor that cannot be opened
+// is skipped when the call made nothing in it (the directories below are
+// still synced), and is an error when it did.
+func TestMkdirAllSyncUnreadableAncestor(t *testing.T) {
+	m := NewCrashableMem()
+	if err := MkdirAllSync(m, "/home/u", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAllSync(denyOpen{m, "/home"}, "/home/u/data", 0o755); err != nil {
+		t.Fatalf("with an unreadable ancestor: %v", err)
+	}
+	if _, err := m.DurableClone().Stat("/home/u/data"); err != nil {
+		t.Fatalf("/home/u/data not durable: %v", err)
+	}
+	if err := MkdirAllSync(denyOpen{m, "/home"}, "/home/v/data", 0o755); !errors.Is(err, os.ErrPermission) {
+		t.Fatalf("making a directory in an unreadable one: %v, want a permission error", err)
+	}
+}

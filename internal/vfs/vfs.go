@@ -14,7 +14,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"syscall"
 )
@@ -130,19 +129,30 @@ func SyncDir(fs FS, dir string) error {
 // directory's name, like a file's, is durable only once its parent is
 // synced; without that a power loss can drop the directory and everything
 // synced below it. Every ancestor, not only those it creates: one that
-// exists may have been made by a run that crashed before its sync. It is
-// for directories made once (at start, one per checkpoint), so the few
-// fsyncs do not matter.
+// exists may have been made by a run that crashed before its sync. An
+// ancestor this process may not open (a home directory of mode 0711) is
+// skipped when the directory below it existed already: it cannot be
+// synced from here, and refusing to start for it would help no one; when
+// the call made a directory in it, that is an error. It is for directories made
+// once (at start, one per checkpoint), so the few fsyncs do not matter.
 func MkdirAllSync(fs FS, dir string, perm os.FileMode) error {
+	// path[0] is dir, path[i+1] the parent of path[i].
+	path := []string{filepath.Clean(dir)}
+	for d := path[0]; filepath.Dir(d) != d; d = filepath.Dir(d) {
+		path = append(path, filepath.Dir(d))
+	}
+	existed := make([]bool, len(path))
+	for i, p := range path {
+		_, err := fs.Stat(p)
+		existed[i] = err == nil
+	}
 	if err := fs.MkdirAll(dir, perm); err != nil {
 		return err
 	}
-	var parents []string // deepest first
-	for d := filepath.Clean(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
-		parents = append(parents, filepath.Dir(d))
-	}
-	for _, p := range slices.Backward(parents) {
-		if err := SyncDir(fs, p); err != nil {
+	for i := len(path) - 1; i >= 1; i-- {
+		err := SyncDir(fs, path[i])
+		// Skipped only when nothing this call made is in it.
+		if err != nil && !(existed[i-1] && errors.Is(err, os.ErrPermission)) {
 			return err
 		}
 	}
