@@ -379,3 +379,28 @@ func linkSnapshotWithoutMeta(t testing.TB, src, dst string) {
 		}
 	}
 }
+
+// TestSnapshotFromBeforeChecksumsStarts: a data directory whose snapshots
+// were written before format 2 (meta.json and manifest.json without
+// "format", "crc32c" or "state_crc32c") still starts and gets back to its
+// head.
+func TestSnapshotFromBeforeChecksumsStarts(t *testing.T) {
+	cfg, _ := dataDirWithSnapshot(t)
+	dir := copyOf(t, cfg.Dir)
+	for _, snap := range snapshotDirs(t, dir) {
+		editJSON(t, filepath.Join(snap, "meta.json"), func(m map[string]any) {
+			delete(m, "format")
+			delete(m, "crc32c")
+			delete(m, "state_crc32c")
+		})
+		editJSON(t, filepath.Join(snap, "manifest.json"), func(m map[string]any) { delete(m, "crc32c") })
+	}
+	rl := listen(t)
+	cfg.Dir, cfg.RaftListener, cfg.RaftAddr = dir, rl, rl.Addr().String()
+	n, err := logstore.NewNode(cfg)
+	if err != nil {
+		t.Fatalf("a snapshot from before checksums is refused: %v", err)
+	}
+	defer n.Close()
+	testwait.For(t, 60*time.Second, "the head back at lsn 80", func() bool { return n.HeadLSN() >= 80 })
+}
