@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -18,7 +17,6 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore/fsm"
-	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -60,6 +58,10 @@ var ErrBadBackup = errors.New("logstore: bad backup file")
 var ErrDataDirNotEmpty = errors.New("logstore: data directory is not empty")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// restoreOpened, when set (tests), runs once RestoreBackup has opened the
+// backup file, before it reads it.
+var restoreOpened func(path string)
 
 // BackupInfo is a backup file's header.
 type BackupInfo struct {
@@ -142,14 +144,28 @@ func (b *BackupWriter) Close() error {
 }
 
 // VerifyBackup reads the whole backup file at path and checks its header,
-// length, CRC-32C, the archive's state and manifest (LSN range and Raft index
-// against the header) and every segment file's CRC, writing nothing.
+// length, CRC-32C, the archive's header (its checksum, the state, the
+// manifest's shape: segment and index file names, contiguous LSNs; the LSN
+// range and Raft index against the backup's header) and every segment
+// file's CRC, writing nothing. Errors wrap ErrBadBackup (or are the
+// file's I/O errors).
 func VerifyBackup(path string) (BackupInfo, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return BackupInfo{}, err
 	}
 	defer f.Close()
+	return readBackup(f, io.Discard)
+}
+
+// readBackup reads the backup file f once, from its start, checking all
+// that VerifyBackup says, and writes its archive to w as a restore keeps
+// it: with the state's members table emptied (the source cluster's API
+// addresses must not be named in the new cluster's NOT_LEADER answers: a
+// client would follow them to the old cluster; each new leader registers
+// the new members, Node.registerMembers). What reaches w is what was
+// checked; w holds a whole archive only when readBackup returns nil.
+func readBackup(f *os.File, w io.Writer) (BackupInfo, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return BackupInfo{}, err
@@ -168,23 +184,27 @@ func VerifyBackup(path string) (BackupInfo, error) {
 	crc := crc32.New(castagnoli)
 	crc.Write(h)
 	archive := bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, info.ArchiveBytes), crc), backupChunkBytes)
-	st, man, err := readArchiveHeader(archive)
+	ah, _, err := readArchiveHeader(archive, info.RaftIndex)
 	if err != nil {
 		return info, fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
-	if st.LastLSN() != info.LastLSN || man.LastLSN != info.LastLSN || man.FirstLSN != info.FirstLSN || st.LastIndex() > info.RaftIndex {
+	st, man := ah.state, ah.man
+	if st.LastLSN() != info.LastLSN || man.FirstLSN != info.FirstLSN {
 		return info, fmt.Errorf("%w: header says lsn %d..%d at raft index %d, archive holds %d..%d (state lsn %d, index %d)",
 			ErrBadBackup, info.FirstLSN, info.LastLSN, info.RaftIndex, man.FirstLSN, man.LastLSN, st.LastLSN(), st.LastIndex())
 	}
-	for _, file := range man.Files {
-		fc := crc32.New(castagnoli)
-		n, err := io.Copy(fc, io.LimitReader(archive, file.Bytes))
-		if err != nil || n != file.Bytes || fc.Sum32() != file.CRC {
-			return info, fmt.Errorf("%w: segment file %s: %d of %d bytes, crc 0x%08x, manifest says 0x%08x (%v)", ErrBadBackup, file.Name, n, file.Bytes, fc.Sum32(), file.CRC, err)
-		}
+	newIncarnation(st) // a restored log is a new incarnation (incarnation.go)
+	p := st.ToProto()
+	p.Members = nil
+	state, err := fsm.MarshalState(p)
+	if err != nil {
+		return info, err
 	}
-	if n, _ := io.Copy(io.Discard, archive); n != 0 {
-		return info, fmt.Errorf("%w: %d bytes after the last segment file", ErrBadBackup, n)
+	if _, err := w.Write(fsm.ArchiveHeader(state, ah.mjson)); err != nil {
+		return info, err
+	}
+	if err := verifyArchiveFiles(w, archive, man); err != nil {
+		return info, fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
 	var tr [backupTrailer]byte
 	if _, err := io.ReadFull(f, tr[:]); err != nil {
@@ -196,44 +216,94 @@ func VerifyBackup(path string) (BackupInfo, error) {
 	return info, nil
 }
 
-// RestoreBackup verifies the backup file at path and seeds dataDir (which
-// must be missing or empty) with it: the archive becomes the newest
-// snapshot, with the given voters as its Raft configuration. Every node of a
-// new cluster restored from the same file with the same voters starts with
-// that log and state; a node restored with only itself as voter is a
-// single-voter cluster that others join (cluster add).
-func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
-	info, err := VerifyBackup(path)
-	if err != nil {
-		return info, err
-	}
+// RestoreBackup seeds dataDir (which must be missing or empty) with the
+// backup file at path: the archive becomes the newest snapshot, with the
+// given voters as its Raft configuration. Every node of a new cluster
+// restored from the same file with the same voters starts with that log
+// and state; a node restored with only itself as voter is a single-voter
+// cluster that others join (cluster add).
+//
+// The file is read once: every part is checked (as VerifyBackup) while it
+// is copied, so what is restored is what was checked; a file that fails a
+// check (ErrBadBackup) leaves dataDir as it was.
+func RestoreBackup(path, dataDir string, voters []Peer) (info BackupInfo, err error) {
 	if len(voters) == 0 {
 		return info, fmt.Errorf("%w: restore needs the new cluster's voters", ErrConfig)
 	}
+	in, err := os.Open(path)
+	if err != nil {
+		return info, err
+	}
+	defer in.Close()
+	existed := true
 	if ents, err := os.ReadDir(dataDir); err == nil && len(ents) > 0 {
 		return info, fmt.Errorf("%w: %s", ErrDataDirNotEmpty, dataDir)
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	} else if errors.Is(err, os.ErrNotExist) {
+		existed = false
+	} else if err != nil {
+		return info, err
+	}
+	snaps := filepath.Join(dataDir, "snapshots")
+	defer func() {
+		if err == nil {
+			return
+		}
+		if existed {
+			os.RemoveAll(snaps)
+		} else {
+			os.RemoveAll(dataDir)
+		}
+	}()
+	if restoreOpened != nil {
+		restoreOpened(path)
+	}
+	if info, err = restoreArchiveFile(in, snaps, voters); err != nil {
+		return info, err
+	}
+	for _, dir := range []string{dataDir, filepath.Dir(dataDir)} { // the new names, durable
+		if err := vfs.SyncDir(vfs.Default, dir); err != nil {
+			return info, err
+		}
+	}
+	return info, nil
+}
+
+// restoreArchiveFile copies the backup in's archive into a new snapshot
+// directory under snaps (readBackup) and makes it the newest snapshot:
+// kind archive, the source's Raft index, term 1, voters.
+func restoreArchiveFile(in *os.File, snaps string, voters []Peer) (BackupInfo, error) {
+	stage := filepath.Join(snaps, "restore"+tmpSuffix)
+	if err := vfs.MkdirAllSync(vfs.Default, stage, 0o755); err != nil {
+		return BackupInfo{}, err
+	}
+	out, err := os.OpenFile(filepath.Join(stage, archiveFile), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return BackupInfo{}, err
+	}
+	bw := bufio.NewWriterSize(out, backupChunkBytes)
+	info, err := readBackup(in, bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return info, err
+	}
+	fi, err := os.Stat(filepath.Join(stage, archiveFile))
+	if err != nil {
 		return info, err
 	}
 	var conf raft.Configuration
 	for _, p := range voters {
 		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
 	}
-	snaps := filepath.Join(dataDir, "snapshots")
 	id := fmt.Sprintf("1-%d-restored", info.RaftIndex)
-	stage := filepath.Join(snaps, id+tmpSuffix)
-	if err := vfs.MkdirAllSync(vfs.Default, stage, 0o755); err != nil {
-		return info, err
-	}
-	archive := filepath.Join(stage, archiveFile)
-	if err := copyArchive(path, archive, info); err != nil {
-		return info, err
-	}
-	fi, err := os.Stat(archive)
-	if err != nil {
-		return info, err
-	}
-	meta, err := json.Marshal(snapMeta{Kind: kindArchive, SnapshotMeta: raft.SnapshotMeta{
+	meta, err := marshalMeta(snapMeta{Kind: kindArchive, SnapshotMeta: raft.SnapshotMeta{
 		Version: raft.SnapshotVersionMax, ID: id, Index: info.RaftIndex, Term: 1,
 		Configuration: conf, ConfigurationIndex: info.RaftIndex, Size: fi.Size(),
 	}})
@@ -250,50 +320,6 @@ func RestoreBackup(path, dataDir string, voters []Peer) (BackupInfo, error) {
 		return info, err
 	}
 	return info, vfs.SyncDir(vfs.Default, snaps)
-}
-
-// rewriteArchive copies an archive with the members table emptied: the
-// source cluster's API addresses must not be named in the new cluster's
-// NOT_LEADER answers (a client would follow them to the old cluster); each
-// new leader registers the new members (Node.registerMembers).
-func rewriteArchive(w io.Writer, r io.Reader) error {
-	br := bufio.NewReaderSize(r, backupChunkBytes)
-	st, mb, err := fsm.ReadArchiveHeader(br)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrBadBackup, err)
-	}
-	newIncarnation(st)
-	p := st.ToProto()
-	p.Members = nil
-	state, err := fsm.MarshalState(p)
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(fsm.ArchiveHeader(state, mb)); err != nil {
-		return err
-	}
-	_, err = io.Copy(w, br)
-	return err
-}
-
-func copyArchive(from, to string, info BackupInfo) error {
-	in, err := os.Open(from)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	err = rewriteArchive(out, io.NewSectionReader(in, int64(backupHeaderSize), info.ArchiveBytes))
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // backupSnapshot takes a user snapshot (or, when nothing was applied since
@@ -329,14 +355,11 @@ func (s *server) Backup(_ *logstorepb.BackupRequest, stream logstorepb.Cluster_B
 	}
 	defer rc.Close()
 	var hdr bytes.Buffer
-	st, mb, err := fsm.ReadArchiveHeader(io.TeeReader(rc, &hdr))
+	h, _, err := readArchiveHeader(io.TeeReader(rc, &hdr), meta.Index)
 	if err != nil {
 		return apierr.Status(fmt.Errorf("backup: %w", err))
 	}
-	var man segment.Manifest
-	if err := json.Unmarshal(mb, &man); err != nil {
-		return apierr.Status(fmt.Errorf("backup: manifest: %w", err))
-	}
+	st, man := h.state, h.man
 	info := &logstorepb.BackupInfo{RaftIndex: meta.Index, RaftTerm: meta.Term,
 		FirstLsn: uint64(man.FirstLSN), LastLsn: uint64(st.LastLSN()), ArchiveBytes: uint64(meta.Size)}
 	if err := stream.Send(&logstorepb.BackupChunk{Info: info}); err != nil {

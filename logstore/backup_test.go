@@ -2,6 +2,7 @@ package logstore_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -163,4 +165,131 @@ func flip(b []byte, i int) []byte {
 	c := bytes.Clone(b)
 	c[i] ^= 0x40
 	return c
+}
+
+// segmentedBackup writes a backup of a one-node cluster holding several
+// 4 KiB segments to backup.lpb in a new directory.
+func segmentedBackup(t *testing.T) (dir, path string) {
+	src := startCluster(t, 1, func(cfg *logstore.Config) { cfg.SegmentBytes = 4 << 10 })
+	appendLoad(t, newClient(t, src.addrs()...), 2, 30, "m")
+	dir = t.TempDir()
+	path = filepath.Join(dir, "backup.lpb")
+	saveBackup(t, src.addrs(), path)
+	return dir, path
+}
+
+// TestRestoreCopiesWhatItVerified: a backup file that changes after
+// RestoreBackup checked it (a segment byte flipped in place) is refused,
+// and nothing is written.
+func TestRestoreCopiesWhatItVerified(t *testing.T) {
+	dir, path := segmentedBackup(t)
+	logstore.SetRestoreHookForTest(t, func(p string) {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer f.Close()
+		fi, _ := f.Stat()
+		var b [1]byte
+		at := fi.Size() - 50 // in the last segment file
+		if _, err := f.ReadAt(b[:], at); err != nil {
+			t.Error(err)
+		}
+		b[0] ^= 0x40
+		if _, err := f.WriteAt(b[:], at); err != nil {
+			t.Error(err)
+		}
+	})
+	data := filepath.Join(dir, "data")
+	voters := []logstore.Peer{{ID: "n0", RaftAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}}
+	if _, err := logstore.RestoreBackup(path, data, voters); !errors.Is(err, logstore.ErrBadBackup) {
+		t.Fatalf("restore of a file changed after its check = %v, want ErrBadBackup", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("restore wrote %s (%v)", data, err)
+	}
+}
+
+// rebuildBackup returns a backup of the archive of good with its manifest
+// changed by edit: every checksum (segment files, archive, file) valid.
+func rebuildBackup(t testing.TB, good []byte, edit func(m map[string]any)) []byte {
+	t.Helper()
+	const headerSize = 8 + 4 + 5*8
+	info, err := logstore.ParseBackupHeaderForTest(good[:headerSize])
+	if err != nil {
+		t.Fatal(err)
+	}
+	archive := good[headerSize : len(good)-4]
+	r := bytes.NewReader(archive)
+	st, mb, err := fsm.ReadArchiveHeader(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := archive[len(archive)-r.Len():]
+	m := decodeObject(t, mb)
+	edit(m)
+	mb2, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := fsm.MarshalState(st.ToProto())
+	if err != nil {
+		t.Fatal(err)
+	}
+	newArchive := append(fsm.ArchiveHeader(state, mb2), files...)
+	info.ArchiveBytes = int64(len(newArchive))
+	var buf bytes.Buffer
+	bw, err := logstore.NewBackupWriter(&buf, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bw.Write(newArchive); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestRestoreRefusesMalformedManifest: a backup whose checksums are all
+// valid but whose manifest is not a segment log's (a file name that leaves
+// the directory, a sealed segment without its index, a gap in the LSNs) is
+// refused by VerifyBackup and RestoreBackup, and nothing is written.
+func TestRestoreRefusesMalformedManifest(t *testing.T) {
+	dir, path := segmentedBackup(t)
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := func(m map[string]any, i int) map[string]any { return m["files"].([]any)[i].(map[string]any) }
+	voters := []logstore.Peer{{ID: "n0", RaftAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"}}
+	for name, edit := range map[string]func(m map[string]any){
+		"name escapes": func(m map[string]any) { file(m, 0)["name"] = "../../escape.seg" },
+		"index and segment swapped": func(m map[string]any) {
+			a, b := file(m, 0)["name"], file(m, 1)["name"]
+			file(m, 0)["name"], file(m, 1)["name"] = b, a
+		},
+		"gap": func(m map[string]any) {
+			f := file(m, 2)
+			n, _ := f["first_lsn"].(json.Number).Int64()
+			f["first_lsn"] = n + 1
+		},
+	} {
+		bad := filepath.Join(dir, "bad.lpb")
+		if err := os.WriteFile(bad, rebuildBackup(t, good, edit), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := logstore.VerifyBackup(bad); !errors.Is(err, logstore.ErrBadBackup) {
+			t.Errorf("%s: verify = %v, want ErrBadBackup", name, err)
+		}
+		data := filepath.Join(dir, "data-"+name)
+		if _, err := logstore.RestoreBackup(bad, data, voters); !errors.Is(err, logstore.ErrBadBackup) {
+			t.Errorf("%s: restore = %v, want ErrBadBackup", name, err)
+		}
+		if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: restore wrote %s (%v)", name, data, err)
+		}
+	}
 }

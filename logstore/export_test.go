@@ -3,8 +3,13 @@ package logstore
 import (
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/logplayer/logplayer/logstore/fsm"
+	"github.com/logplayer/logplayer/logstore/segment"
 )
 
 // FSMStateForTest returns n's FSM state as deterministic bytes and the Raft
@@ -52,3 +57,53 @@ func SnapshotIDsForTest(n *Node) []string {
 	}
 	return ids
 }
+
+// SetRestoreHookForTest makes RestoreBackup call f(path) once it has
+// opened the backup file and before it reads it, until t ends.
+func SetRestoreHookForTest(t interface{ Cleanup(func()) }, f func(path string)) {
+	restoreOpened = f
+	t.Cleanup(func() { restoreOpened = nil })
+}
+
+// ParseBackupHeaderForTest parses a backup file's header.
+func ParseBackupHeaderForTest(h []byte) (BackupInfo, error) { return parseBackupHeader(h) }
+
+// ResealSnapshotMetaForTest changes snapshot dir's meta.json by edit and
+// writes it back with a valid checksum.
+func ResealSnapshotMetaForTest(dir string, edit func(*raft.SnapshotMeta)) error {
+	path := filepath.Join(dir, metaFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	m, err := unmarshalMeta(b, filepath.Base(dir))
+	if err != nil {
+		return err
+	}
+	edit(&m.SnapshotMeta)
+	if b, err = marshalMeta(m); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// ResealManifestForTest changes a manifest.json by edit and writes it back
+// with a valid checksum.
+func ResealManifestForTest(path string, edit func(*segment.Manifest)) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	m, err := segment.UnmarshalManifest(b, false)
+	if err != nil {
+		return err
+	}
+	edit(&m)
+	if b, err = m.Marshal(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// ParseSnapshotIDForTest returns the term and index in a snapshot id.
+func ParseSnapshotIDForTest(id string) (term, index uint64, ok bool) { return parseSnapshotID(id) }

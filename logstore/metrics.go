@@ -29,6 +29,9 @@ type metrics struct {
 	forcedDeletes       prometheus.Counter
 	snapshotDuration    prometheus.Histogram
 	snapshotBytes       prometheus.Gauge
+	// snapshotOrphanBytes is what the snapshot store holds on disk that
+	// no snapshot accounts for (snapshotStore.countOrphans).
+	snapshotOrphanBytes prometheus.Gauge
 	isLeader            prometheus.Gauge
 	readStreams         prometheus.Gauge
 	// registeredProducers is the rows of the registered producer table
@@ -97,6 +100,9 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		snapshotBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_snapshot_bytes", Help: "Bytes a transfer of the newest snapshot streams (state + retained segments).", ConstLabels: labels,
 		}),
+		snapshotOrphanBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_snapshot_orphan_bytes", Help: "Bytes under snapshots/ that no snapshot accounts for (a removal that failed, a directory without a valid meta.json); crash leftovers are removed at start.", ConstLabels: labels,
+		}),
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_is_leader", Help: "1 when this node is the Raft leader.", ConstLabels: labels,
 		}),
@@ -116,7 +122,7 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 	for _, c := range []prometheus.Collector{
 		m.appendDuration, m.appendBatchRequests, m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
 		m.applyDuration, m.headLSN, m.firstLSN, m.segmentBytes, m.retentionDeleted, m.forcedDeletes,
-		m.snapshotDuration, m.snapshotBytes, m.isLeader, m.readStreams, m.registeredProducers, m.producerRefusals,
+		m.snapshotDuration, m.snapshotBytes, m.snapshotOrphanBytes, m.isLeader, m.readStreams, m.registeredProducers, m.producerRefusals,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

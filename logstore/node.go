@@ -123,6 +123,8 @@ func NewNode(cfg Config) (*Node, error) {
 	if n.snaps, err = newSnapshotStore(filepath.Join(cfg.Dir, "snapshots"), n.seg.FS(), cfg.SnapshotRetain, n.log, cfg.Now); err != nil {
 		return nil, err
 	}
+	n.snaps.orphanBytes = n.metrics.snapshotOrphanBytes
+	n.snaps.countOrphans()
 	st, err := n.recover()
 	if err != nil {
 		return nil, err

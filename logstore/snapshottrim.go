@@ -1,14 +1,12 @@
 package logstore
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/logplayer/logplayer/internal/vfs"
-	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -36,30 +34,28 @@ func (s *snapshotStore) trimBefore(lsn types.LSN) error {
 		if m.Kind != kindLocal || !s.lock(m.ID) {
 			continue
 		}
-		errs = append(errs, s.trimOne(m.ID, lsn))
+		errs = append(errs, s.trimOne(m, lsn))
 		s.unlock(m.ID)
 	}
+	s.countOrphans()
 	return errors.Join(errs...)
 }
 
-func (s *snapshotStore) trimOne(id string, lsn types.LSN) error {
+func (s *snapshotStore) trimOne(m snapMeta, lsn types.LSN) error {
+	id := m.ID
 	dir := filepath.Join(s.dir, id)
-	b, err := vfs.ReadFile(s.fs, filepath.Join(dir, manifestFile))
-	if errors.Is(err, os.ErrNotExist) {
+	if _, err := s.fs.Stat(dir); errors.Is(err, os.ErrNotExist) {
 		return nil // reaped since it was listed
 	}
+	_, man, err := s.readManifest(m)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSnapshot, err)
-	}
-	var man segment.Manifest
-	if err := json.Unmarshal(b, &man); err != nil {
-		return fmt.Errorf("%w: %s: manifest: %w", ErrSnapshot, id, err)
+		return err
 	}
 	trimmed, dropped := man.TrimBefore(lsn)
 	if len(dropped) == 0 {
 		return nil
 	}
-	mjson, err := json.Marshal(trimmed)
+	mjson, err := trimmed.Marshal()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
@@ -135,13 +131,12 @@ func (n *Node) segmentDiskBytes() (int64, error) {
 			continue
 		}
 		dir := filepath.Join(n.snaps.dir, m.ID)
-		b, err := vfs.ReadFile(fsys, filepath.Join(dir, manifestFile))
+		_, man, err := n.snaps.readManifest(m)
 		if err != nil {
-			continue // reaped since it was listed
-		}
-		var man segment.Manifest
-		if err := json.Unmarshal(b, &man); err != nil {
-			return 0, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshot, m.ID, err)
+			if _, serr := fsys.Stat(dir); serr != nil {
+				continue // reaped since it was listed
+			}
+			return 0, err
 		}
 		for _, f := range man.Files[:max(len(man.Files)-1, 0)] {
 			if fi, err := fsys.Stat(filepath.Join(dir, dataDir, f.Name)); err == nil {

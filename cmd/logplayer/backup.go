@@ -34,9 +34,11 @@ index) and a CRC-32C; each segment file's CRC is in its manifest.`,
 		summary:  "seed a new node's data directory from a backup file",
 		synopsis: "--file FILE --data-dir DIR --peer ID=RAFT/API [--peer ...]",
 		about: `
-Verifies the whole file (header, length, checksum, every segment's CRC)
-before writing anything, then writes it into the empty --data-dir as the
-node's snapshot, with the --peer list as the new cluster's voters. Restore
+Reads the file once and checks every part while it copies it (header,
+length, checksum, the snapshot header's checksum, the manifest's file names
+and LSN contiguity, every segment's CRC) into the empty --data-dir as the
+node's snapshot, with the --peer list as the new cluster's voters; a file
+that fails a check leaves --data-dir as it was. Restore
 every node of the new cluster from the same file with the same --peer list
 and start them with 'logplayer store' (same --peer list); or restore one node
 with only itself as --peer and add the others with 'logplayer cluster add'.`,

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -77,11 +78,13 @@ func ReadArchiveHeader(r io.Reader) (*State, []byte, error) {
 		if l > maxHeaderPart {
 			return nil, fmt.Errorf("%w: %s length %d", ErrCorruptArchive, name, l)
 		}
-		b := make([]byte, l)
-		if _, err := io.ReadFull(tr, b); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrCorruptArchive, name, err)
+		// Grown as bytes arrive: a corrupt length costs what the stream holds,
+		// not the length.
+		var b bytes.Buffer
+		if n, err := io.CopyN(&b, tr, int64(l)); err != nil {
+			return nil, fmt.Errorf("%w: %s: %d of %d bytes: %w", ErrCorruptArchive, name, n, l, err)
 		}
-		return b, nil
+		return b.Bytes(), nil
 	}
 	sb, err := part("state")
 	if err != nil {
