@@ -51,6 +51,10 @@ type Config struct {
 	// SkipLSNs: LSNs whose data the operator chose to drop after a
 	// permanent refusal (see package target).
 	SkipLSNs []types.LSN
+	// AdoptLogIdentity: the operator's reset after an OTHER_LOG refusal (the
+	// LogStore was restored or recovered): the next Hello's log identity
+	// replaces the stored one (see target.Config.AdoptLogIdentity).
+	AdoptLogIdentity bool
 	// WaitAppliedMax bounds one WaitApplied call. Default DefaultWaitAppliedMax.
 	WaitAppliedMax time.Duration
 	// LockWait bounds the wait for the file lock. Default DefaultLockWait.

@@ -35,13 +35,14 @@ func Open(cfg Config) (*Shard, error) {
 		ts = cfg.WrapStore(st)
 	}
 	srv, err := target.NewServer(target.Config{
-		TargetID:      cfg.ID,
-		Store:         ts,
-		Logger:        cfg.Logger,
-		Registerer:    cfg.Registerer,
-		IncarnationID: cfg.IncarnationID,
-		Topics:        cfg.Topics,
-		SkipLSNs:      cfg.SkipLSNs,
+		TargetID:         cfg.ID,
+		Store:            ts,
+		Logger:           cfg.Logger,
+		Registerer:       cfg.Registerer,
+		IncarnationID:    cfg.IncarnationID,
+		Topics:           cfg.Topics,
+		SkipLSNs:         cfg.SkipLSNs,
+		AdoptLogIdentity: cfg.AdoptLogIdentity,
 	})
 	if err != nil {
 		_ = st.close()

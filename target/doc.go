@@ -11,8 +11,8 @@
 // One Deliver stream per LogPlayer-to-target connection:
 //
 //	LogPlayer                         target
-//	Hello{player, epoch, target, version, session}
-//	                                  HelloAck{applied_lsn, incarnation_id, version, topics}
+//	Hello{player, epoch, target, version, session, log identity}
+//	                                  HelloAck{applied_lsn, incarnation_id, version, topics, log identity}
 //	Batch{deliveries…}                (queued, group-committed)
 //	Batch{deliveries…}
 //	                                  Ack{applied_lsn}   cumulative, after the local commit
@@ -36,6 +36,14 @@
 // (sessions are kept for the process life only; they restart with each
 // LogPlayer epoch). The LogPlayer's dispatcher term never reaches the target.
 //
+// Log identity: State.LogClusterID and LogIncarnation name the log the
+// State was written from (docs/ARCHITECTURE.md "The log's identity"). The
+// first Hello carrying an identity is adopted (stored through Store.Apply
+// with the epoch, before the HelloAck); a Hello with another identity is
+// refused with OTHER_LOG and changes nothing (the LogStore was restored or
+// recovered behind this target, or it is another cluster); a Hello without
+// one is not checked. Config.AdoptLogIdentity is the operator's reset.
+//
 // Continuity, checked for every delivery before the Store sees it: its LSN
 // must be above the applied LSN (LSNs need not be dense: a target only gets
 // the transactions that touch its topics), and each slice must start exactly
@@ -53,6 +61,7 @@
 //	INVALID_ARGUMENT     WRONG_TARGET          fix its address book; retry slowly
 //	INVALID_ARGUMENT     INVALID_ARGUMENT      (a LogPlayer bug: no Hello, LSN 0, empty slice) reconnect with backoff
 //	FAILED_PRECONDITION  STALE_EPOCH           stop: a newer LogPlayer owns the target (IsFenced)
+//	FAILED_PRECONDITION  OTHER_LOG             PERMANENT: the State is from another log; an operator re-seeds or resets
 //	ABORTED              SUPERSEDED            ignore: a newer stream of its own replaced this one
 //	ABORTED              CONTINUITY            reconnect, handshake, recover from the HelloAck's applied LSN
 //	DATA_LOSS            APPLY_REJECTED        PERMANENT (IsPermanent): stop delivering to this target, alert

@@ -49,6 +49,7 @@ type shardCmd struct {
 	metricsAddr optAddrValue
 	topics      stringList
 	skipLSNs    lsnList
+	adoptLog    bool
 	tls         tlsServerFlags
 }
 
@@ -59,6 +60,7 @@ func (c *shardCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.topics, "topics", "`topics` this shard owns, comma-separated (default: its id)")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
 	fs.Var(&c.skipLSNs, "skip-lsn", "operator escape hatch after a permanent refusal: drop the data of these `LSNs` (comma-separated; see README)")
+	fs.BoolVar(&c.adoptLog, "adopt-log-identity", false, "operator reset after an OTHER_LOG refusal (the LogStore was restored or recovered): take the log's new identity, keeping this shard's data (see README)")
 	c.tls.register(fs)
 }
 
@@ -73,12 +75,13 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	}
 	reg := serve.ProcessRegistry()
 	sh, err := shard.Open(shard.Config{
-		Dir:        c.dataDir,
-		ID:         types.TargetID(c.id),
-		Topics:     c.topics.items,
-		SkipLSNs:   c.skipLSNs.lsns,
-		Logger:     s.log,
-		Registerer: reg,
+		Dir:              c.dataDir,
+		ID:               types.TargetID(c.id),
+		Topics:           c.topics.items,
+		SkipLSNs:         c.skipLSNs.lsns,
+		AdoptLogIdentity: c.adoptLog,
+		Logger:           s.log,
+		Registerer:       reg,
 	})
 	if errors.Is(err, shard.ErrInvalidConfig) {
 		return usagef("%v", err)
