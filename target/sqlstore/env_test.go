@@ -41,9 +41,17 @@ var scenarios = []struct {
 	{"KilledMidTransaction", testKilledMidTransaction},
 }
 
+// pgScenarios need PostgreSQL's server side (a session timeout).
+var pgScenarios = []struct {
+	name string
+	fn   func(t *testing.T, db db)
+}{
+	{"PausedLockHolder", testPausedLockHolder},
+}
+
 func TestPostgres(t *testing.T) {
 	e := &env{name: "postgres", pg: pgtest.Start(t)}
-	for _, sc := range scenarios {
+	for _, sc := range append(scenarios, pgScenarios...) {
 		t.Run(sc.name, func(t *testing.T) { sc.fn(t, e.newDB(t)) })
 	}
 }

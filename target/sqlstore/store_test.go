@@ -6,7 +6,9 @@ import (
 	"errors"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -386,5 +388,56 @@ func testBadMessageThroughServer(t *testing.T, d db) {
 	}
 	if rows := d.query(`SELECT lsn, value FROM t`); !reflect.DeepEqual(rows, [][]string{{"1", "ok"}}) {
 		t.Fatalf("rows %q, want only lsn 1", rows)
+	}
+}
+
+// A sink paused inside Apply while it holds the state row's lock (SIGSTOP
+// mid-batch) does not block a successor for ever: PostgreSQL ends its
+// session after IdleInTxTimeout, the successor (a higher epoch) commits, and
+// the paused one, resumed, fails to commit: none of its rows are there.
+func testPausedLockHolder(t *testing.T, d db) {
+	m := mapping(t, "sink", sqlstore.MappingConfig{Topics: []string{"t"}})
+	paused, resume := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(resume) }) }
+	open := func(hook bool) *sqlstore.Store {
+		cfg := d.base
+		cfg.TargetID, cfg.Setup, cfg.IdleInTxTimeout, cfg.LockTimeout = "sink", m.Setup, time.Second, time.Minute
+		cfg.Apply = m.Apply
+		if hook {
+			cfg.Apply = func(ctx context.Context, tx sqlstore.Tx, ds []*targetpb.Delivery) error {
+				if err := m.Apply(ctx, tx, ds); err != nil {
+					return err
+				}
+				close(paused)
+				<-resume // silent inside the transaction, as a stopped process
+				return nil
+			}
+		}
+		s, err := sqlstore.Open(ctxT(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}
+	a, b := open(true), open(false)
+	t.Cleanup(release) // runs before the stores close: a failed test does not hang on a's connection
+	fa := newFeed(1)
+	errA := make(chan error, 1)
+	go func() { errA <- a.Apply([]*targetpb.Delivery{fa.txn(1, "t", ms(msg("", "paused")))}, fa.next()) }()
+	<-paused
+	fb := newFeed(2)
+	mustApply(t, b, nil, target.State{Epoch: 2, Topics: map[string]types.Offset{}}) // waits for the row's lock
+	mustApply(t, b, []*targetpb.Delivery{fb.txn(1, "t", ms(msg("", "successor")))}, fb.next())
+	release()
+	if err := <-errA; err == nil {
+		t.Fatal("the paused Apply committed after its session was ended")
+	}
+	if rows := d.query(`SELECT lsn, value FROM t`); !reflect.DeepEqual(rows, [][]string{{"1", "successor"}}) {
+		t.Fatalf("rows %q, want only the successor's", rows)
+	}
+	if st, err := a.State(); err != nil || st.Epoch != 2 || st.AppliedLSN != 1 {
+		t.Fatalf("the paused store reloads %+v %v, want the successor's epoch 2 lsn 1", st, err)
 	}
 }
