@@ -3,7 +3,8 @@
 Written from docs/PRODUCER-PROTOCOL.md. A :class:`Client` holds one gRPC
 channel per node address (lazily opened, learned leaders added). Writes go
 to the leader, following NOT_LEADER redirects; reads go to the leader when
-one is known (so they see every acknowledged write), else to any node.
+one is known (learned with Status before a read when needed, so reads see
+every acknowledged write), else to any node.
 """
 
 from __future__ import annotations
@@ -359,6 +360,14 @@ class Client:
         instance of it (they get :class:`ProducerFenced`)."""
         return Producer(self, name or "p-" + "".join(random.choice("0123456789abcdef") for _ in range(32)))
 
+    def _find_leader(self) -> None:
+        """Learns the leader when none is known, so reads see every
+        acknowledged write (a follower may lag behind)."""
+        with self._lock:
+            known = self._leader is not None
+        if not known:
+            self._leader_addr()
+
     def _leader_addr(self) -> Optional[str]:
         """Asks the nodes who leads (Status), remembering it."""
         with self._lock:
@@ -388,6 +397,7 @@ class Client:
         nxt, left = offset, limit
         backoff, deadline = BACKOFF_MIN, None
         asked_leader = False
+        self._find_leader()
         while left is None or left > 0:
             addr = self._pick(True)
             req = pb.ReadTopicRequest(topic=topic, from_offset=nxt, follow=follow, max_messages=left or 0)
@@ -436,6 +446,7 @@ class Client:
         LSN it considered, without gap or duplicate."""
         nxt = max(1, from_lsn)
         backoff, deadline = BACKOFF_MIN, None
+        self._find_leader()
         while to_lsn == 0 or nxt <= to_lsn:
             addr = self._pick(True)
             req = pb.ReadRequest(from_lsn=nxt, to_lsn=to_lsn, topics=list(topics or ()))
