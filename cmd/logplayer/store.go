@@ -53,6 +53,7 @@ type storeCmd struct {
 	raftLogStore      string
 	raftAddr, apiAddr addrValue
 	metricsAddr       optAddrValue
+	httpAddr          optAddrValue
 	peers             peerList
 	recoverQuorum     bool
 
@@ -78,6 +79,7 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.raftAddr, "raft-addr", "Raft TCP `address` to bind and advertise")
 	fs.Var(&c.apiAddr, "api-addr", "gRPC API `address` to serve")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
+	fs.Var(&c.httpAddr, "http-addr", "also serve the API as JSON over HTTP (Connect, gRPC-Web, REST /v1/...) on this `address`, with the API's TLS and authorization (off when empty)")
 	fs.BoolVar(&c.recoverQuorum, "recover", false,
 		"once, on the one survivor of a quorum lost for good: make this node the only voter (acknowledged writes it lacked are lost); grow it again with cluster add")
 	fs.Var(&c.peers, "peer", "initial voter `ID=RAFT_ADDR/API_ADDR` (repeat for each; ignored once the node has Raft state)")
@@ -170,13 +172,25 @@ func (c *storeCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
+	var httpTLS *security.ServerOptions
+	if c.tls.enabled() {
+		o := c.tls.serverTLSOptions()
+		httpTLS = &o
+	}
+	hs, err := serve.ListenStoreHTTP(st.API, c.httpAddr.addr, httpTLS, s.log)
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
 	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, st.Node.Registry(), s.log, metricsTLS)
 	if err != nil {
+		hs.Stop()
 		_ = st.Close()
 		return err
 	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "node", c.id)
+	hs.Stop()
 	err = st.Close()
 	ms.Stop()
 	return err

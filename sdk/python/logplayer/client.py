@@ -3,7 +3,8 @@
 Written from docs/PRODUCER-PROTOCOL.md. A :class:`Client` holds one gRPC
 channel per node address (lazily opened, learned leaders added). Writes go
 to the leader, following NOT_LEADER redirects; reads go to the leader when
-one is known (so they see every acknowledged write), else to any node.
+one is known (learned with Status before a read when needed, so reads see
+every acknowledged write), else to any node.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ class Client:
         self._lock = threading.Lock()
         self._addrs: List[str] = list(dict.fromkeys(addresses))
         self._channels: Dict[str, grpc.Channel] = {}
+        self._conns: Dict[str, "_Connectivity"] = {}
         self._leader: Optional[str] = None
         self._next = random.randrange(len(self._addrs))
         self._closed = False
@@ -171,7 +173,7 @@ class Client:
         """Closes every channel."""
         with self._lock:
             self._closed = True
-            chans, self._channels = list(self._channels.values()), {}
+            chans, self._channels, self._conns = list(self._channels.values()), {}, {}
         for ch in chans:
             ch.close()
 
@@ -192,6 +194,8 @@ class Client:
                 else:
                     ch = grpc.insecure_channel(addr, options=self._options)
                 self._channels[addr] = ch
+                self._conns[addr] = _Connectivity()
+                ch.subscribe(self._conns[addr].update, try_to_connect=True)
             return ch
 
     def _pick(self, leader: bool) -> str:
@@ -219,14 +223,9 @@ class Client:
         """Runs one attempt on addr; raises _Attempt on failure."""
         timeout = max(0.001, min(self.attempt_timeout, deadline - time.monotonic()))
         ch = self._channel(addr)
-        ready = grpc.channel_ready_future(ch)
-        try:
-            ready.result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            ready.cancel()
+        if not self._conns[addr].wait_ready(ch, timeout):
             # Never connected: nothing was sent (applied NO).
-            err = _NotSent(addr)
-            raise _Attempt(err, None, Applied.NO, True, addr) from None
+            raise _Attempt(_NotSent(addr), None, Applied.NO, True, addr)
         try:
             return fn(pb_grpc.LogStoreStub(ch), timeout)
         except grpc.RpcError as err:
@@ -359,6 +358,14 @@ class Client:
         instance of it (they get :class:`ProducerFenced`)."""
         return Producer(self, name or "p-" + "".join(random.choice("0123456789abcdef") for _ in range(32)))
 
+    def _find_leader(self) -> None:
+        """Learns the leader when none is known, so reads see every
+        acknowledged write (a follower may lag behind)."""
+        with self._lock:
+            known = self._leader is not None
+        if not known:
+            self._leader_addr()
+
     def _leader_addr(self) -> Optional[str]:
         """Asks the nodes who leads (Status), remembering it."""
         with self._lock:
@@ -388,6 +395,7 @@ class Client:
         nxt, left = offset, limit
         backoff, deadline = BACKOFF_MIN, None
         asked_leader = False
+        self._find_leader()
         while left is None or left > 0:
             addr = self._pick(True)
             req = pb.ReadTopicRequest(topic=topic, from_offset=nxt, follow=follow, max_messages=left or 0)
@@ -436,6 +444,7 @@ class Client:
         LSN it considered, without gap or duplicate."""
         nxt = max(1, from_lsn)
         backoff, deadline = BACKOFF_MIN, None
+        self._find_leader()
         while to_lsn == 0 or nxt <= to_lsn:
             addr = self._pick(True)
             req = pb.ReadRequest(from_lsn=nxt, to_lsn=to_lsn, topics=list(topics or ()))
@@ -467,6 +476,33 @@ class Client:
                     raise self._error(a, "tail") from None
                 time.sleep(backoff)
                 backoff = min(2 * backoff, BACKOFF_MAX)
+
+
+class _Connectivity:
+    """A channel's connectivity, followed by one subscription for the
+    channel's life (short-lived readiness futures raced grpcio 1.51's
+    poller thread at close: "Cannot invoke RPC: Channel closed!")."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.state: Optional[grpc.ChannelConnectivity] = None
+
+    def update(self, state: grpc.ChannelConnectivity) -> None:
+        with self.cond:
+            self.state = state
+            self.cond.notify_all()
+
+    def wait_ready(self, ch: grpc.Channel, timeout: float) -> bool:
+        """Whether the channel is connected, asking it to connect and
+        waiting at most timeout seconds when it is not."""
+        with self.cond:
+            if self.state == grpc.ChannelConnectivity.READY:
+                return True
+        kick = lambda _state: None  # noqa: E731 - subscribing with try_to_connect asks to connect
+        ch.subscribe(kick, try_to_connect=True)
+        ch.unsubscribe(kick)
+        with self.cond:
+            return self.cond.wait_for(lambda: self.state == grpc.ChannelConnectivity.READY, timeout)
 
 
 @dataclasses.dataclass

@@ -85,7 +85,8 @@ class Dev:
             self.stop()
             raise RuntimeError("logplayer dev did not print its addresses and TLS directory:\n" + "".join(lines))
         threading.Thread(target=self._drain, daemon=True).start()
-        self.token = open(os.path.join(self.tls, "cli.token")).read().strip()
+        with open(os.path.join(self.tls, "cli.token")) as f:
+            self.token = f.read().strip()
         self.ca = os.path.join(self.tls, "ca.crt")
         self.children: List[subprocess.Popen] = []
 
@@ -108,7 +109,8 @@ class Dev:
 
     def spawn(self, args: List[str], log: str) -> subprocess.Popen:
         """Starts a child process (stopped by stop()), its output in tmp/log."""
-        p = subprocess.Popen(args, stdout=open(os.path.join(self.tmp, log), "ab"), stderr=subprocess.STDOUT)
+        with open(os.path.join(self.tmp, log), "ab") as out:  # the child keeps its own descriptor
+            p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         self.children.append(p)
         return p
 

@@ -187,6 +187,34 @@ class ProducerTest(unittest.TestCase):
             proxy.close()
 
 
+    def test_in_doubt_then_resolve_writes_once(self) -> None:
+        leader = DEV.leader()
+        proxy = Proxy(leader)
+        c = DEV.client([proxy.addr], attempt_timeout=0.5)
+        watcher = DEV.client([leader])
+        try:
+            p = c.producer("conf-doubt")
+            p.append({"conf-doubt": [b"before"]})
+            proxy.swallow.set()  # every answer is lost until the cut
+            with self.assertRaises(logplayer.InDoubt) as cm:
+                p.append({"conf-doubt": [b"maybe"]}, timeout=2)
+            self.assertEqual(cm.exception.applied, logplayer.Applied.MAYBE)
+            self.assertEqual(cm.exception.sequence, 2)
+            with self.assertRaises(logplayer.InDoubt):  # nothing else goes out while it is in doubt
+                p.append({"conf-doubt": [b"other"]})
+            proxy.cut()
+            lsn = p.resolve()
+            self.assertIsNone(p.resolve(), "nothing left in doubt")
+            msgs = list(watcher.read_topic("conf-doubt"))
+            self.assertEqual([m.value for m in msgs], [b"before", b"maybe"], "written exactly once")
+            self.assertEqual(msgs[1].lsn, lsn)
+            p.append({"conf-doubt": [b"after"]})
+        finally:
+            c.close()
+            watcher.close()
+            proxy.close()
+
+
 class TargetTest(unittest.TestCase):
     """A Python target (examples/sqlite_target.py) fed by a LogPlayer process,
     killed with SIGKILL under load, checked exactly once against the log."""

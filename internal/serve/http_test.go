@@ -1,0 +1,230 @@
+package serve_test
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testwait"
+	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/logstore/logstoretest"
+	"github.com/logplayer/logplayer/security"
+)
+
+// httpStore serves a single-voter node over gRPC and JSON over HTTP, both
+// with TLS, a policy and a token file, and returns the HTTP base URL, the
+// bundle directory and the token of identity "cli" (producer, consumer
+// and admin of everything).
+func httpStore(t *testing.T) (base, dir, token string) {
+	t.Helper()
+	dir = t.TempDir()
+	if _, err := security.WriteBundle(security.BundleOptions{Dir: dir, Nodes: []security.NodeSpec{{Name: "n0"}},
+		Clients: []string{"nobody"}, Tokens: []string{"cli"}}); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(dir, "policy.json")
+	if err := os.WriteFile(policy, []byte(`{"grants": [
+  {"identity": "cli", "role": "producer", "topics": ["*"], "producers": ["*"]},
+  {"identity": "cli", "role": "consumer", "topics": ["*"], "groups": ["*"]},
+  {"identity": "cli", "role": "admin"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsOpts := security.ServerOptions{
+		Files:      security.Files{CAFile: filepath.Join(dir, security.CACertFile), CertFile: filepath.Join(dir, "n0.crt"), KeyFile: filepath.Join(dir, "n0.key")},
+		ClientAuth: security.ClientAuthRequest,
+	}
+	opts, err := security.GRPCServerOptions(security.ServerSettings{TLS: tlsOpts, PolicyFile: policy,
+		TokensFile: filepath.Join(dir, "tokens.jsonl"), Log: logstoretest.QuietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := logstoretest.Config("n0", t.TempDir())
+	cfg.RaftListener = logstoretest.Listen(t)
+	api := logstoretest.Listen(t)
+	cfg.APIAddr = api.Addr().String()
+	cfg.Bootstrap = []logstore.Peer{{ID: "n0", RaftAddr: cfg.RaftListener.Addr().String(), APIAddr: cfg.APIAddr}}
+	st, err := serve.StartStore(cfg, api, "", logstoretest.QuietLogger(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	hs, err := serve.ListenStoreHTTP(st.API, "127.0.0.1:0", &tlsOpts, logstoretest.QuietLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hs.Stop) // before st.Close (cleanups run last first)
+	tok, err := os.ReadFile(filepath.Join(dir, "cli.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 30*time.Second, "a leader", st.Node.IsLeader)
+	return "https://" + hs.Addr(), dir, strings.TrimSpace(string(tok))
+}
+
+// httpClient trusts the bundle's CA and presents identity cert's client
+// certificate when cert is not empty.
+func httpClient(t *testing.T, dir, cert string) *http.Client {
+	t.Helper()
+	cli, err := security.NewClientTLS(security.ClientOptions{Files: security.Files{CAFile: filepath.Join(dir, security.CACertFile)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cli.Config("127.0.0.1")
+	if cert != "" {
+		c, err := tls.LoadX509KeyPair(filepath.Join(dir, cert+".crt"), filepath.Join(dir, cert+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+		cfg.GetClientCertificate = nil
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}}
+}
+
+// call sends one request and decodes its JSON answer; a path naming a
+// gRPC method is sent with the Connect protocol's version header.
+func call(t *testing.T, hc *http.Client, method, url, token, contentType, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if strings.Contains(url, "/logplayer.logstore.v1.") {
+		req.Header.Set("Connect-Protocol-Version", "1")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s %s: %s: not JSON: %q", method, url, resp.Status, b)
+	}
+	return resp.StatusCode, out
+}
+
+// errorDetail is the ErrorDetail of a REST error body (a google.rpc.Status).
+func errorDetail(t *testing.T, body map[string]any) map[string]any {
+	t.Helper()
+	ds, _ := body["details"].([]any)
+	for _, d := range ds {
+		if m, ok := d.(map[string]any); ok && m["@type"] == "type.googleapis.com/logplayer.logstore.v1.ErrorDetail" {
+			return m
+		}
+	}
+	t.Fatalf("no ErrorDetail in %v", body)
+	return nil
+}
+
+// TestStoreHTTP: --http-addr serves the LogStore API as JSON: the REST
+// routes and the Connect protocol reach the gRPC handlers with the same
+// authorization (bearer token, client certificate), and an error carries
+// its ErrorDetail's code and applied outcome.
+func TestStoreHTTP(t *testing.T) {
+	base, dir, token := httpStore(t)
+	hc := httpClient(t, dir, "")
+	const js = "application/json"
+
+	testwait.For(t, 30*time.Second, "cluster version 3 (InitProducer)", func() bool {
+		code, st := call(t, hc, "GET", base+"/v1/status", token, "", "")
+		return code == http.StatusOK && st["role"] == "leader" && st["clusterVersion"].(float64) >= 3
+	})
+
+	code, resp := call(t, hc, "POST", base+"/v1/append", token, js,
+		`{"slices": [{"topic": "orders", "messages": [{"value": "eyJpZCI6MX0="}]}]}`)
+	if code != http.StatusOK || resp["lsn"] != "1" {
+		t.Fatalf("POST /v1/append: %d %v", code, resp)
+	}
+
+	code, resp = call(t, hc, "POST", base+"/v1/append", token, js,
+		`{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}], "conditions": [{"topic": "orders", "expectedNextOffset": "0"}]}`)
+	d := errorDetail(t, resp)
+	if code != http.StatusBadRequest || d["code"] != "CONDITION_FAILED" || d["applied"] != "APPLIED_NO" || d["actualNextOffset"] != "1" {
+		t.Fatalf("failed condition: %d %v", code, resp)
+	}
+
+	code, resp = call(t, hc, "POST", base+"/v1/producers", token, js, `{"name": "billing"}`)
+	if code != http.StatusOK || resp["producerId"] == "" || resp["epoch"] != "1" {
+		t.Fatalf("POST /v1/producers: %d %v", code, resp)
+	}
+	producer := `{"slices": [{"topic": "orders", "messages": [{"value": "eQ=="}]}], "producerId": "` + resp["producerId"].(string) + `", "producerEpoch": "1", "sequence": "1"}`
+	_, first := call(t, hc, "POST", base+"/v1/append", token, js, producer)
+	_, again := call(t, hc, "POST", base+"/v1/append", token, js, producer)
+	if first["lsn"] != "2" || again["lsn"] != "2" || again["duplicate"] != true {
+		t.Fatalf("producer retry over HTTP: first %v, again %v", first, again)
+	}
+
+	// Connect protocol, JSON: the gRPC method's path.
+	code, resp = call(t, hc, "POST", base+"/logplayer.logstore.v1.LogStore/DescribeTopic", token, js, `{"topic": "orders"}`)
+	if code != http.StatusOK || resp["topic"].(map[string]any)["nextOffset"] != "2" {
+		t.Fatalf("Connect DescribeTopic: %d %v", code, resp)
+	}
+	code, resp = call(t, hc, "POST", base+"/logplayer.logstore.v1.LogStore/Append", token, js,
+		`{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}], "conditions": [{"topic": "orders", "expectedNextOffset": "0"}]}`)
+	if code != http.StatusBadRequest || resp["code"] != "failed_precondition" ||
+		!strings.Contains(fmt.Sprint(resp["details"]), "debug:map[actualNextOffset:2 applied:APPLIED_NO code:CONDITION_FAILED") {
+		t.Fatalf("Connect Append with a failed condition: %d %v", code, resp)
+	}
+	code, resp = call(t, hc, "GET", base+"/v1/topics", token, "", "")
+	if code != http.StatusOK || resp["topicCount"] != "1" {
+		t.Fatalf("GET /v1/topics: %d %v", code, resp)
+	}
+
+	// Messages by offset, a long poll, and errors of the stream.
+	code, resp = call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=1&limit=5", token, "", "")
+	msgs, _ := resp["messages"].([]any)
+	if code != http.StatusOK || len(msgs) != 1 || resp["nextOffset"] != "2" ||
+		msgs[0].(map[string]any)["offset"] != "1" || msgs[0].(map[string]any)["message"].(map[string]any)["value"] != "eQ==" {
+		t.Fatalf("GET messages: %d %v", code, resp)
+	}
+	polled := make(chan map[string]any, 1)
+	go func() {
+		_, resp := call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=2&wait=30s", token, "", "")
+		polled <- resp
+	}()
+	code, resp = call(t, hc, "POST", base+"/v1/append", token, js, `{"slices": [{"topic": "orders", "messages": [{"value": "eg=="}]}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("append during the long poll: %d %v", code, resp)
+	}
+	if resp := <-polled; resp["nextOffset"] != "3" {
+		t.Fatalf("long poll answered %v, want the message at offset 2", resp)
+	}
+	code, resp = call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=3&wait=100ms", token, "", "")
+	if msgs, _ := resp["messages"].([]any); code != http.StatusOK || len(msgs) != 0 || resp["nextOffset"] != "3" {
+		t.Fatalf("long poll past the end: %d %v", code, resp)
+	}
+	code, resp = call(t, hc, "GET", base+"/v1/topics/nothing-here/messages", token, "", "")
+	if d := errorDetail(t, resp); code != http.StatusNotFound || d["code"] != "UNKNOWN_TOPIC" || d["applied"] != "APPLIED_NO" {
+		t.Fatalf("messages of an unknown topic: %d %v", code, resp)
+	}
+	code, resp = call(t, hc, "GET", base+"/v1/topics/orders/messages", "", "", "")
+	if d := errorDetail(t, resp); code != http.StatusUnauthorized || d["code"] != "UNAUTHENTICATED" {
+		t.Fatalf("messages without a token: %d %v", code, resp)
+	}
+
+	// Authorization is the gRPC server's: no identity, or one without a grant.
+	code, resp = call(t, hc, "POST", base+"/v1/append", "", js, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
+	if d := errorDetail(t, resp); code != http.StatusUnauthorized || d["code"] != "UNAUTHENTICATED" || d["applied"] != "APPLIED_NO" {
+		t.Fatalf("no token: %d %v", code, resp)
+	}
+	code, resp = call(t, httpClient(t, dir, "nobody"), "POST", base+"/v1/append", "", js, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
+	if d := errorDetail(t, resp); code != http.StatusForbidden || d["code"] != "PERMISSION_DENIED" {
+		t.Fatalf("client certificate without a grant: %d %v", code, resp)
+	}
+}
