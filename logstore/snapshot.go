@@ -216,8 +216,6 @@ func (s *snapshotStore) removeLeftovers() error {
 				return fmt.Errorf("%w: %w", ErrSnapshot, err)
 			}
 			continue
-		case name == restoreStage || name == exportStage:
-			continue
 		}
 		m, err := s.readMeta(name)
 		switch {
@@ -225,7 +223,7 @@ func (s *snapshotStore) removeLeftovers() error {
 			metaless = append(metaless, name)
 		case err != nil:
 			return err
-		case newest.ID == "" || newer(m, newest):
+		case newest.ID == "" || compareSnapshots(m, newest) > 0:
 			newest = m
 		}
 	}
@@ -249,9 +247,9 @@ func (s *snapshotStore) removeLeftovers() error {
 	return nil
 }
 
-// newer reports whether a is newer than b in List order.
-func newer(a, b snapMeta) bool {
-	return cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(a.Index, b.Index), cmp.Compare(a.ID, b.ID)) > 0
+// compareSnapshots orders snapshots oldest first: by term, index, id.
+func compareSnapshots(a, b snapMeta) int {
+	return cmp.Or(cmp.Compare(a.Term, b.Term), cmp.Compare(a.Index, b.Index), cmp.Compare(a.ID, b.ID))
 }
 
 // sameTermIndex reports whether m's term and index are those in its id
@@ -367,7 +365,7 @@ func (s *snapshotStore) list() ([]snapMeta, error) {
 	}
 	var metas []snapMeta
 	for _, name := range names {
-		if strings.HasSuffix(name, tmpSuffix) || name == restoreStage || name == exportStage {
+		if strings.HasSuffix(name, tmpSuffix) { // being written or removed
 			continue
 		}
 		m, err := s.readMeta(name)
@@ -377,12 +375,7 @@ func (s *snapshotStore) list() ([]snapMeta, error) {
 		}
 		metas = append(metas, m)
 	}
-	slices.SortFunc(metas, func(a, b snapMeta) int { // newest first, as raft expects
-		if newer(a, b) {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(metas, func(a, b snapMeta) int { return -compareSnapshots(a, b) }) // newest first, as raft expects
 	return metas, nil
 }
 
