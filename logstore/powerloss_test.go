@@ -384,6 +384,10 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 	sort.Ints(victims)
 	isVictim := func(i int) bool { return slices.Contains(victims, i) }
 	cutAfter := time.Duration(rng.IntN(500)) * time.Millisecond
+	// One victim, snapshots on: the others go on without it until the
+	// leader's log no longer reaches back to the victim's last entry, so
+	// that the restarted victim must install the leader's snapshot.
+	installWanted := mode != powerLossNoSnapshots && len(victims) == 1
 
 	var peers []logstore.Peer
 	var raftLis, apiLis []net.Listener
@@ -412,15 +416,15 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 		cfg.SegmentBytes = 16 << 10 // several seals, the sealer behind when the power goes
 		cfg.SnapshotThreshold, cfg.SnapshotInterval = 1<<62, time.Hour
 		if mode != powerLossNoSnapshots {
-			// Every few entries, the log compacted behind them. raft-wal
-			// still serves the compacted entries of its tail segment, so
-			// the others keep their Raft log in raft-boltdb, which drops
-			// them: a victim that restarts behind the leader's log gets
-			// the leader's snapshot (InstallSnapshot).
+			// Every few entries, the log compacted behind them.
 			cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 8, 50*time.Millisecond, 4
-			if !isVictim(i) {
-				cfg.RaftLogStore = logstore.RaftLogBoltDB
-			}
+		}
+		if installWanted && !isVictim(i) {
+			// raft-wal still serves the compacted entries of its tail
+			// segment, so the others keep their Raft log in raft-boltdb,
+			// which drops them: the victim, restarting behind the
+			// leader's log, gets the leader's snapshot (InstallSnapshot).
+			cfg.RaftLogStore = logstore.RaftLogBoltDB
 		}
 		if isVictim(i) {
 			mems[i], logs[i] = vfs.NewCrashableMem(), &syncBuffer{}
@@ -566,10 +570,6 @@ func testPowerLossNode(t *testing.T, seed uint64, stats *powerLossStats) {
 		}
 	}
 
-	// One victim, snapshots on: the others go on without it until the
-	// leader's log no longer reaches back to the victim's last entry, so
-	// that the restarted victim must install the leader's snapshot.
-	installWanted := mode != powerLossNoSnapshots && len(victims) == 1
 	if installWanted {
 		v := victims[0]
 		testwait.For(t, 120*time.Second, fmt.Sprintf("a leader whose log starts after n%d's last entry %d", v, raftAtCut[v]), func() bool {
