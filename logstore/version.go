@@ -72,6 +72,7 @@ func (n *Node) versionLoop() {
 			continue
 		}
 		n.log.Info("cluster version raised", "from", at, "to", want)
+		n.ensureLogIdentity() // at once when the raise opened IdentityVersion
 	}
 }
 
