@@ -170,7 +170,11 @@ func TestSenderWindow(t *testing.T) {
 	go func() { defer wg.Done(); r.receive(c, d, &acked) }()
 	signal(r.wake)
 
-	testwait.For(t, testwait.Max, "a full window", func() bool { n, _ := c.window(); return n == 3 })
+	// The window counts a batch before its Send returns: wait for both.
+	testwait.For(t, testwait.Max, "a full window, sent", func() bool {
+		n, _ := c.window()
+		return n == 3 && len(stream.batches()) >= 3
+	})
 	if n := len(stream.batches()); n != 3 {
 		t.Fatalf("%d batches sent with a window of 3", n)
 	}
