@@ -184,7 +184,9 @@ var _ raft.SnapshotStore = (*snapshotStore)(nil)
 // checksum and a directory without one that is not older than the newest
 // snapshot.
 func newSnapshotStore(dir string, fsys vfs.FS, retain int, log *slog.Logger, now func() time.Time) (*snapshotStore, error) {
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	// Durable in its parent (the node's start makes it so too): a
+	// snapshot renamed into a directory a crash can drop would be lost.
+	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	s := &snapshotStore{dir: dir, fs: fsys, retain: retain, log: log, now: now}
