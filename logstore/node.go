@@ -281,8 +281,19 @@ func (n *Node) watchLeadership() {
 // RaftTimeout).
 func (n *Node) catchUp(ready func()) {
 	for n.raft.State() == raft.Leader {
-		if err := n.raft.Barrier(n.cfg.RaftTimeout).Error(); err == nil {
-			ready()
+		// Waited for beside n.closing: hashicorp/raft may never resolve a
+		// barrier left in its apply channel at shutdown (as
+		// aggregator.await), and Close waits for this goroutine. The
+		// waiter of such a barrier stays blocked (once per election).
+		f, done := n.raft.Barrier(n.cfg.RaftTimeout), make(chan error, 1)
+		go func() { done <- f.Error() }()
+		select {
+		case err := <-done:
+			if err == nil {
+				ready()
+				return
+			}
+		case <-n.closing:
 			return
 		}
 		select {
