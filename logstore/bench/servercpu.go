@@ -30,10 +30,13 @@ func asServer(start func()) {
 }
 
 // cpuProfile is a running CPU profile of one row (nil buf: profiling was
-// not available, e.g. another profile runs).
+// not available, e.g. another profile runs, or not wanted).
 type cpuProfile struct{ buf *bytes.Buffer }
 
-func startCPUProfile() cpuProfile {
+func startCPUProfile(want bool) cpuProfile {
+	if !want {
+		return cpuProfile{}
+	}
 	buf := &bytes.Buffer{}
 	if err := pprof.StartCPUProfile(buf); err != nil {
 		return cpuProfile{}

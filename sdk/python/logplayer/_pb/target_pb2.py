@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from . import logstore_pb2 as logstore__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ctarget.proto\x12\x13logplayer.target.v1\x1a\x0elogstore.proto\"r\n\x0e\x44\x65liverRequest\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.logplayer.target.v1.HelloH\x00\x12+\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1a.logplayer.target.v1.BatchH\x00\x42\x06\n\x04kind\"\x8d\x01\n\x05Hello\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12>\n\x10protocol_version\x18\x04 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x0f\n\x07session\x18\x05 \x01(\x04\"e\n\x08\x44\x65livery\x12\x0b\n\x03lsn\x18\x01 \x01(\x04\x12\x1b\n\x13timestamp_unix_nano\x18\x02 \x01(\x03\x12/\n\x06slices\x18\x03 \x03(\x0b\x32\x1f.logplayer.logstore.v1.TxnSlice\"X\n\x05\x42\x61tch\x12\x31\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1d.logplayer.target.v1.Delivery\x12\x1c\n\x14\x64ispatched_unix_nano\x18\x02 \x01(\x03\"v\n\x0f\x44\x65liverResponse\x12\x32\n\thello_ack\x18\x01 \x01(\x0b\x32\x1d.logplayer.target.v1.HelloAckH\x00\x12\'\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x18.logplayer.target.v1.AckH\x00\x42\x06\n\x04kind\"1\n\x0bTopicOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\"\xa9\x01\n\x08HelloAck\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12>\n\x10protocol_version\x18\x03 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x30\n\x06topics\x18\x04 \x03(\x0b\x32 .logplayer.target.v1.TopicOffset\"\x1a\n\x03\x41\x63k\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04*K\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n\x12PROTOCOL_VERSION_1\x10\x01\x32\x62\n\x06Target\x12X\n\x07\x44\x65liver\x12#.logplayer.target.v1.DeliverRequest\x1a$.logplayer.target.v1.DeliverResponse(\x01\x30\x01\x42/Z-github.com/logplayer/logplayer/proto/targetpbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ctarget.proto\x12\x13logplayer.target.v1\x1a\x0elogstore.proto\"r\n\x0e\x44\x65liverRequest\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.logplayer.target.v1.HelloH\x00\x12+\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1a.logplayer.target.v1.BatchH\x00\x42\x06\n\x04kind\"\xbe\x01\n\x05Hello\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12>\n\x10protocol_version\x18\x04 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x0f\n\x07session\x18\x05 \x01(\x04\x12\x16\n\x0elog_cluster_id\x18\x06 \x01(\t\x12\x17\n\x0flog_incarnation\x18\x07 \x01(\t\"e\n\x08\x44\x65livery\x12\x0b\n\x03lsn\x18\x01 \x01(\x04\x12\x1b\n\x13timestamp_unix_nano\x18\x02 \x01(\x03\x12/\n\x06slices\x18\x03 \x03(\x0b\x32\x1f.logplayer.logstore.v1.TxnSlice\"X\n\x05\x42\x61tch\x12\x31\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1d.logplayer.target.v1.Delivery\x12\x1c\n\x14\x64ispatched_unix_nano\x18\x02 \x01(\x03\"v\n\x0f\x44\x65liverResponse\x12\x32\n\thello_ack\x18\x01 \x01(\x0b\x32\x1d.logplayer.target.v1.HelloAckH\x00\x12\'\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x18.logplayer.target.v1.AckH\x00\x42\x06\n\x04kind\"1\n\x0bTopicOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\"\xda\x01\n\x08HelloAck\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12>\n\x10protocol_version\x18\x03 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x30\n\x06topics\x18\x04 \x03(\x0b\x32 .logplayer.target.v1.TopicOffset\x12\x16\n\x0elog_cluster_id\x18\x05 \x01(\t\x12\x17\n\x0flog_incarnation\x18\x06 \x01(\t\"\x1a\n\x03\x41\x63k\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04*K\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n\x12PROTOCOL_VERSION_1\x10\x01\x32\x62\n\x06Target\x12X\n\x07\x44\x65liver\x12#.logplayer.target.v1.DeliverRequest\x1a$.logplayer.target.v1.DeliverResponse(\x01\x30\x01\x42/Z-github.com/logplayer/logplayer/proto/targetpbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'target_pb2', globals())
@@ -22,24 +22,24 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z-github.com/logplayer/logplayer/proto/targetpb'
-  _PROTOCOLVERSION._serialized_start=877
-  _PROTOCOLVERSION._serialized_end=952
+  _PROTOCOLVERSION._serialized_start=975
+  _PROTOCOLVERSION._serialized_end=1050
   _DELIVERREQUEST._serialized_start=53
   _DELIVERREQUEST._serialized_end=167
   _HELLO._serialized_start=170
-  _HELLO._serialized_end=311
-  _DELIVERY._serialized_start=313
-  _DELIVERY._serialized_end=414
-  _BATCH._serialized_start=416
-  _BATCH._serialized_end=504
-  _DELIVERRESPONSE._serialized_start=506
-  _DELIVERRESPONSE._serialized_end=624
-  _TOPICOFFSET._serialized_start=626
-  _TOPICOFFSET._serialized_end=675
-  _HELLOACK._serialized_start=678
-  _HELLOACK._serialized_end=847
-  _ACK._serialized_start=849
-  _ACK._serialized_end=875
-  _TARGET._serialized_start=954
-  _TARGET._serialized_end=1052
+  _HELLO._serialized_end=360
+  _DELIVERY._serialized_start=362
+  _DELIVERY._serialized_end=463
+  _BATCH._serialized_start=465
+  _BATCH._serialized_end=553
+  _DELIVERRESPONSE._serialized_start=555
+  _DELIVERRESPONSE._serialized_end=673
+  _TOPICOFFSET._serialized_start=675
+  _TOPICOFFSET._serialized_end=724
+  _HELLOACK._serialized_start=727
+  _HELLOACK._serialized_end=945
+  _ACK._serialized_start=947
+  _ACK._serialized_end=973
+  _TARGET._serialized_start=1052
+  _TARGET._serialized_end=1150
 # @@protoc_insertion_point(module_scope)
