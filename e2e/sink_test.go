@@ -299,7 +299,7 @@ func TestSinkUnderFaults(t *testing.T) {
 	var fenced string
 	e.c.waitFor(progressMax, "the resumed sink to be refused by the database's fencing", func() error {
 		for _, s := range []string{"sqlstore: fenced", "is below the highest epoch seen"} {
-			if fenced = logLine(old, s); fenced != "" {
+			if fenced = sinkLogLine(old, s); fenced != "" {
 				return nil
 			}
 		}
@@ -317,10 +317,10 @@ func TestSinkUnderFaults(t *testing.T) {
 }
 
 // logHas reports whether p's log contains s.
-func logHas(p *proc, s string) bool { return logLine(p, s) != "" }
+func logHas(p *proc, s string) bool { return sinkLogLine(p, s) != "" }
 
-// logLine is the first line of p's log containing s ("" when none).
-func logLine(p *proc, s string) string {
+// sinkLogLine is the first line of p's log containing s ("" when none).
+func sinkLogLine(p *proc, s string) string {
 	b, _ := os.ReadFile(p.log)
 	for _, l := range bytes.Split(b, []byte("\n")) {
 		if bytes.Contains(l, []byte(s)) {
