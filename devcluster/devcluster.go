@@ -44,6 +44,7 @@ import (
 	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/shard/mutation"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/types"
 )
@@ -276,6 +277,9 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger
+	// The stores run in this process and the cluster declares shard-* kv
+	// (topics.go): every node must hold the kv validator (logstore/schema).
+	mutation.RegisterSchema()
 	c := &Cluster{log: log, Dir: cfg.Dir, Recorder: demo.NewRecorder(nil)}
 	defer func() {
 		if err != nil {

@@ -9,7 +9,9 @@
 // configuration, no map order, no randomness. That is an import boundary,
 // not a convention: imports_test.go fails if this package, or any package
 // of this module it imports, imports time, os, net, randomness, the node
-// (package logstore), the segment log or hashicorp/raft. Log time is the
+// (package logstore), the segment log or hashicorp/raft; nor anything
+// under shard/ or target/: a declared topic's messages are checked by the
+// validator registered for its schema in package logstore/schema. Log time is the
 // entry's TimestampUnixNano; the segment log is reached through the small
 // Log interface that *segment.Log implements.
 //

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,23 +27,56 @@ var forbidden = []string{
 var allowedThirdParty = map[string][]string{
 	"":                           {"google.golang.org/protobuf/", "google.golang.org/grpc/status", "google.golang.org/grpc/codes"},
 	module + "/proto/logstorepb": {"google.golang.org/protobuf/", "google.golang.org/grpc"},
-	// shardpb (for shard/mutation, the kv schema's decoder) holds the
-	// Shard service stubs too.
-	module + "/proto/shardpb": {"google.golang.org/protobuf/", "google.golang.org/grpc"},
 }
 
+// payloadFloors are the trees of the targets and the reference shard: the
+// core checks a topic's messages through the validators registered in
+// package logstore/schema and knows no payload format, so nothing it
+// imports, directly or not, lies under them (issue #27 item 2).
+var payloadFloors = []string{module + "/shard", module + "/target"}
+
 const module = "github.com/logplayer/logplayer"
+
+// coreOfLogstore are the packages under logstore/ the core may import: its
+// own, and the schema registry (pure; its validators are checked by
+// TestNoPayloadFormat's floors and by their own purity contract).
+var coreOfLogstore = []string{module + "/logstore/fsm", module + "/logstore/schema"}
 
 // TestImportBoundary: the deterministic core imports, directly or through
 // any package of this module, nothing that could make replicas diverge.
 // Packages outside the module (protobuf, gRPC status) are not walked: they
 // are libraries with no say in what apply decides.
 func TestImportBoundary(t *testing.T) {
+	checkImports(t, goListDeps(t))
+}
+
+// TestNoPayloadFormat: the core and everything it imports (not its tests)
+// lie outside shard/ and target/; schemas plug in through logstore/schema.
+func TestNoPayloadFormat(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"/logstore/schema") {
+		t.Fatalf("go list -deps does not list logstore/schema: output not understood: %v", deps)
+	}
+	for _, d := range deps {
+		for _, floor := range payloadFloors {
+			if d == floor || strings.HasPrefix(d, floor+"/") {
+				t.Errorf("logstore/fsm depends on %s: the deterministic core must know no target's payload format (register a schema.Validator instead)", d)
+			}
+		}
+	}
+}
+
+func goListDeps(t *testing.T) []byte {
+	t.Helper()
 	out, err := exec.Command("go", "list", "-deps", "-json", ".").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	checkImports(t, out)
+	return out
 }
 
 type listed struct {
@@ -73,7 +107,7 @@ func checkImports(t *testing.T, goList []byte) {
 		}
 		for _, imp := range p.Imports {
 			for _, f := range forbidden {
-				if imp == f || strings.HasPrefix(imp, f+"/") && !strings.HasPrefix(imp, module+"/logstore/fsm") {
+				if imp == f || strings.HasPrefix(imp, f+"/") && !hasAnyPrefix(imp, coreOfLogstore) {
 					t.Errorf("%s imports %s: the apply core must read nothing but the entry and its state", p.ImportPath, imp)
 				}
 			}

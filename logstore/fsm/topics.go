@@ -6,8 +6,8 @@ import (
 	"strings"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/logstore/schema"
 	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/shard/mutation"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -19,7 +19,7 @@ const TopicsVersion uint32 = 3
 
 // topicDecls is the declaration table: exact names and patterns (keyed by
 // their prefix, the pattern without its '*'). Invariant: every row passed
-// ValidateDeclaration and has schema BYTES or KV (never UNSPECIFIED).
+// ValidateDeclaration and has a schema with a validator (never UNSPECIFIED).
 type topicDecls struct {
 	exact    map[string]*logstorepb.TopicDeclaration
 	prefixes map[string]*logstorepb.TopicDeclaration
@@ -56,6 +56,7 @@ func (d *topicDecls) toProto() []*logstorepb.TopicDeclaration {
 // restore rebuilds the table from a snapshot's rows (taking ownership).
 func (d *topicDecls) restore(rows []*logstorepb.TopicDeclaration) error {
 	for _, row := range rows {
+		requireValidator(row)
 		if err := ValidateDeclaration(row); err != nil || row.Schema == logstorepb.TopicSchema_TOPIC_SCHEMA_UNSPECIFIED {
 			return fmt.Errorf("%w: topic declaration %v: %v", ErrCorruptState, row, err)
 		}
@@ -74,7 +75,8 @@ func (d *topicDecls) restore(rows []*logstorepb.TopicDeclaration) error {
 // ValidateDeclaration checks a declaration as CreateTopic takes it (the
 // server at the edge, apply again): exactly one of a valid topic name and a
 // pattern (a valid name prefix, possibly empty, then one '*' at the end),
-// and a known schema. Errors are INVALID_ARGUMENT / INVALID_TOPIC.
+// and a schema this binary has a validator for (package logstore/schema).
+// Errors are INVALID_ARGUMENT / INVALID_TOPIC.
 func ValidateDeclaration(d *logstorepb.TopicDeclaration) error {
 	switch {
 	case d == nil:
@@ -90,11 +92,21 @@ func ValidateDeclaration(d *logstorepb.TopicDeclaration) error {
 			fmt.Sprintf("invalid topic pattern %q: want a name prefix of [a-zA-Z0-9._-] (at most %d characters) then one '*' at the end, e.g. \"shard-*\"", d.Pattern, types.MaxTopicLen-1),
 			func(e *logstorepb.ErrorDetail) { e.Topic = d.Pattern })
 	}
-	switch d.Schema {
-	case logstorepb.TopicSchema_TOPIC_SCHEMA_UNSPECIFIED, logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES, logstorepb.TopicSchema_TOPIC_SCHEMA_KV:
-		return nil
+	if _, err := schema.Lookup(d.Schema); err != nil {
+		return apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, "%v", err)
 	}
-	return apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, "unknown topic schema %d (want bytes or kv)", d.Schema)
+	return nil
+}
+
+// requireValidator panics if d names a schema the TopicSchema enum defines
+// but this binary registered no validator for (schema.Require): apply of a
+// committed declaration, or of a snapshot holding one, cannot decide what
+// the other replicas decide without it. A nil d or an undefined number is
+// left to ValidateDeclaration, which refuses it on every replica.
+func requireValidator(d *logstorepb.TopicDeclaration) {
+	if d != nil {
+		schema.Require(d.Schema)
+	}
 }
 
 func validPattern(p string) bool {
@@ -102,13 +114,8 @@ func validPattern(p string) bool {
 	return ok && (prefix == "" || len(prefix) < types.MaxTopicLen && types.ValidTopic(prefix))
 }
 
-// SchemaName is the CLI's word for a schema: "bytes" or "kv".
-func SchemaName(s logstorepb.TopicSchema) string {
-	if s == logstorepb.TopicSchema_TOPIC_SCHEMA_KV {
-		return "kv"
-	}
-	return "bytes"
-}
+// SchemaName is the CLI's word for a schema ("bytes", "kv"): schema.Name.
+func SchemaName(s logstorepb.TopicSchema) string { return schema.Name(s) }
 
 // TopicSchema is topic's effective schema and the declaration it comes
 // from (the topic's name, a pattern, or "" for the default BYTES):
@@ -206,17 +213,25 @@ func (h *maxHeap) Pop() any {
 }
 
 // CheckSlice checks every message of a slice of topic against schema (as
-// TopicSchema returned it, with declaredBy): nil for BYTES; for KV each
-// value must decode as the reference shard's mutation.Decode. The error is
-// SCHEMA_MISMATCH naming the topic, the message index and the declaration.
-func CheckSlice(topic string, msgs []*logstorepb.Message, schema logstorepb.TopicSchema, declaredBy string) error {
-	if schema != logstorepb.TopicSchema_TOPIC_SCHEMA_KV {
+// TopicSchema returned it, with declaredBy): nil for BYTES; otherwise each
+// value must pass the schema's registered validator (package
+// logstore/schema; kv's is the reference shard's mutation.Validate). The
+// error is SCHEMA_MISMATCH naming the topic, the message index and the
+// declaration. A schema with no validator in this binary panics
+// (schema.Require): the declaration committed, so the other replicas check
+// it.
+func CheckSlice(topic string, msgs []*logstorepb.Message, s logstorepb.TopicSchema, declaredBy string) error {
+	if s == logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES || s == logstorepb.TopicSchema_TOPIC_SCHEMA_UNSPECIFIED {
 		return nil
 	}
+	v, ok := schema.Require(s)
+	if !ok { // a declaration passed ValidateDeclaration: a bug
+		panic(fmt.Sprintf("topic %q declared by %q has schema %d, which this build does not define", topic, declaredBy, int32(s)))
+	}
 	for i, m := range msgs {
-		if _, err := mutation.Decode(m.GetValue()); err != nil {
+		if err := v.Validate(m.GetValue()); err != nil {
 			return apierr.New(logstorepb.ErrorCode_SCHEMA_MISMATCH,
-				fmt.Sprintf("topic %q message %d does not match schema kv (declared by %q): %v; nothing was written", topic, i, declaredBy, err),
+				fmt.Sprintf("topic %q message %d does not match schema %s (declared by %q): %v; nothing was written", topic, i, schema.Name(s), declaredBy, err),
 				func(d *logstorepb.ErrorDetail) {
 					d.Topic, d.MessageIndex, d.TopicDeclaration = topic, uint64(i), declaredBy
 				})
@@ -265,6 +280,7 @@ func (m *Machine) checkTopics(req *logstorepb.AppendRequest) error {
 func (m *Machine) applyCreateTopic(r *logstorepb.CreateTopicRequest) Result {
 	st := m.st
 	d := r.GetDeclaration()
+	requireValidator(d)
 	if err := ValidateDeclaration(d); err != nil {
 		return Result{Err: err}
 	}
