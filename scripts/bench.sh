@@ -2,7 +2,7 @@
 # Runs the benchmarks and writes their tables into docs/BENCHMARKS.md, with
 # the machine, Go version, commit and load they ran under, and the store
 # table as PNG charts beside it (docs/bench-store-*.png, drawn by
-# `logplayer bench chart`). The numbers in those files come only from here:
+# `logplayer-bench chart`, cmd/logplayer-bench). The numbers in those files come only from here:
 # never edit them by hand.
 #   scripts/bench.sh            full run (several minutes)
 #   scripts/bench.sh --quick    short rows, for trying the script
@@ -45,13 +45,15 @@ player_args=$(echo $player_args)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bin="$work/logplayer"
+benchbin="$work/logplayer-bench" # the charts (gonum), kept out of the shipped binary
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ "${BENCH_FROM_HEAD:-}" = 1 ]; then
   mkdir "$work/src"
   git archive HEAD | tar -x -C "$work/src"
-  (cd "$work/src" && go build -o "$bin" ./cmd/logplayer)
+  (cd "$work/src" && go build -o "$bin" ./cmd/logplayer && go build -o "$benchbin" ./cmd/logplayer-bench)
 else
   go build -o "$bin" ./cmd/logplayer
+  go build -o "$benchbin" ./cmd/logplayer-bench
   [ -z "$(git status --porcelain 2>/dev/null)" ] || commit="$commit + uncommitted changes of the work tree"
 fi
 
@@ -98,7 +100,7 @@ load_store=$(load)
 # shellcheck disable=SC2086 # word splitting of the extra flags is intended
 "$bin" bench store $store_args --json "$work/store.json" > "$work/store.md"
 load_store_end=$(load)
-"$bin" bench chart --in "$work/store.json" --out docs >&2
+"$benchbin" chart --in "$work/store.json" --out docs >&2
 echo "bench player $player_args" >&2
 load_player=$(load)
 # shellcheck disable=SC2086

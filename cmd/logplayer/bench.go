@@ -45,7 +45,7 @@ A row counts the operations that complete inside its window. Prints one
 Markdown table, a line per level and system (tx/s, p50/p99/p99.9,
 transactions per gRPC call and per Raft entry), then issue 11's goal ratios
 marked met or missed. --json also writes the rows as JSON, which
-'bench chart' draws.
+'logplayer-bench chart' (cmd/logplayer-bench) draws.
 
 --systems takes names or prefixes ("logstore", "raft", "logstore-wal"), so
 a quick run can measure a subset. --plain-appends sends every transaction
@@ -59,20 +59,6 @@ scripts/bench.sh runs this and 'bench player' and writes docs/BENCHMARKS.md.`,
 			"logplayer bench store --clients 64 --systems logstore-wal --json store.json --cpu-profile cpu.pprof",
 		},
 		new: func() runner { return &benchStoreCmd{} },
-	})
-	register(&command{
-		name:     "bench chart",
-		summary:  "draw the 'bench store --json' rows as PNG charts",
-		synopsis: "--in FILE [--out DIR]",
-		about: `
-Reads the JSON 'bench store --json' wrote and writes, into --out, one PNG per
-figure against the client count, a line per system: bench-store-txps.png
-(tx/s), bench-store-p50.png and bench-store-p99.png (latency, log scale).
-scripts/bench.sh writes them beside docs/BENCHMARKS.md.`,
-		examples: []string{
-			"logplayer bench chart --in store.json --out docs",
-		},
-		new: func() runner { return &benchChartCmd{} },
 	})
 	register(&command{
 		name:     "bench player",
@@ -139,7 +125,7 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.sliceBytes, "slice-bytes", 256, "bytes of each topic's one message")
 	fs.BoolVar(&c.plainAppends, "plain-appends", false, "one Append call per transaction (no coalescing of concurrent Appends into AppendBatch calls)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
-	fs.StringVar(&c.jsonOut, "json", "", "also write the rows as JSON to this `file` (for 'bench chart')")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the rows as JSON to this `file` (for 'logplayer-bench chart')")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this `file`")
 	fs.BoolVar(&c.tls, "tls", false, "run every level twice: plaintext, then mutual TLS with authorization (a table each)")
 	fs.IntVar(&c.maxInflight, "max-inflight-entries", 0, "tuning: the LogStore nodes' MaxInflightEntries (0: the default)")
@@ -188,7 +174,7 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 		if err != nil {
 			return err
 		}
-		if c.jsonOut != "" && sec == nil { // the plaintext table: what 'bench chart' draws
+		if c.jsonOut != "" && sec == nil { // the plaintext table: what 'logplayer-bench chart' draws
 			b, err := json.MarshalIndent(t, "", "  ")
 			if err != nil {
 				return err
@@ -200,34 +186,6 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 		_, err = fmt.Fprint(s.stdout, t.String())
 		return err
 	})
-}
-
-type benchChartCmd struct {
-	in, out string
-}
-
-func (c *benchChartCmd) flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.in, "in", "", "the `file` 'bench store --json' wrote")
-	fs.StringVar(&c.out, "out", ".", "`directory` to write the PNGs into")
-}
-
-func (c *benchChartCmd) run(_ context.Context, s *sys) error {
-	if c.in == "" {
-		return usagef("--in is required")
-	}
-	b, err := os.ReadFile(c.in)
-	if err != nil {
-		return err
-	}
-	var t lsbench.Table
-	if err := json.Unmarshal(b, &t); err != nil {
-		return fmt.Errorf("bench chart: %s: %w", c.in, err)
-	}
-	paths, err := t.WriteCharts(c.out)
-	for _, p := range paths {
-		fmt.Fprintln(s.stdout, p)
-	}
-	return err
 }
 
 type benchPlayerCmd struct {

@@ -70,7 +70,7 @@ var helpOrder = []string{
 	"append", "tail", "status", "cluster add", "cluster remove", "cluster transfer",
 	"group delete", "topic create", "topic describe", "topic list",
 	"target add", "target remove", "target list", "target describe", "players",
-	"backup save", "backup restore", "certs", "demo", "bench store", "bench player", "bench sink", "bench chart", "version",
+	"backup save", "backup restore", "certs", "demo", "bench store", "bench player", "bench sink", "version",
 }
 
 // register adds c to the table (from each command file's init).

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/logplayer/logplayer/internal/poll"
 )
 
 // fatalT records the failure of a For on a goroutine of its own.
@@ -64,7 +66,7 @@ func TestForTimesOut(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		msg := run(t, func(tb testing.TB) { For(tb, 5*time.Second, "the impossible", func() bool { return false }) })
-		if took := time.Since(start); took < 5*time.Second || took > 5*time.Second+MaxPoll {
+		if took := time.Since(start); took < 5*time.Second || took > 5*time.Second+poll.MaxPoll {
 			t.Fatalf("gave up after %v, want 5s", took)
 		}
 		if msg != "timed out after 5s waiting for the impossible" {

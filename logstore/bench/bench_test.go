@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"image/png"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -183,36 +181,6 @@ func TestTableString(t *testing.T) {
 	}
 	if s := (Table{Rows: []Row{{System: RaftWAL, Clients: 1}}}).String(); strings.Contains(s, "Goals") {
 		t.Errorf("a table without goal rows prints goals:\n%s", s)
-	}
-}
-
-// TestWriteCharts draws the fixed table and checks every chart is a PNG
-// of the size asked for.
-func TestWriteCharts(t *testing.T) {
-	dir := t.TempDir()
-	paths, err := fixedTable().WriteCharts(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(paths) != len(Charts) {
-		t.Fatalf("wrote %v, want %d charts", paths, len(Charts))
-	}
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		img, err := png.Decode(f)
-		f.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", p, err)
-		}
-		if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 300 {
-			t.Errorf("%s is %v", p, b)
-		}
-	}
-	if _, err := (Table{}).WriteCharts(dir); !errors.Is(err, ErrEmptyTable) {
-		t.Errorf("empty table: %v", err)
 	}
 }
 

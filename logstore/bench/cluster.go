@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/logplayer/logplayer/internal/poll"
 	"github.com/logplayer/logplayer/internal/raftlog"
 	"github.com/logplayer/logplayer/internal/serve"
-	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 )
 
@@ -161,7 +161,7 @@ func startCluster(dir string, logger *slog.Logger, opts []grpc.ServerOption, sec
 		}
 		c.Nodes, c.regs, c.stores = append(c.Nodes, st.Node), append(c.regs, reg), append(c.stores, st)
 	}
-	if err := testwait.Until(60*time.Second, "a LogStore leader", func() bool {
+	if err := poll.Until(60*time.Second, "a LogStore leader", func() bool {
 		for _, n := range c.Nodes {
 			if n.IsLeader() {
 				return true
@@ -262,7 +262,7 @@ func startBareRaft(dir string, backend logstore.RaftLogStore, logger *slog.Logge
 			return nil, err
 		}
 	}
-	if err := testwait.Until(60*time.Second, "a bare raft leader", func() bool { return b.leader().State() == raft.Leader }); err != nil {
+	if err := poll.Until(60*time.Second, "a bare raft leader", func() bool { return b.leader().State() == raft.Leader }); err != nil {
 		b.close()
 		return nil, fmt.Errorf("bench: bare raft has no leader: %w", err)
 	}

@@ -189,8 +189,8 @@ func (t Table) Levels() []int {
 	return out
 }
 
-// systems returns the systems of the rows, in Systems' order.
-func (t Table) systems() []System {
+// RowSystems returns the systems of the rows, in Systems' order.
+func (t Table) RowSystems() []System {
 	var out []System
 	for _, s := range Systems {
 		for _, r := range t.Rows {

@@ -1,4 +1,12 @@
-package bench
+// Package chart draws the rows of `logplayer bench store --json` as PNG
+// charts with gonum/plot: tx/s, p50 and p99 against the client count, a
+// line per system. It is apart from package bench so that the shipped
+// logplayer binary links no plotting library; the bench tool
+// cmd/logplayer-bench draws them (scripts/bench.sh writes
+// docs/bench-store-*.png with it).
+//
+// Goroutines: none.
+package chart
 
 import (
 	"errors"
@@ -12,9 +20,17 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/logplayer/logplayer/logstore/bench"
 )
 
-// Chart is one figure WriteCharts draws: a line per system of Value
+// Row and System are bench's.
+type (
+	Row    = bench.Row
+	System = bench.System
+)
+
+// Chart is one figure Write draws: a line per system of Value
 // against the client count.
 type Chart struct {
 	File  string // base name, e.g. "bench-store-txps.png"
@@ -24,8 +40,8 @@ type Chart struct {
 	Value func(Row) float64
 }
 
-// Charts are the figures of `bench chart`: tx/s, p50 and p99 against
-// clients.
+// Charts are the figures of `logplayer-bench chart`: tx/s, p50 and p99
+// against clients.
 var Charts = []Chart{
 	{File: "bench-store-txps.png", Title: "Throughput (higher is better)", YAxis: "transactions/s", Value: func(r Row) float64 { return r.TxPerSec }},
 	{File: "bench-store-p50.png", Title: "Latency p50 (lower is better)", YAxis: "p50 (ms)", Log: true, Value: func(r Row) float64 { return ms(r.P50) }},
@@ -34,7 +50,7 @@ var Charts = []Chart{
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// ErrEmptyTable is returned by WriteCharts for a table without rows.
+// ErrEmptyTable is returned by Write for a table without rows.
 var ErrEmptyTable = errors.New("bench: no rows to chart")
 
 // style is how a system's line looks: the LogStore in strong colours
@@ -48,32 +64,32 @@ func style(s System) (color.Color, []vg.Length, draw.GlyphDrawer) {
 	dashed := []vg.Length{vg.Points(6), vg.Points(3)}
 	dotted := []vg.Length{vg.Points(2), vg.Points(2)}
 	switch s {
-	case LogStoreWAL:
+	case bench.LogStoreWAL:
 		return blue, nil, draw.CircleGlyph{}
-	case LogStoreWALConns:
+	case bench.LogStoreWALConns:
 		return blue, dashed, draw.RingGlyph{}
-	case LogStoreBoltDB:
+	case bench.LogStoreBoltDB:
 		return orange, nil, draw.SquareGlyph{}
-	case LogStoreBoltDBConns:
+	case bench.LogStoreBoltDBConns:
 		return orange, dashed, draw.BoxGlyph{}
-	case RaftWAL:
+	case bench.RaftWAL:
 		return green, dotted, draw.TriangleGlyph{}
-	case GRPCConns:
+	case bench.GRPCConns:
 		return color.Gray{Y: 0x60}, dashed, draw.CrossGlyph{}
 	default:
 		return red, dotted, draw.PyramidGlyph{}
 	}
 }
 
-// WriteCharts writes each of Charts into dir as a PNG and returns the
+// Write writes each of Charts of t into dir as a PNG and returns the
 // paths written.
-func (t Table) WriteCharts(dir string) ([]string, error) {
+func Write(t bench.Table, dir string) ([]string, error) {
 	if len(t.Rows) == 0 {
 		return nil, ErrEmptyTable
 	}
 	var out []string
 	for _, c := range Charts {
-		p, err := t.plot(c)
+		p, err := plotOf(t, c)
 		if err != nil {
 			return out, err
 		}
@@ -86,7 +102,7 @@ func (t Table) WriteCharts(dir string) ([]string, error) {
 	return out, nil
 }
 
-func (t Table) plot(c Chart) (*plot.Plot, error) {
+func plotOf(t bench.Table, c Chart) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = c.Title
 	p.X.Label.Text = "clients (each one Append at a time)"
@@ -106,7 +122,7 @@ func (t Table) plot(c Chart) (*plot.Plot, error) {
 	p.Add(plotter.NewGrid())
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
-	for _, s := range t.systems() {
+	for _, s := range t.RowSystems() {
 		var xys plotter.XYs
 		for _, n := range t.Levels() {
 			r, ok := t.Row(s, n)
