@@ -1,7 +1,7 @@
 // Package client is the Go client of a LogStore cluster (Client: leader
 // following, safe retries, resuming reads; see the comment in client.go) and
 // the application SDK on top of it: exactly-once writes, a transaction
-// builder and readers that resume without gap or duplicate (DESIGN.md §4, §7).
+// builder and readers that resume without gap or duplicate (docs/DESIGN.md, "Exactly-once writes", and docs/DESIGN.md, "Guarantees").
 //
 // # Writing exactly once
 //

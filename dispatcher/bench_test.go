@@ -15,7 +15,7 @@ const benchDrainEvery = 4096
 
 // BenchmarkDispatch measures Dispatch with n targets, each subscribed to its
 // own shard topic, and transactions of 2 slices of 256 bytes on two shards
-// (DESIGN.md §10's workload): each transaction goes to 2 of the n targets.
+// (the workload of docs/DESIGN.md, "Numbers to beat"): each transaction goes to 2 of the n targets.
 // fanout=all subscribes every target to every shard instead.
 //
 //	go test ./dispatcher -run '^$' -bench Dispatch -benchmem

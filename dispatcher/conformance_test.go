@@ -209,7 +209,7 @@ func (e *explorer) run() float64 {
 }
 
 // TestConformance explores every interleaving of the protocol's actions on
-// the real Dispatcher and targetqueue for small bounds (DESIGN.md §8, issue
+// the real Dispatcher and targetqueue for small bounds (docs/DESIGN.md, "Formal model"; issue
 // 7.4): 2 targets with different topic sets, -conformance.messages
 // transactions, -conformance.failures target crashes and LogPlayer restarts.
 // Safety at every apply: each target applies exactly its messages, in LSN

@@ -35,7 +35,7 @@
 //
 // LSNs are types.LSN and terms types.Term; the transactions (logstorepb)
 // keep uint64 fields and are converted where they are read. The term here
-// is the dispatcher's per-target generation (DESIGN.md §2), never the
+// is the dispatcher's per-target generation (docs/DESIGN.md, "Glossary"), never the
 // Hello's session nor a raft term.
 //
 // # Invariants

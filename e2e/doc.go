@@ -4,7 +4,7 @@
 // 127.0.0.1, under the demo workload (package demo: each transaction writes
 // mutations to 2-3 shards plus an orders and an inventory event, every value
 // unique), while the tests inject faults. After the faults stop they check
-// DESIGN.md §7 from the outside:
+// docs/DESIGN.md, "Guarantees", from the outside:
 //   - every acknowledged Append is in the log exactly once, at the LSN it
 //     was acknowledged with, and no transaction is in the log twice (§7.2,
 //     §7.5);

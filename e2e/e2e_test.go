@@ -23,7 +23,7 @@ var (
 // third shard and the LogPlayer, restart the LogPlayer without it, then the
 // shard; SIGKILL the LogStore leader (restarted on its data). Every component must come
 // back and catch up before the next fault. Then it checks every guarantee of
-// DESIGN.md §7 it can see from the outside (see the package doc).
+// docs/DESIGN.md, "Guarantees", it can see from the outside (see the package doc).
 func TestRealProcessesUnderFaults(t *testing.T) {
 	n := *rounds
 	if n == 0 {

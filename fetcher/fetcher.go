@@ -1,4 +1,4 @@
-// Package fetcher is the LogPlayer's side of the LogStore (DESIGN.md §5): the
+// Package fetcher is the LogPlayer's side of the LogStore (docs/DESIGN.md, "fetcher"): the
 // main stream that reads the whole log forever, bounded recovery streams that
 // read a range for one returning target, and the few unary calls the
 // LogPlayer needs (NextEpoch, ReportConsumer, Status).

@@ -1,4 +1,4 @@
-// Package logplayer is the LogPlayer engine (DESIGN.md §5): it reads the
+// Package logplayer is the LogPlayer engine (docs/DESIGN.md, "LogPlayer"): it reads the
 // committed log from the LogStore and delivers each transaction's slices to
 // the targets subscribed to their topics, in LSN order and exactly once, over
 // one bidirectional gRPC stream per target.

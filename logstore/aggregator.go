@@ -107,7 +107,7 @@ func defaultHoldWindow(c *convoy) time.Duration {
 	return min(time.Duration(holdMargin*float64(c.back)), maxHold)
 }
 
-// aggregator turns many requests into few Raft entries (DESIGN.md §4).
+// aggregator turns many requests into few Raft entries (docs/DESIGN.md, "Aggregation").
 //
 // Goroutines: run (fed by submit through intake; owns the batch being built,
 // the count of entries in flight, the convoy hold and the leader timestamp)

@@ -1,5 +1,5 @@
 // Package logstore is a LogStore node: one Raft-replicated log for the whole
-// cluster (DESIGN.md §4). A transaction (one Append of 1..N topic slices) is
+// cluster (docs/DESIGN.md, "LogStore"). A transaction (one Append of 1..N topic slices) is
 // one record of the log, so it commits atomically; apply assigns it the next
 // dense LSN and dense per-topic offsets on every replica.
 //

@@ -29,7 +29,7 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-// Snapshots (DESIGN.md §4): a snapshot is a directory, not a blob.
+// Snapshots (docs/DESIGN.md, "Snapshots and retention"): a snapshot is a directory, not a blob.
 //
 // A local snapshot (taken by this node) holds meta.json, state.bin (the
 // FSMState proto), manifest.json and data/, a segment.Checkpoint of the log

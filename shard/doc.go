@@ -1,5 +1,5 @@
 // Package shard is the reference LogPlayer target: a key-value storage shard
-// on bbolt, the WAL-apply use case of the LogPlayer paper (DESIGN.md §6).
+// on bbolt, the WAL-apply use case of the LogPlayer paper (docs/DESIGN.md, "Targets").
 //
 // A database transaction whose keys live on several shards is one LogStore
 // transaction with one slice per shard topic ("shard-N"); each message value

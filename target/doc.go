@@ -1,5 +1,5 @@
 // Package target is the target SDK: it turns any store into a LogPlayer
-// delivery target (DESIGN.md §5, §6).
+// delivery target (docs/DESIGN.md, "Targets").
 //
 // The application implements Store: State reports the durable applied LSN,
 // highest epoch and per-topic next offsets; Apply applies deliveries and

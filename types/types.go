@@ -1,5 +1,5 @@
 // Package types names the protocol numbers shared by every LogPlayer package,
-// so a signature says which number it means (DESIGN.md §2).
+// so a signature says which number it means (docs/DESIGN.md, "Glossary").
 //
 // They are defined types, not aliases: an LSN cannot be passed where an
 // Offset, a Term or an Epoch is expected without a visible conversion. Proto
@@ -15,7 +15,7 @@ type LSN uint64
 type Offset uint64
 
 // Term is the dispatcher's per-target generation in a LogPlayer, starting at
-// 1 and bumped each time the target returns (DESIGN.md §2 "term"). It never
+// 1 and bumped each time the target returns (docs/DESIGN.md, "Glossary": term). It never
 // goes on the wire; the Raft term is a different number, always called the
 // "raft term", and so is the Hello's Session.
 type Term uint64

@@ -1,5 +1,5 @@
 // Package bench measures the LogPlayer the way the LogPlayer paper's
-// Figures 9 and 10 do (DESIGN.md §10):
+// Figures 9 and 10 do (docs/DESIGN.md, "Numbers to beat"):
 //
 //   - LogPlayer delay: from dispatch (the dispatcher pushes the transaction
 //     into the target's queue) to the target receiving it (the target's

@@ -1,5 +1,5 @@
 // Package bench measures LogStore commit latency and throughput against
-// bare hashicorp/raft on the same machine, in the same run (DESIGN.md §10,
+// bare hashicorp/raft on the same machine, in the same run (docs/DESIGN.md, "Numbers to beat";
 // issue 11).
 //
 // Run starts, for the systems it is asked for, 3 in-process LogStore nodes

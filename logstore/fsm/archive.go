@@ -9,7 +9,7 @@ import (
 	"io"
 )
 
-// The snapshot archive (DESIGN.md §4) is the byte stream a leader sends a
+// The snapshot archive (docs/DESIGN.md, "Snapshots and retention") is the byte stream a leader sends a
 // follower in InstallSnapshot:
 //
 //	"LPSNAP02" | u64 len | state (MarshalState) | u64 len | manifest JSON |

@@ -28,5 +28,5 @@
 // InitProducer and member registration change the state only. The entry's transactions go
 // to the Log in one AppendBatch; a refused write panics (the replica can
 // no longer follow the log). See package logstore's doc for the decisions
-// (bounds, legacy limits) and DESIGN.md §4.
+// (bounds, legacy limits) and docs/DESIGN.md, "Determinism".
 package fsm

@@ -14,7 +14,7 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-// benchTxn is the DESIGN.md §10 transaction: 2 topics × one 256-byte message.
+// benchTxn is the transaction of docs/DESIGN.md, "Numbers to beat": 2 topics × one 256-byte message.
 type benchTxn struct {
 	txn *logstorepb.Transaction
 }

@@ -1,7 +1,8 @@
 // Package segment is the LogStore's storage: an append-only log of
 // CRC-framed records, one per committed transaction, split into segment
 // files, with sparse indexes for LSN, Raft index and per-topic offset lookups
-// (DESIGN.md §4, "Storage and crash safety", "Snapshots and retention").
+// (docs/DESIGN.md, "Storage and crash safety", and docs/DESIGN.md,
+// "Snapshots and retention").
 //
 // # Files
 //

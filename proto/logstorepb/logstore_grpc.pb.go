@@ -1,6 +1,6 @@
 // The LogStore API: one Raft-replicated log for the whole cluster.
 //
-// Words (DESIGN.md §2): a transaction (txn) is one Append request of 1..N
+// Words (docs/DESIGN.md, "Glossary"): a transaction (txn) is one Append request of 1..N
 // slices; a slice is the messages one txn writes to one topic; the LSN is the
 // dense 1, 2, 3, … number of a committed txn; an offset is the dense
 // per-topic 0, 1, 2, … position of a message.
