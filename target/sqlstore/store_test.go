@@ -307,8 +307,9 @@ func testUpsert(t *testing.T, d db) {
 
 // Through the target SDK: target process A serves epoch 1; process B, same
 // target id, same database, accepts epoch 2. A's next batch is refused by
-// the database-side check, and A's LogPlayer's reconnect is refused as
-// STALE_EPOCH (fenced) because A reloaded the State from the database.
+// the database-side check with STALE_EPOCH (fenced) on its stream, and A's
+// LogPlayer's reconnect is refused the same way because A reloaded the State
+// from the database.
 func testFencedThroughServer(t *testing.T, d db) {
 	m := mapping(t, "sink", sqlstore.MappingConfig{Topics: []string{"t"}})
 	serve := func() string {
@@ -345,8 +346,10 @@ func testFencedThroughServer(t *testing.T, d db) {
 	if err := oldS.Send(late); err != nil {
 		t.Fatal(err)
 	}
-	if err := oldS.Wait(ctx); status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "fenced") {
-		t.Fatalf("A's late batch: %v, want INTERNAL naming the fencing", err)
+	// The refusal on the stream where it happens is the fencing one: the
+	// LogPlayer stops at once instead of reconnecting to learn it.
+	if err := oldS.Wait(ctx); !target.IsFenced(err) || target.Detail(err).GetEpoch() != 2 || !strings.Contains(err.Error(), "epoch 2") {
+		t.Fatalf("A's late batch: %v, want fenced (STALE_EPOCH) naming the database's epoch 2", err)
 	}
 	_, _, err = targettest.Open(ctx, targettest.Dial(t, addrA), targettest.Hello("sink", 1, 2))
 	if !target.IsFenced(err) {
