@@ -42,7 +42,8 @@
 // # The built-in mapping
 //
 // Mapping (what `logplayer sink postgres|sqlite` runs) writes one table per
-// topic, created when missing; an existing table of another shape is refused
+// topic, created when missing; an existing table of another shape (a column
+// missing, of another type or nullability, another primary key) is refused
 // at Open with ErrSchema naming the table and the column. Append mode keeps
 // every message (COPY, one row per message, topic_offset the primary key);
 // Upsert mode applies the put/delete mutations of a kv-schema topic to a
