@@ -316,6 +316,15 @@ func (s *Server) loadState() *refusal {
 	return nil
 }
 
+// storeFailure is the refusal of a failed Store call: STALE_EPOCH when the
+// Store says a newer LogPlayer owns the target (ErrStaleEpoch), so the
+// LogPlayer stops on the stream where it happens; INTERNAL otherwise.
 func (s *Server) storeFailure(err error) *refusal {
+	var se *StaleEpochError
+	if errors.As(err, &se) {
+		return refuse(reasonStaleEpoch, logstorepb.ErrorCode_STALE_EPOCH,
+			&logstorepb.ErrorDetail{Epoch: uint64(se.Epoch)},
+			"the store refused the batch, nothing of it applied: %v", err)
+	}
 	return refuse(reasonStore, logstorepb.ErrorCode_INTERNAL, nil, "store failure: %v; reconnect with backoff", err)
 }
