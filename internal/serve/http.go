@@ -164,14 +164,23 @@ func (s *StoreHTTP) Stop() {
 	<-s.served
 }
 
-// ListenStoreHTTP listens on addr and serves api there (StartStoreHTTP):
-// with TLS when tlsOpts is not nil (the API's certificate, CA and
-// client-certificate policy; certificates reloaded as the API's are).
+// ListenStoreHTTP listens on addr and serves api there (ServeStoreHTTP).
 // An empty addr serves nothing (nil, nil).
 func ListenStoreHTTP(api *StoreAPI, addr string, tlsOpts *security.ServerOptions, log *slog.Logger) (*StoreHTTP, error) {
 	if addr == "" {
 		return nil, nil
 	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: http listen: %w", err)
+	}
+	return ServeStoreHTTP(api, lis, tlsOpts, log)
+}
+
+// ServeStoreHTTP serves api on lis (StartStoreHTTP): with TLS when tlsOpts
+// is not nil (the API's certificate, CA and client-certificate policy;
+// certificates reloaded as the API's are). On error it closes lis.
+func ServeStoreHTTP(api *StoreAPI, lis net.Listener, tlsOpts *security.ServerOptions, log *slog.Logger) (*StoreHTTP, error) {
 	var cfg *tls.Config
 	if tlsOpts != nil {
 		o := *tlsOpts
@@ -179,13 +188,10 @@ func ListenStoreHTTP(api *StoreAPI, addr string, tlsOpts *security.ServerOptions
 		o.Reload.Log = log
 		st, err := security.NewServerTLS(o)
 		if err != nil {
+			_ = lis.Close()
 			return nil, fmt.Errorf("serve: http tls: %w", err)
 		}
 		cfg = st.Config()
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("serve: http listen: %w", err)
 	}
 	s, err := StartStoreHTTP(api, lis, cfg, log)
 	if err != nil {
