@@ -14,6 +14,7 @@
 package logstorepb
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -4490,7 +4491,7 @@ var File_logstore_proto protoreflect.FileDescriptor
 
 const file_logstore_proto_rawDesc = "" +
 	"\n" +
-	"\x0elogstore.proto\x12\x15logplayer.logstore.v1\"0\n" +
+	"\x0elogstore.proto\x12\x15logplayer.logstore.v1\x1a\x1cgoogle/api/annotations.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"j\n" +
@@ -4838,23 +4839,25 @@ const file_logstore_proto_rawDesc = "" +
 	"\vTopicSchema\x12\x1c\n" +
 	"\x18TOPIC_SCHEMA_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_SCHEMA_BYTES\x10\x01\x12\x13\n" +
-	"\x0fTOPIC_SCHEMA_KV\x10\x022\x8f\n" +
-	"\n" +
-	"\bLogStore\x12U\n" +
-	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
-	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
+	"\x0fTOPIC_SCHEMA_KV\x10\x022\xa4\v\n" +
+	"\bLogStore\x12l\n" +
+	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
+	"/v1/append\x12\x81\x01\n" +
+	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/append-batch\x12Q\n" +
 	"\x04Read\x12\".logplayer.logstore.v1.ReadRequest\x1a#.logplayer.logstore.v1.ReadResponse0\x01\x12`\n" +
 	"\tReadTopic\x12'.logplayer.logstore.v1.ReadTopicRequest\x1a(.logplayer.logstore.v1.ReadTopicResponse0\x01\x12g\n" +
 	"\fFetchOffsets\x12*.logplayer.logstore.v1.FetchOffsetsRequest\x1a+.logplayer.logstore.v1.FetchOffsetsResponse\x12d\n" +
 	"\vDeleteGroup\x12).logplayer.logstore.v1.DeleteGroupRequest\x1a*.logplayer.logstore.v1.DeleteGroupResponse\x12^\n" +
 	"\tNextEpoch\x12'.logplayer.logstore.v1.NextEpochRequest\x1a(.logplayer.logstore.v1.NextEpochResponse\x12m\n" +
-	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12U\n" +
-	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse\x12d\n" +
-	"\vCreateTopic\x12).logplayer.logstore.v1.CreateTopicRequest\x1a*.logplayer.logstore.v1.CreateTopicResponse\x12j\n" +
-	"\rDescribeTopic\x12+.logplayer.logstore.v1.DescribeTopicRequest\x1a,.logplayer.logstore.v1.DescribeTopicResponse\x12a\n" +
+	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12i\n" +
+	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/status\x12d\n" +
+	"\vCreateTopic\x12).logplayer.logstore.v1.CreateTopicRequest\x1a*.logplayer.logstore.v1.CreateTopicResponse\x12\x86\x01\n" +
+	"\rDescribeTopic\x12+.logplayer.logstore.v1.DescribeTopicRequest\x1a,.logplayer.logstore.v1.DescribeTopicResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/topics/{topic}\x12u\n" +
 	"\n" +
-	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse\x12g\n" +
-	"\fInitProducer\x12*.logplayer.logstore.v1.InitProducerRequest\x1a+.logplayer.logstore.v1.InitProducerResponse2\xa0\x03\n" +
+	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/topics\x12\x81\x01\n" +
+	"\fInitProducer\x12*.logplayer.logstore.v1.InitProducerRequest\x1a+.logplayer.logstore.v1.InitProducerResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/producers2\xa0\x03\n" +
 	"\aCluster\x12[\n" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +
