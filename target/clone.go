@@ -84,10 +84,10 @@ type CloneResult struct {
 //
 //  1. both targets' addresses and topics from the registry; the topics
 //     must be the same (ErrTopicsDiffer);
-//  2. a Snapshot stream from the sibling; its header's State must be from
-//     the LogStore's log (ErrOtherLogSnapshot) and its applied LSN no
-//     older than the log's retention (ErrSiblingBehind: applied+1 >= the
-//     first retained LSN, so the tail is still in the log);
+//  2. a Snapshot stream from the sibling; its header's applied LSN must be
+//     no older than the log's retention (ErrSiblingBehind: applied+1 >= the
+//     first retained LSN, so the tail is still in the log) and its State
+//     from the LogStore's log (ErrOtherLogSnapshot);
 //  3. the chunks are forwarded to the new target's Restore, which stages
 //     them and switches atomically only after the end marker;
 //  4. the new target is registered (unregistered first when it was, so
@@ -129,17 +129,14 @@ func Clone(ctx context.Context, cfg CloneConfig) (CloneResult, error) {
 	defer toCC.Close()
 	check := func(hdr *targetpb.SnapshotHeader) error {
 		st := StateFromProto(hdr.State)
-		if hdr.State == nil || (st.LogClusterID == "" && st.AppliedLSN > 0) {
-			return fmt.Errorf("%w: the snapshot of %s carries no log identity", ErrOtherLogSnapshot, from.Id)
-		}
-		if st.LogClusterID != status.LogClusterId || st.LogIncarnation != status.LogIncarnation {
-			return fmt.Errorf("%w: %s's data is from log %s/%s, the LogStore is log %s/%s", ErrOtherLogSnapshot,
-				from.Id, st.LogClusterID, st.LogIncarnation, status.LogClusterId, status.LogIncarnation)
-		}
 		if uint64(st.AppliedLSN)+1 < status.FirstLsn {
 			return fmt.Errorf("%w: %s's snapshot is at applied lsn %d, the log's first retained lsn is %d: "+
 				"lsns %d..%d are gone (clone from a more current sibling)", ErrSiblingBehind,
 				from.Id, st.AppliedLSN, status.FirstLsn, st.AppliedLSN+1, status.FirstLsn-1)
+		}
+		if st.LogClusterID != status.LogClusterId || st.LogIncarnation != status.LogIncarnation {
+			return fmt.Errorf("%w: %s's data is from log %q/%q, the LogStore is log %q/%q", ErrOtherLogSnapshot,
+				from.Id, st.LogClusterID, st.LogIncarnation, status.LogClusterId, status.LogIncarnation)
 		}
 		return nil
 	}
