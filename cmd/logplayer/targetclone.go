@@ -84,7 +84,7 @@ func (c *targetCloneCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		for _, r := range cloneRefusals {
 			if errors.Is(err, r.err) {
-				return fmt.Errorf("target clone refused: %s: %w", r.name, err)
+				return fmt.Errorf("refused: %s: %w", r.name, err)
 			}
 		}
 		return c.conn.describe(ctx, "target clone", err)
