@@ -65,6 +65,8 @@ type storeCmd struct {
 	retentionBytes                    sizeValue
 	intakeQueueBytes                  sizeValue
 	retentionAge, snapshotInterval    time.Duration
+	segmentBytes                      sizeValue     // issue #29's e2e trims a small log
+	retentionInterval                 time.Duration // issue #29's e2e trims a small log
 	heartbeatTimeout, electionTimeout time.Duration
 
 	tls     tlsServerFlags
@@ -99,6 +101,9 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	c.retentionBytes.bytes = logstore.DefaultRetentionBytes
 	fs.Var(&c.retentionBytes, "retention-bytes", "keep at most this many `bytes` of segments (unacked data of registered consumers is kept longer, up to a cap)")
 	fs.DurationVar(&c.retentionAge, "retention-age", logstore.DefaultRetentionAge, "keep segments at most this long")
+	c.segmentBytes.bytes = logstore.DefaultSegmentBytes
+	fs.Var(&c.segmentBytes, "segment-bytes", "seal a segment file at this many `bytes` (retention deletes whole sealed segments)")
+	fs.DurationVar(&c.retentionInterval, "retention-interval", logstore.DefaultRetentionInterval, "how often retention runs")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", logstore.DefaultSnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", logstore.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", logstore.DefaultElectionTimeout, "Raft election timeout")
@@ -126,6 +131,8 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		MaxRequestBytes:      int(c.maxRequestBytes.bytes),
 		RetentionBytes:       c.retentionBytes.bytes,
 		RetentionAge:         c.retentionAge,
+		SegmentBytes:         c.segmentBytes.bytes,
+		RetentionInterval:    c.retentionInterval,
 		SnapshotInterval:     c.snapshotInterval,
 		HeartbeatTimeout:     c.heartbeatTimeout,
 		ElectionTimeout:      c.electionTimeout,

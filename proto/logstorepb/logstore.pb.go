@@ -118,6 +118,16 @@ const (
 	// (target.Config.AdoptLogIdentity). See the README.
 	ErrorCode_LOG_BEHIND_TARGET ErrorCode = 50
 	ErrorCode_OTHER_LOG         ErrorCode = 51
+	// Target Snapshot/Restore (issue #29). TARGET_NOT_EMPTY: a Restore into
+	// a target that holds data or an applied LSN; nothing changed.
+	// FAILED_PRECONDITION; applied_lsn (the target's). SNAPSHOT_UNSUPPORTED:
+	// the target's store does not implement target.Snapshotter.
+	// UNIMPLEMENTED. SNAPSHOT_MISMATCH: the snapshot is of another format,
+	// or its data does not match its SnapshotEnd (size, CRC-32C) or its
+	// header's State; nothing changed. INVALID_ARGUMENT.
+	ErrorCode_TARGET_NOT_EMPTY     ErrorCode = 80
+	ErrorCode_SNAPSHOT_UNSUPPORTED ErrorCode = 81
+	ErrorCode_SNAPSHOT_MISMATCH    ErrorCode = 82
 )
 
 // Enum value maps for ErrorCode.
@@ -160,6 +170,9 @@ var (
 		41: "LEGACY_PRODUCER_REFUSED",
 		50: "LOG_BEHIND_TARGET",
 		51: "OTHER_LOG",
+		80: "TARGET_NOT_EMPTY",
+		81: "SNAPSHOT_UNSUPPORTED",
+		82: "SNAPSHOT_MISMATCH",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":  0,
@@ -199,6 +212,9 @@ var (
 		"LEGACY_PRODUCER_REFUSED": 41,
 		"LOG_BEHIND_TARGET":       50,
 		"OTHER_LOG":               51,
+		"TARGET_NOT_EMPTY":        80,
+		"SNAPSHOT_UNSUPPORTED":    81,
+		"SNAPSHOT_MISMATCH":       82,
 	}
 )
 
@@ -4784,7 +4800,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\x82\x06\n" +
+	"topicCount*\xc9\x06\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4829,7 +4845,10 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fSEQUENCE_REUSED\x10\x1d\x12\x1b\n" +
 	"\x17LEGACY_PRODUCER_REFUSED\x10)\x12\x15\n" +
 	"\x11LOG_BEHIND_TARGET\x102\x12\r\n" +
-	"\tOTHER_LOG\x103\x1a\x02\x10\x01*V\n" +
+	"\tOTHER_LOG\x103\x12\x14\n" +
+	"\x10TARGET_NOT_EMPTY\x10P\x12\x18\n" +
+	"\x14SNAPSHOT_UNSUPPORTED\x10Q\x12\x15\n" +
+	"\x11SNAPSHOT_MISMATCH\x10R\x1a\x02\x10\x01*V\n" +
 	"\aApplied\x12\x17\n" +
 	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
