@@ -50,7 +50,7 @@ func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) 
 	if err := s.n.gate(cmd); err != nil {
 		return nil, err
 	}
-	resp, err := s.n.agg.submit(ctx, cmd, size)
+	resp, err := s.n.agg.Submit(ctx, cmd, size)
 	return resp, s.submitErr(err)
 }
 
@@ -412,17 +412,6 @@ func (s *server) leaderOnly() error {
 	return nil
 }
 
-// membershipErr maps a failed membership change the way an aggregated
-// entry's Raft errors map (raftSentinel: leadership lost after the
-// change was handed to Raft may have committed it); any other error is
-// Raft's refusal of the change before it entered the log (MEMBERSHIP).
-func membershipErr(op string, err error) error {
-	if m, ok := raftSentinel(err); ok {
-		return apierr.Status(fmt.Errorf("%s: %v: %w", op, err, m))
-	}
-	return apierr.New(logstorepb.ErrorCode_MEMBERSHIP, fmt.Sprintf("%s: %v", op, err), nil)
-}
-
 func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) (*logstorepb.AddVoterResponse, error) {
 	if err := api.ValidName("id", req.Id); err != nil {
 		return nil, err
@@ -439,7 +428,7 @@ func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) 
 		return nil, apierr.Status(err)
 	}
 	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddress), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
-		return nil, membershipErr("add voter "+req.Id, err)
+		return nil, api.MembershipErr("add voter "+req.Id, err)
 	}
 	return &logstorepb.AddVoterResponse{}, nil
 }
@@ -452,7 +441,7 @@ func (s *server) RemoveServer(ctx context.Context, req *logstorepb.RemoveServerR
 		return nil, err
 	}
 	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
-		return nil, membershipErr("remove server "+req.Id, err)
+		return nil, api.MembershipErr("remove server "+req.Id, err)
 	}
 	if req.Id != s.n.cfg.ID { // a leader that removed itself steps down
 		if err := s.n.commitMember(ctx, &logstorepb.MemberCommand{Id: req.Id, Remove: true}); err != nil {
@@ -486,7 +475,7 @@ func (s *server) TransferLeadership(_ context.Context, req *logstorepb.TransferL
 		f = s.n.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
 	}
 	if err := f.Error(); err != nil {
-		return nil, membershipErr("transfer leadership", err)
+		return nil, api.MembershipErr("transfer leadership", err)
 	}
 	return &logstorepb.TransferLeadershipResponse{}, nil
 }
