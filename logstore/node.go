@@ -22,6 +22,7 @@ import (
 	"github.com/logplayer/logplayer/internal/vfs"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/logstore/tier"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -44,6 +45,7 @@ type Node struct {
 	metrics *metrics
 
 	seg       *segment.Log
+	tier      *tier.Tier // nil without Config.Tier (tiering.go)
 	snaps     *snapshotStore
 	fsm       *raftFSM
 	raftStore raftStore    // Raft log + stable store (Config.RaftLogStore)
@@ -199,6 +201,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n.agg = newAggregator(n.raft, &n.cfg, n.metrics)
 
+	if err := n.startTier(); err != nil {
+		return nil, err
+	}
 	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.versionLoop() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
