@@ -23,6 +23,7 @@ import (
 	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/logstore/tier"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -45,6 +46,7 @@ type Node struct {
 	metrics *metrics
 
 	seg       *segment.Log
+	tier      *tier.Tier // nil without Config.Tier (tiering.go)
 	snaps     *snapshotStore
 	fsm       *raftFSM
 	raftStore raftStore    // Raft log + stable store (Config.RaftLogStore)
@@ -205,6 +207,9 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n.agg = api.NewAggregator(n.raft, n.cfg.aggregatorConfig(), n.edge)
 
+	if err := n.startTier(); err != nil {
+		return nil, err
+	}
 	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.versionLoop() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()

@@ -196,6 +196,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		statusLogIdentity(resp, st)
 	})
 	s.statusTopics(resp) // bounded: topics.go
+	n.statusTier(resp)   // tiering.go
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
 	}
@@ -232,7 +233,7 @@ func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, 
 	n := s.n
 	s.n.metrics.readStreams.Inc()
 	defer s.n.metrics.readStreams.Dec()
-	if first := n.seg.FirstLSN(); from < first && from <= n.fsm.head.Load() {
+	if first := n.seg.OldestReadable(); from < first && from <= n.fsm.head.Load() {
 		return belowRetention(from, first)
 	}
 	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
@@ -266,7 +267,7 @@ func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, 
 			return bytes < n.cfg.ReadBatchBytes, nil
 		})
 		if errors.Is(err, segment.ErrBelowRetention) {
-			return belowRetention(from, n.seg.FirstLSN())
+			return belowRetention(from, n.seg.OldestReadable())
 		}
 		if err != nil {
 			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
@@ -357,7 +358,7 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
 			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
 			func(d *logstorepb.ErrorDetail) {
-				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.FirstLSN()), uint64(oldest)
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.OldestReadable()), uint64(oldest)
 			})
 	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:

@@ -71,6 +71,7 @@ type storeCmd struct {
 
 	tls     tlsServerFlags
 	raftTLS raftTLSFlags
+	tier    storeTierFlags // storetier.go
 }
 
 func (c *storeCmd) flags(fs *flag.FlagSet) {
@@ -109,6 +110,7 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.electionTimeout, "election-timeout", logstore.DefaultElectionTimeout, "Raft election timeout")
 	c.tls.register(fs)
 	c.raftTLS.register(fs)
+	c.tier.register(fs)
 }
 
 func (c *storeCmd) config(s *sys) logstore.Config {
@@ -144,6 +146,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 	if cfg.LeaderLeaseTimeout = logstore.DefaultLeaderLeaseTimeout; cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}
+	c.tier.apply(&cfg)
 	for _, p := range c.peers.peers {
 		cfg.Bootstrap = append(cfg.Bootstrap, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
 	}

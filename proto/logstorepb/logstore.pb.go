@@ -2195,7 +2195,9 @@ type StatusResponse struct {
 	AppliedIndex  uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// Highest visible LSN.
 	HeadLsn uint64 `protobuf:"varint,8,opt,name=head_lsn,json=headLsn,proto3" json:"head_lsn,omitempty"`
-	// Oldest retained LSN (head_lsn + 1 when empty).
+	// Oldest LSN a read can start from (head_lsn + 1 when empty): the
+	// oldest retained locally, or with tiered storage (store --tier-url)
+	// the oldest of the contiguous range the tier holds below it.
 	FirstLsn     uint64         `protobuf:"varint,9,opt,name=first_lsn,json=firstLsn,proto3" json:"first_lsn,omitempty"`
 	Topics       []*TopicStatus `protobuf:"bytes,10,rep,name=topics,proto3" json:"topics,omitempty"`
 	Servers      []*Server      `protobuf:"bytes,11,rep,name=servers,proto3" json:"servers,omitempty"`
@@ -2224,8 +2226,19 @@ type StatusResponse struct {
 	// incarnation empty while a restore's or recovery's new one is pending.
 	LogClusterId   string `protobuf:"bytes,40,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
 	LogIncarnation string `protobuf:"bytes,41,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tiered storage (issue #29, logstore/tier): the oldest LSN this node's
+	// segment files hold, the LSN range of the segments the tier holds (0, 0:
+	// none known or no tier), the bytes this node uploaded since it started,
+	// and the sealed segments (and bytes) not yet uploaded, which local
+	// retention keeps until they are.
+	LocalFirstLsn     uint64 `protobuf:"varint,54,opt,name=local_first_lsn,json=localFirstLsn,proto3" json:"local_first_lsn,omitempty"`
+	TierFirstLsn      uint64 `protobuf:"varint,55,opt,name=tier_first_lsn,json=tierFirstLsn,proto3" json:"tier_first_lsn,omitempty"`
+	TierLastLsn       uint64 `protobuf:"varint,56,opt,name=tier_last_lsn,json=tierLastLsn,proto3" json:"tier_last_lsn,omitempty"`
+	TierUploadedBytes uint64 `protobuf:"varint,57,opt,name=tier_uploaded_bytes,json=tierUploadedBytes,proto3" json:"tier_uploaded_bytes,omitempty"`
+	TierLagSegments   uint64 `protobuf:"varint,58,opt,name=tier_lag_segments,json=tierLagSegments,proto3" json:"tier_lag_segments,omitempty"`
+	TierLagBytes      uint64 `protobuf:"varint,59,opt,name=tier_lag_bytes,json=tierLagBytes,proto3" json:"tier_lag_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2417,6 +2430,48 @@ func (x *StatusResponse) GetLogIncarnation() string {
 		return x.LogIncarnation
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetLocalFirstLsn() uint64 {
+	if x != nil {
+		return x.LocalFirstLsn
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierFirstLsn() uint64 {
+	if x != nil {
+		return x.TierFirstLsn
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierLastLsn() uint64 {
+	if x != nil {
+		return x.TierLastLsn
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierUploadedBytes() uint64 {
+	if x != nil {
+		return x.TierUploadedBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierLagSegments() uint64 {
+	if x != nil {
+		return x.TierLagSegments
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierLagBytes() uint64 {
+	if x != nil {
+		return x.TierLagBytes
+	}
+	return 0
 }
 
 type AddVoterRequest struct {
@@ -4625,7 +4680,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12$\n" +
-	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xb4\a\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xa8\t\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -4651,7 +4706,13 @@ const file_logstore_proto_rawDesc = "" +
 	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
 	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\x12$\n" +
 	"\x0elog_cluster_id\x18( \x01(\tR\flogClusterId\x12'\n" +
-	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\"e\n" +
+	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\x12&\n" +
+	"\x0flocal_first_lsn\x186 \x01(\x04R\rlocalFirstLsn\x12$\n" +
+	"\x0etier_first_lsn\x187 \x01(\x04R\ftierFirstLsn\x12\"\n" +
+	"\rtier_last_lsn\x188 \x01(\x04R\vtierLastLsn\x12.\n" +
+	"\x13tier_uploaded_bytes\x189 \x01(\x04R\x11tierUploadedBytes\x12*\n" +
+	"\x11tier_lag_segments\x18: \x01(\x04R\x0ftierLagSegments\x12$\n" +
+	"\x0etier_lag_bytes\x18; \x01(\x04R\ftierLagBytes\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
