@@ -98,9 +98,9 @@ func (e *sinkEnv) newSink(name, addr string) *proc {
 	for _, s := range e.tables {
 		topics = append(topics, s.topic)
 	}
-	db := []string{"postgres", "--dsn", e.pg.DSN("app", e.proxy.addr) + "&connect_timeout=5"}
-	if e.lite != "" {
-		db = []string{"sqlite", "--path", e.lite}
+	db := []string{"sqlite", "--path", e.lite}
+	if e.lite == "" {
+		db = []string{"postgres", "--dsn", e.pg.DSN("app", e.proxy.addr) + "&connect_timeout=5"}
 	}
 	args := []string{"sink", db[0], "--id", sinkID, "--addr", addr, db[1], db[2],
 		"--topics", strings.Join(topics, ","), "--db-timeout", "10s", "--lock-timeout", "5s"}
