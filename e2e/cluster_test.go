@@ -93,6 +93,8 @@ type cluster struct {
 	// events, when set, is the events target process (events_test.go): a
 	// target of the group beside the shards, whose file verify checks.
 	events *eventsNode
+	// sinks are SQL sink processes watched by alive (the nemesis's).
+	sinks []*proc
 }
 
 // clusterOptions vary startClusterWith.
@@ -261,7 +263,7 @@ func (c *cluster) procs() []*proc {
 	if c.events != nil {
 		out = append(out, c.events.proc)
 	}
-	return out
+	return append(out, c.sinks...)
 }
 
 // allProcs is procs and the retired LogPlayers.

@@ -50,6 +50,13 @@
 //     in a seeded order, SIGKILL a player, SIGSTOP one past its lease,
 //     SIGKILL the LogStore leader; the failover times are printed, and
 //     every target's durable epoch must be its last owner's token.
+//   - TestSinkUnderFaults, TestSinkPlayerGroupTakeover, TestSQLiteSinkKilled
+//     (sink_test.go, sink_group_test.go): `logplayer sink postgres` on a
+//     real PostgreSQL (internal/pgtest) under sink SIGKILL, PostgreSQL
+//     immediate stop, a cut network and a takeover by a second sink process;
+//     two LogPlayers of a group feeding one sink, the owner SIGSTOPped past
+//     its lease and resumed; `logplayer sink sqlite` killed three times.
+//     After each fault every table must hold exactly the log's messages.
 //   - TestDockerPartition (go test -tags docker -run TestDockerPartition
 //     ./e2e/, needs a working Docker engine, about 2 minutes): the same
 //     system in FROM-scratch containers (deploy/Dockerfile) on a private
@@ -68,14 +75,17 @@
 //     the seed applies one fault at a time for a random 0.5-6 s: SIGKILL or
 //     SIGSTOP/SIGCONT of a store node or the leader, the leader and another
 //     node killed together (quorum lost), SIGKILL or SIGSTOP of the
-//     LogPlayer or a shard, the leader or any node cut from the other two,
+//     LogPlayer, a shard or the SQL sink (`logplayer sink sqlite` on the
+//     orders and inventory topics, a target beside the shards), the leader
+//     or any node cut from the other two,
 //     a shard cut from the LogPlayer only, the leader's clock jumping up to
 //     6 h forward or back. Every Append and range Read is recorded
 //     (histcheck.Recorder). After the faults: liveness (every shard applies
 //     the head within livenessMax), histcheck.CheckLinearizable (HTML
 //     visualization and JSON history to -artifact-dir on a violation),
 //     CheckAcks, CheckTargets (each shard's durable state = the log
-//     replayed), log timestamps non-decreasing, and what verify checks.
+//     replayed), the SQL sink's tables = the log's orders and inventory
+//     messages, log timestamps non-decreasing, and what verify checks.
 //     The system runs as in production (and as `logplayer dev`): TLS on
 //     every connection, bearer tokens and a policy (the test connects with
 //     a token); -nemesis-plaintext runs it without. Every recorded Append

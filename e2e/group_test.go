@@ -62,6 +62,26 @@ func (g *playerGroup) procs() []*proc {
 // same config again changes nothing), and makes it c's.
 func startGroup(c *cluster) *playerGroup {
 	c.t.Helper()
+	var targets []string
+	for _, s := range c.shards {
+		targets = append(targets, fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
+	}
+	if c.events != nil {
+		targets = append(targets, c.events.spec())
+	}
+	g := newPlayerGroup(c, groupPlayers, targets)
+	c.group = g
+	for _, m := range g.members {
+		m.proc.start()
+	}
+	return g
+}
+
+// newPlayerGroup returns n members p1…pn of group groupName (not started),
+// each registering targets (--target flags), and the group's PlayerGroup
+// clients.
+func newPlayerGroup(c *cluster, n int, targets []string) *playerGroup {
+	c.t.Helper()
 	g := &playerGroup{c: c, pg: map[string]logstorepb.PlayerGroupClient{}}
 	for _, n := range c.stores {
 		g.pg[n.id] = logstorepb.NewPlayerGroupClient(dial(c.t, n.api, c.tls.dialOptions(c.t)...))
@@ -70,23 +90,16 @@ func startGroup(c *cluster) *playerGroup {
 	if i := slices.Index(base, "--id"); i >= 0 {
 		base = slices.Delete(base, i, i+2)
 	}
-	for i := range groupPlayers {
+	for i := range n {
 		m := &groupMember{id: fmt.Sprintf("p%d", i+1), admin: freeAddr(c.t), metrics: freeAddr(c.t)}
 		args := append(slices.Clone(base), "--id", m.id, "--group", groupName,
 			"--admin-addr", m.admin, "--metrics-addr", m.metrics)
-		for _, s := range c.shards {
-			args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, s.addr, s.id))
-		}
-		if c.events != nil {
-			args = append(args, "--target", c.events.spec())
+		for _, t := range targets {
+			args = append(args, "--target", t)
 		}
 		m.proc = newProc(c.t, c.dir, m.id, args...)
 		m.adminc = playerpb.NewPlayerAdminClient(dial(c.t, m.admin, c.tls.dialOptions(c.t)...))
 		g.members = append(g.members, m)
-	}
-	c.group = g
-	for _, m := range g.members {
-		m.proc.start()
 	}
 	return g
 }

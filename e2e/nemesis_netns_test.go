@@ -221,6 +221,15 @@ func (nn *netnsNet) peerRaft(_, j int) string {
 
 func (nn *netnsNet) shard(i int) (string, string) { return nn.shards[i], nn.shards[i] }
 
+func (nn *netnsNet) sink() (string, string) {
+	_, port, err := net.SplitHostPort(freeAddr(nn.t))
+	if err != nil {
+		nn.t.Fatal(err)
+	}
+	addr := net.JoinHostPort(netnsHostIP, port)
+	return addr, addr
+}
+
 func (nn *netnsNet) player() (string, string) {
 	return fmt.Sprintf("%s:%d", netnsPlayerIP, netnsAdmin), fmt.Sprintf("%s:%d", netnsPlayerIP, netnsAdmin+1)
 }

@@ -144,7 +144,14 @@ type nemesisCluster struct {
 	net faultNet
 	// clocks[i] is the file node i reads its clock offset from.
 	clocks []string
+	// sink is the SQL sink (`logplayer sink sqlite`, nemesisSinkTables),
+	// a target of the LogPlayer beside the shards.
+	sink *sinkEnv
 }
+
+// nemesisSinkTables are the SQL sink's topics in the nemesis: the demo
+// workload's orders and inventory (JSON values), one table each.
+var nemesisSinkTables = []sinkTable{{demo.OrdersTopic, demo.OrdersTopic}, {demo.InventoryTopic, demo.InventoryTopic}}
 
 // faultNet is the network of a nemesis run: where each process listens
 // and dials, and how a link is cut. proxyNet (in-test TCP proxies) is the
@@ -163,6 +170,9 @@ type faultNet interface {
 	shard(i int) (addr, target string)
 	// player is the LogPlayer's admin and metrics address.
 	player() (admin, metrics string)
+	// sink is where the SQL sink listens and where the LogPlayer reaches
+	// it (called once).
+	sink() (addr, target string)
 	// wrap is the command prefix of store node i's process (i < 0: the
 	// LogPlayer's); nil: none.
 	wrap(i int) []string
@@ -222,8 +232,12 @@ func (pn *proxyNet) peerRaft(i, j int) string {
 }
 func (pn *proxyNet) shard(i int) (string, string) { return pn.shards[i][0], pn.shards[i][1] }
 func (pn *proxyNet) player() (string, string)     { return freeAddr(pn.t), freeAddr(pn.t) }
-func (pn *proxyNet) wrap(int) []string            { return nil }
-func (pn *proxyNet) hosts() []string              { return nil }
+func (pn *proxyNet) sink() (string, string) {
+	addr := freeAddr(pn.t)
+	return addr, addr
+}
+func (pn *proxyNet) wrap(int) []string { return nil }
+func (pn *proxyNet) hosts() []string   { return nil }
 
 func (pn *proxyNet) isolate(i int, cut bool) {
 	for j := range storeNodes {
@@ -289,6 +303,13 @@ func startNemesisCluster(t *testing.T, fn faultNet) *nemesisCluster {
 		s := c.addShardAt(i, nemesisBuild, addr)
 		args = append(args, "--target", fmt.Sprintf("%s=%s/%s", s.id, target, s.id))
 	}
+	sinkAddr, sinkTarget := fn.sink()
+	nc.sink = &sinkEnv{t: t, c: c, lite: filepath.Join(c.dir, "sink.db"), addr: sinkAddr, tables: nemesisSinkTables}
+	nc.sink.sink = nc.sink.newSink("sink", sinkAddr)
+	nc.sink.sink.bin = nemesisBuild
+	nc.sink.sink.start()
+	c.sinks = append(c.sinks, nc.sink.sink)
+	args = append(args, "--target", nc.sink.targetSpec(sinkTarget))
 	c.admin, c.playerMetrics = fn.player()
 	args = append(args, "--admin-addr", c.admin, "--metrics-addr", c.playerMetrics)
 	c.player = newProc(t, c.dir, "player", args...)
@@ -316,6 +337,8 @@ const (
 	faultPausePlayer  = "pause-player"
 	faultKillShard    = "kill-shard"
 	faultPauseShard   = "pause-shard"
+	faultKillSink     = "kill-sink"
+	faultPauseSink    = "pause-sink"
 	faultIsolateLead  = "isolate-leader"
 	faultSplit        = "split-one-two"
 	faultCutTarget    = "cut-target-from-player"
@@ -326,7 +349,7 @@ const (
 // faultKinds are drawn with equal probability.
 var faultKinds = []string{
 	faultKillStore, faultKillLeader, faultPauseStore, faultPauseLeader, faultQuorumLoss,
-	faultKillPlayer, faultPausePlayer, faultKillShard, faultPauseShard,
+	faultKillPlayer, faultPausePlayer, faultKillShard, faultPauseShard, faultKillSink, faultPauseSink,
 	faultIsolateLead, faultSplit, faultCutTarget, faultClockForward, faultClockBack,
 }
 
@@ -437,6 +460,16 @@ func (n *nemesis) step(k int) {
 		s.proc.signal(syscall.SIGSTOP)
 		keep(hold)
 		s.proc.signal(syscall.SIGCONT)
+	case faultKillSink:
+		logf("SIGKILL the SQL sink for %v", hold)
+		nc.sink.sink.kill()
+		keep(hold)
+		nc.sink.sink.start()
+	case faultPauseSink:
+		logf("SIGSTOP the SQL sink for %v", hold)
+		nc.sink.sink.signal(syscall.SIGSTOP)
+		keep(hold)
+		nc.sink.sink.signal(syscall.SIGCONT)
 	case faultIsolateLead, faultSplit:
 		i := n.storeFor(kind, other)
 		logf("Raft links of %s cut from the other two nodes for %v", nc.stores[i].id, hold)
@@ -541,6 +574,9 @@ func runNemesis(t *testing.T, s uint64, d time.Duration, newNet func(t *testing.
 	})
 	t.Logf("%v: liveness: every target applied the head lsn %d %v after the load stopped (bound %v); %d retries",
 		since(began), head, time.Since(caught).Round(time.Millisecond), livenessMax, res.Retries)
+	// The SQL sink: its tables hold exactly the log's orders and inventory
+	// messages, each once, at its offset.
+	nc.sink.check("the nemesis")
 
 	var next map[string]map[string]uint64
 	var states map[string]map[string][]byte

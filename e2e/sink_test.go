@@ -3,17 +3,20 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
 
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/internal/pgtest"
@@ -29,62 +32,101 @@ import (
 
 const sinkID = "pg"
 
-// sinkTopics are the sink's topics and their tables (sqlstore.TableName).
-var sinkTopics = []struct{ topic, table string }{{"sq.a", "sq_a"}, {"sq-b", "sq_b"}}
+// sinkTable is a topic of the sink and its table (sqlstore.TableName).
+type sinkTable struct{ topic, table string }
+
+// sinkTopics are the sink tests' topics and their tables.
+var sinkTopics = []sinkTable{{"sq.a", "sq_a"}, {"sq-b", "sq_b"}}
 
 // sinkEnv is the system around the sink.
 type sinkEnv struct {
 	t     *testing.T
 	c     *cluster
-	pg    *pgtest.Server
-	dsn   string // direct, for the checks
-	proxy *proxy // between the sinks and PostgreSQL
-	sink  *proc
-	addr  string // the sink's Target address
+	pg    *pgtest.Server // nil with SQLite
+	dsn   string         // direct, for the checks
+	proxy *proxy         // between the sinks and PostgreSQL
+	// lite is the SQLite file of a `sink sqlite` ("": `sink postgres`).
+	lite string
+	// tables are the sink's topics and tables (sinkTopics, or the
+	// nemesis's).
+	tables []sinkTable
+	sink   *proc
+	addr   string // the sink's Target address
 	// player is the LogPlayer delivering to the sink.
 	player *proc
 	acked  atomic.Int64 // acknowledged Appends of the producer
 }
 
-func startSinkEnv(t *testing.T) *sinkEnv {
-	e := &sinkEnv{t: t, pg: pgtest.Start(t)}
-	e.dsn = e.pg.CreateDB("app")
-	e.proxy = newProxy(t, "postgres", e.pg.Addr())
-	e.c = startClusterWith(t, clusterOptions{noPlayer: true})
-	e.addr = freeAddr(t)
-	e.sink = e.newSink("sink", e.addr)
-	e.sink.start()
+// sinkOptions vary startSinkOnly.
+type sinkOptions struct {
+	cluster clusterOptions // noPlayer is set
+	// sqlite runs `sink sqlite` on a file instead of `sink postgres`.
+	sqlite bool
+}
+
+// startSinkEnv starts the system with one ungrouped LogPlayer.
+func startSinkEnv(t *testing.T, o sinkOptions) *sinkEnv {
+	e := startSinkOnly(t, o)
 	e.player = e.newPlayer("player", e.addr)
 	e.player.start()
 	return e
 }
 
+// startSinkOnly starts the database (PostgreSQL and the proxy, or a SQLite
+// file), the cluster of o and the sink; the caller starts the LogPlayers.
+func startSinkOnly(t *testing.T, o sinkOptions) *sinkEnv {
+	e := &sinkEnv{t: t, tables: sinkTopics}
+	if o.sqlite {
+		e.lite = filepath.Join(t.TempDir(), "sink.db")
+	} else {
+		e.pg = pgtest.Start(t)
+		e.dsn = e.pg.CreateDB("app")
+		e.proxy = newProxy(t, "postgres", e.pg.Addr())
+	}
+	o.cluster.noPlayer = true
+	e.c = startClusterWith(t, o.cluster)
+	e.addr = freeAddr(t)
+	e.sink = e.newSink("sink", e.addr)
+	e.sink.start()
+	return e
+}
+
 // newSink is a sink process for target sinkID serving on addr, reaching
-// PostgreSQL through the proxy.
+// PostgreSQL through the proxy (or writing the SQLite file).
 func (e *sinkEnv) newSink(name, addr string) *proc {
 	var topics []string
-	for _, s := range sinkTopics {
+	for _, s := range e.tables {
 		topics = append(topics, s.topic)
 	}
-	args := []string{"sink", "postgres", "--id", sinkID, "--addr", addr,
-		"--dsn", e.pg.DSN("app", e.proxy.addr) + "&connect_timeout=5", "--topics", strings.Join(topics, ","),
-		"--db-timeout", "10s", "--lock-timeout", "5s"}
+	db := []string{"sqlite", "--path", e.lite}
+	if e.lite == "" {
+		db = []string{"postgres", "--dsn", e.pg.DSN("app", e.proxy.addr) + "&connect_timeout=5"}
+	}
+	args := []string{"sink", db[0], "--id", sinkID, "--addr", addr, db[1], db[2],
+		"--topics", strings.Join(topics, ","), "--db-timeout", "10s", "--lock-timeout", "5s"}
 	// The sink serves with the events target's certificate: the bundle's
 	// identities are fixed, and the LogPlayer checks the CA and the host.
-	args = append(args, e.c.tls.args(eventsTarget)...)
+	if e.c.tls != nil { // nil: the nemesis's -nemesis-plaintext
+		args = append(args, e.c.tls.args(eventsTarget)...)
+	}
 	return newProc(e.t, e.c.dir, name, args...)
 }
 
 // newPlayer is a LogPlayer (a new epoch when started) delivering to the
 // sink at addr.
 func (e *sinkEnv) newPlayer(name, addr string) *proc {
-	var topics []string
-	for _, s := range sinkTopics {
-		topics = append(topics, s.topic)
-	}
-	args := append(e.c.playerArgs(), "--target", fmt.Sprintf("%s=%s/%s", sinkID, addr, strings.Join(topics, ",")),
+	args := append(e.c.playerArgs(), "--target", e.targetSpec(addr),
 		"--admin-addr", freeAddr(e.t), "--metrics-addr", freeAddr(e.t))
 	return newProc(e.t, e.c.dir, name, args...)
+}
+
+// targetSpec is the LogPlayer's --target flag for the sink at addr.
+func (e *sinkEnv) targetSpec(addr string) string {
+	var topics []string
+	for _, s := range e.tables {
+		topics = append(topics, s.topic)
+	}
+	return fmt.Sprintf("%s=%s/%s", sinkID, addr, strings.Join(topics, ","))
 }
 
 // produce appends multi-topic transactions until stop: 1-3 messages to
@@ -154,9 +196,24 @@ func (e *sinkEnv) logRows(ctx context.Context, head uint64) (map[string][]sinkRo
 	return out, err
 }
 
+// openDB opens the sink's database for the checks (database/sql: pgx's
+// stdlib driver, or modernc's SQLite).
+func (e *sinkEnv) openDB() *sql.DB {
+	e.t.Helper()
+	driver, name := "pgx", e.dsn
+	if e.lite != "" {
+		driver, name = "sqlite", "file:"+e.lite+"?_pragma=busy_timeout(10000)"
+	}
+	db, err := sql.Open(driver, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return db
+}
+
 // tableRows reads a table's rows with an LSN up to head, in offset order.
-func (e *sinkEnv) tableRows(ctx context.Context, conn *pgx.Conn, table string, head uint64) ([]sinkRow, error) {
-	rows, err := conn.Query(ctx, `SELECT lsn, topic_offset, coalesce(key, ''::bytea), value FROM `+table+
+func (e *sinkEnv) tableRows(ctx context.Context, db *sql.DB, table string, head uint64) ([]sinkRow, error) {
+	rows, err := db.QueryContext(ctx, `SELECT lsn, topic_offset, coalesce(key, ''), value FROM `+table+
 		` WHERE lsn <= $1 ORDER BY topic_offset`, int64(head))
 	if err != nil {
 		return nil, err
@@ -191,21 +248,18 @@ func (e *sinkEnv) check(what string) {
 	if err != nil {
 		e.t.Fatalf("read the log back: %v", err)
 	}
-	conn, err := pgx.Connect(ctx, e.dsn)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := e.openDB()
+	defer conn.Close()
 	e.c.waitFor(catchUpMax, fmt.Sprintf("the sink to store the log through lsn %d (%s)", head, what), func() error {
 		var doc []byte
-		if err := conn.QueryRow(ctx, `SELECT state FROM logplayer_target_state WHERE target_id = $1`, sinkID).Scan(&doc); err != nil {
+		if err := conn.QueryRowContext(ctx, `SELECT state FROM logplayer_target_state WHERE target_id = $1`, sinkID).Scan(&doc); err != nil {
 			return err
 		}
 		var s struct{ Topics map[string]int }
 		if err := json.Unmarshal(doc, &s); err != nil {
 			return err
 		}
-		for _, tp := range sinkTopics {
+		for _, tp := range e.tables {
 			if s.Topics[tp.topic] < len(want[tp.topic]) {
 				return fmt.Errorf("topic %s at offset %d, the log has %d", tp.topic, s.Topics[tp.topic], len(want[tp.topic]))
 			}
@@ -213,7 +267,7 @@ func (e *sinkEnv) check(what string) {
 		return nil
 	})
 	total := 0
-	for _, tp := range sinkTopics {
+	for _, tp := range e.tables {
 		got, err := e.tableRows(ctx, conn, tp.table, head)
 		if err != nil {
 			e.t.Fatalf("read table %s: %v", tp.table, err)
@@ -246,7 +300,7 @@ func sameRows(got, want []sinkRow) error {
 // over, then resumed: its late commits must be refused by the fencing
 // inside the database. The tables are checked against the log after each.
 func TestSinkUnderFaults(t *testing.T) {
-	e := startSinkEnv(t)
+	e := startSinkEnv(t, sinkOptions{})
 	stop := e.produce()
 	defer stop()
 	e.waitAcked(200)
@@ -314,6 +368,28 @@ func TestSinkUnderFaults(t *testing.T) {
 	for _, p := range []*proc{old, e.sink} {
 		p.checkLog()
 	}
+}
+
+// TestSQLiteSinkKilled: `logplayer sink sqlite` killed with SIGKILL during
+// delivery, three times, and restarted on its file: each time the tables
+// must hold exactly the log's messages (SQLite's WAL and the state row in
+// the batch's transaction: no batch half there, none twice).
+func TestSQLiteSinkKilled(t *testing.T) {
+	e := startSinkEnv(t, sinkOptions{sqlite: true})
+	stop := e.produce()
+	defer stop()
+	e.waitAcked(200)
+	e.check("start")
+	for i := range 3 {
+		e.sink.kill()
+		e.waitAcked(50)
+		e.sink.start()
+		e.waitAcked(100)
+		e.check(fmt.Sprintf("kill -9 %d of the sqlite sink", i+1))
+	}
+	stop()
+	e.check("the load stopped")
+	e.sink.checkLog()
 }
 
 // logHas reports whether p's log contains s.

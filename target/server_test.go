@@ -460,6 +460,40 @@ func TestTransientStoreFailure(t *testing.T) {
 	}
 }
 
+// A Store that reports a newer epoch than the stream's (another process
+// sharing it stored one: ErrStaleEpoch) ends the stream with STALE_EPOCH
+// naming that epoch, not INTERNAL: the LogPlayer stops there instead of
+// reconnecting to learn it. Nothing of the batch is acked.
+func TestStoreStaleEpoch(t *testing.T) {
+	store := &targettest.MemStore{}
+	store.BeforeApply = func(ds []*targetpb.Delivery, next target.State) error {
+		if len(ds) > 0 && ds[0].Lsn == 2 {
+			return target.StaleEpoch(5, fmt.Errorf("the database holds epoch 5, above %d", next.Epoch))
+		}
+		return nil
+	}
+	e := newEnv(t, store, nil)
+	s, _ := e.open(1, 1)
+	log := targettest.NewLog()
+	if err := s.Send(log.Txn(targettest.Part{Topic: "a", Values: val("1")})); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitAck(ctxT(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Send(log.Txn(targettest.Part{Topic: "a", Values: val("2")})); err != nil {
+		t.Fatal(err)
+	}
+	err := s.Wait(ctxT(t))
+	d := wantRefusal(t, err, codes.FailedPrecondition, logstorepb.ErrorCode_STALE_EPOCH)
+	if !target.IsFenced(err) || d.Epoch != 5 || s.Acked() != 1 {
+		t.Fatalf("stream ended with %v (detail epoch %d, acked %d), want fenced by epoch 5 with lsn 1 acked", err, d.Epoch, s.Acked())
+	}
+	if !errors.Is(target.StaleEpoch(5, errors.New("x")), target.ErrStaleEpoch) {
+		t.Fatal("StaleEpoch does not match ErrStaleEpoch")
+	}
+}
+
 func TestGroupCommit(t *testing.T) {
 	release := make(chan struct{})
 	blocked := make(chan struct{}, 1) // the first delivery Apply signals it started
