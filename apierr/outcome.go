@@ -130,6 +130,11 @@ var rules = map[logstorepb.ErrorCode]rule{
 	logstorepb.ErrorCode_WRONG_TARGET:         {codes.InvalidArgument, AppliedNo, final},
 	logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL: {codes.InvalidArgument, AppliedNo, final},
 	logstorepb.ErrorCode_APPLY_REJECTED:       {codes.DataLoss, AppliedNo, final},
+
+	// Target Snapshot/Restore refusals (target/snapshot.go): nothing changed.
+	logstorepb.ErrorCode_TARGET_NOT_EMPTY:     {codes.FailedPrecondition, AppliedNo, final},
+	logstorepb.ErrorCode_SNAPSHOT_UNSUPPORTED: {codes.Unimplemented, AppliedNo, final},
+	logstorepb.ErrorCode_SNAPSHOT_MISMATCH:    {codes.InvalidArgument, AppliedNo, final},
 }
 
 // transportRule is the rule of an error without an ErrorDetail code: one

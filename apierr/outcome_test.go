@@ -65,6 +65,9 @@ var wantByCode = map[logstorepb.ErrorCode]contract{
 	logstorepb.ErrorCode_WRONG_TARGET:         {codes.InvalidArgument, AppliedNo, Final},
 	logstorepb.ErrorCode_UNSUPPORTED_PROTOCOL: {codes.InvalidArgument, AppliedNo, Final},
 	logstorepb.ErrorCode_APPLY_REJECTED:       {codes.DataLoss, AppliedNo, Final},
+	logstorepb.ErrorCode_TARGET_NOT_EMPTY:     {codes.FailedPrecondition, AppliedNo, Final},
+	logstorepb.ErrorCode_SNAPSHOT_UNSUPPORTED: {codes.Unimplemented, AppliedNo, Final},
+	logstorepb.ErrorCode_SNAPSHOT_MISMATCH:    {codes.InvalidArgument, AppliedNo, Final},
 }
 
 // TestEveryCodeHasAnOutcome: every ErrorCode of the proto (read from its

@@ -204,19 +204,14 @@ type Producer struct {
 		sync.Mutex
 		reg         *registration // nil: register before the next send
 		registering bool
-		next        uint64 // the next sequence of reg
-		// hole is the lowest sequence of reg that will never be written
-		// although later ones were handed out (0: none): nothing after it
-		// can be applied under reg, so the producer registers again (a new
-		// epoch, fencing every copy still on the network) before sending.
-		hole     uint64
-		live     []*flight // sent under reg or an older one, not settled
-		pending  []*flight // in doubt, in sequence order
-		broken   error
-		lastLSN  types.LSN // the highest LSN answered
-		changed  chan struct{}
-		batchers map[*grpc.ClientConn]*appendBatcher // one per node connection (bounded by the nodes)
-		changes  uint64                              // notifyLocked calls: a flight refused as a gap retries at once when it moved
+		next        uint64    // the next sequence of reg
+		live        []*flight // sent under reg or an older one, not settled
+		pending     []*flight // in doubt, in sequence order
+		broken      error
+		lastLSN     types.LSN // the highest LSN answered
+		changed     chan struct{}
+		batchers    map[*grpc.ClientConn]*appendBatcher // one per node connection (bounded by the nodes)
+		changes     uint64                              // notifyLocked calls: a flight refused as a gap retries at once when it moved
 	}
 }
 
@@ -224,6 +219,14 @@ type Producer struct {
 type registration struct {
 	id    string
 	epoch uint64
+	// hole is the lowest sequence of the registration that will never be
+	// written although later ones were handed out (0: none; guarded by
+	// Producer.mu): nothing after it can be applied under the
+	// registration, so the producer registers again (a new epoch, fencing
+	// every copy still on the network) before sending, and a flight of it
+	// above the hole is known not written whatever its attempts were
+	// answered (unwritten).
+	hole uint64
 }
 
 // flight is one transaction the producer sends: its request carries the
@@ -242,6 +245,14 @@ type flight struct {
 	started chan struct{}
 	after   types.LSN // lastLSN when it was assigned
 	err     error     // the last attempt's error (in doubt)
+}
+
+// unwritten reports (under Producer.mu) whether f is above a hole of its
+// registration: none of its attempts can have been applied, however they
+// were answered, since the cluster applies a registration's sequences in
+// order.
+func (f *flight) unwritten() bool {
+	return f.reg != nil && f.reg.hole != 0 && f.req.Sequence > f.reg.hole
 }
 
 func (f *flight) inDoubt() *InDoubtError {
@@ -299,7 +310,7 @@ func (p *Producer) NextSequence(ctx context.Context) (uint64, error) {
 	if len(p.mu.pending) > 0 {
 		return p.mu.pending[0].req.Sequence, nil
 	}
-	if p.mu.reg == nil || p.mu.hole != 0 {
+	if p.mu.reg == nil || p.mu.reg.hole != 0 {
 		return 1, nil // a new registration starts at 1
 	}
 	return p.mu.next, nil
@@ -375,7 +386,13 @@ func sortedTopics(m map[string][][]byte) []string {
 //   - a *InDoubtError (ErrInDoubt) when ctx ended with the outcome unknown,
 //     when an attempt may have committed and a later one was refused, or
 //     when the cluster forgot the producer while the outcome was unknown
-//     (Lost): call Resolve before the next Append;
+//     (Lost): call Resolve before the next Append. Also when txn was not
+//     written but keeps its place (its Err says "not written"): it was
+//     refused behind an earlier sequence still unanswered or in doubt, or
+//     one that will never be written; Resolve writes it in its order. A
+//     pipelined transaction never leaves a hole under the sequences sent
+//     after it while their fate is open (they could not be written any
+//     more, and their callers would be told nothing true);
 //   - a *FencedError (ErrProducerFenced): a newer instance registered the
 //     name; this one is done;
 //   - a *SequenceError (ErrSequenceMismatch): the producer is broken;
@@ -405,11 +422,24 @@ func (p *Producer) Append(ctx context.Context, txn *Txn) (*Result, error) {
 // committed before), or the error that settles it; a Lost one (its
 // outcome cannot be learned) is returned once more as its *InDoubtError
 // and dropped. It returns (nil, nil) when nothing is in doubt, and
-// ErrInDoubt again when ctx ends first.
+// ErrInDoubt again when ctx ends first. In-doubt transactions known not
+// written (behind a sequence that never will be) are sent under a new
+// registration, all of them in their order: their Results carry new
+// sequences.
 func (p *Producer) Resolve(ctx context.Context) (*Result, error) {
 	ctx, cancel := p.c.withDeadline(ctx)
 	defer cancel()
 	p.mu.Lock()
+	if len(p.mu.pending) > 0 && p.mu.pending[0].unwritten() {
+		// Nothing pending was written (all of one registration, above its
+		// hole): send them again under a new one, in their order.
+		if err := p.renumberLocked(ctx); err != nil && p.mu.broken == nil && len(p.mu.pending) > 0 {
+			d := p.mu.pending[0].inDoubt()
+			d.Err = err
+			p.mu.Unlock()
+			return nil, d
+		}
+	}
 	if p.mu.broken != nil {
 		return nil, p.brokenUnlock()
 	}
@@ -479,6 +509,59 @@ func (p *Producer) waitLocked(ctx context.Context) error {
 	return err
 }
 
+// renumberLocked registers anew and gives the pending flights, never
+// written (above a hole of their registration), the first sequences of the
+// new registration in their order, so Resolve sends them as they were
+// pipelined. It waits for the live flights to settle first (the new epoch
+// fences them). p.mu is held on entry and return, released meanwhile.
+func (p *Producer) renumberLocked(ctx context.Context) error {
+	for {
+		switch {
+		case p.mu.broken != nil:
+			return p.mu.broken
+		case len(p.mu.pending) == 0 || !p.mu.pending[0].unwritten():
+			return nil // renumbered meanwhile by another Resolve
+		case p.mu.registering || len(p.mu.live) > 0:
+			if err := p.waitLocked(ctx); err != nil {
+				return err
+			}
+		default:
+			if err := p.registerLocked(ctx); err != nil {
+				return err
+			}
+			for _, f := range p.mu.pending {
+				p.numberLocked(f)
+			}
+			return nil
+		}
+	}
+}
+
+// registerLocked registers the producer's name and makes the answer the
+// current registration (p.mu released meanwhile).
+func (p *Producer) registerLocked(ctx context.Context) error {
+	p.mu.registering = true
+	p.mu.Unlock()
+	id, epoch, err := p.c.InitProducer(ctx, p.name)
+	p.mu.Lock()
+	p.mu.registering = false
+	p.notifyLocked()
+	if err != nil {
+		return err
+	}
+	p.mu.reg, p.mu.next = &registration{id: id, epoch: epoch}, 1
+	return nil
+}
+
+// numberLocked gives f the next sequence of the current registration.
+func (p *Producer) numberLocked(f *flight) {
+	r := p.mu.reg
+	f.reg, f.maybe, f.lost, f.after = r, false, false, p.mu.lastLSN
+	f.req.ProducerId, f.req.ProducerEpoch, f.req.Sequence = r.id, r.epoch, p.mu.next
+	f.started = make(chan struct{})
+	p.mu.next++
+}
+
 // assign gives f the next sequence of the current registration,
 // registering first when there is none (first use, the cluster forgot
 // the producer, or a hole).
@@ -493,15 +576,11 @@ func (p *Producer) assign(ctx context.Context, f *flight) error {
 			d := p.mu.pending[0].inDoubt()
 			d.Err = errors.New("an earlier transaction is in doubt; Resolve it first")
 			return d
-		case p.mu.reg != nil && p.mu.hole == 0 && !p.windowFullLocked():
-			r := p.mu.reg
-			f.reg, f.maybe, f.lost, f.after = r, false, false, p.mu.lastLSN
-			f.req.ProducerId, f.req.ProducerEpoch, f.req.Sequence = r.id, r.epoch, p.mu.next
-			f.started = make(chan struct{})
-			p.mu.next++
+		case p.mu.reg != nil && p.mu.reg.hole == 0 && !p.windowFullLocked():
+			p.numberLocked(f)
 			p.mu.live = append(p.mu.live, f)
 			return nil
-		case p.mu.reg != nil && p.mu.hole == 0: // window full: wait for the oldest answer
+		case p.mu.reg != nil && p.mu.reg.hole == 0: // window full: wait for the oldest answer
 			if err := p.waitLocked(ctx); err != nil {
 				return err
 			}
@@ -512,16 +591,9 @@ func (p *Producer) assign(ctx context.Context, f *flight) error {
 				return err
 			}
 		default:
-			p.mu.registering = true
-			p.mu.Unlock()
-			id, epoch, err := p.c.InitProducer(ctx, p.name)
-			p.mu.Lock()
-			p.mu.registering = false
-			p.notifyLocked()
-			if err != nil {
+			if err := p.registerLocked(ctx); err != nil {
 				return err // nothing of f was sent
 			}
-			p.mu.reg, p.mu.next, p.mu.hole = &registration{id: id, epoch: epoch}, 1, 0
 		}
 	}
 }
@@ -564,7 +636,7 @@ func (p *Producer) doubtLocked(f *flight, err error) error {
 		return f.inDoubt() // settled: its outcome cannot be learned
 	}
 	// Every pending flight is of one registration: a new one is made only
-	// while none is pending.
+	// while none is pending, or for all of them (renumberLocked).
 	i, _ := slices.BinarySearchFunc(p.mu.pending, f, func(a, b *flight) int { return cmp.Compare(a.req.Sequence, b.req.Sequence) })
 	p.mu.pending = slices.Insert(p.mu.pending, i, f)
 	return f.inDoubt()
@@ -581,8 +653,8 @@ func (p *Producer) unusedLocked(f *flight) {
 		p.mu.next--
 		return
 	}
-	if p.mu.hole == 0 || f.req.Sequence < p.mu.hole {
-		p.mu.hole = f.req.Sequence
+	if r := f.reg; r.hole == 0 || f.req.Sequence < r.hole {
+		r.hole = f.req.Sequence
 	}
 }
 
@@ -593,10 +665,10 @@ func (p *Producer) unusedLocked(f *flight) {
 // applied once the earlier flights are answered.
 func (p *Producer) blockedLocked(f *flight) string {
 	switch {
+	case f.unwritten():
+		return "hole"
 	case f.reg != p.mu.reg:
 		return "registration replaced"
-	case p.mu.hole != 0 && p.mu.hole < f.req.Sequence:
-		return "hole"
 	}
 	for _, d := range p.mu.pending {
 		if d.reg == f.reg && d.req.Sequence < f.req.Sequence {
@@ -604,6 +676,18 @@ func (p *Producer) blockedLocked(f *flight) string {
 		}
 	}
 	return ""
+}
+
+// earlierUnsettledLocked returns a flight of f's registration before f
+// that is still in flight or in doubt (nil: none): one that may yet be
+// applied, after which f could be.
+func (p *Producer) earlierUnsettledLocked(f *flight) *flight {
+	for _, g := range slices.Concat(p.mu.live, p.mu.pending) {
+		if g != f && g.reg == f.reg && g.req.Sequence < f.req.Sequence && !g.unwritten() {
+			return g
+		}
+	}
+	return nil
 }
 
 // run sends f until it is settled and returns its outcome.
@@ -659,18 +743,38 @@ func (p *Producer) run(ctx context.Context, f *flight) (*Result, error) {
 			if why := p.blockedLocked(f); why != "" {
 				// After a hole nothing of f's registration can be applied
 				// any more, whatever reached the cluster.
-				if f.maybe && why != "hole" {
-					f.lost = why == "registration replaced"
+				switch {
+				case why == "registration replaced" && f.maybe:
+					f.lost = true
 					err = p.doubtLocked(f, err)
 					p.mu.Unlock()
 					return nil, err
-				}
-				if why == "earlier in doubt" {
-					p.unusedLocked(f)
-					d := p.mu.pending[0].inDoubt()
-					d.Err = errors.New("an earlier transaction is in doubt; Resolve it first (this one was not written)")
+				case why == "earlier in doubt":
+					// Written or not, f can only be applied after that
+					// one: it keeps its place, in doubt, and Resolve sends
+					// it after that one. (Settled as unused it would leave
+					// a hole: none of the sequences sent after it could be
+					// applied any more under the registration.)
+					if !f.maybe {
+						err = fmt.Errorf("not written yet: refused behind an earlier sequence in doubt; last attempt: %w", err)
+					}
+					err = p.doubtLocked(f, err)
 					p.mu.Unlock()
-					return nil, d
+					if f.resolving {
+						return p.Resolve(ctx)
+					}
+					return nil, err
+				case why == "hole" && len(p.mu.pending) > 0:
+					// Never written, like every flight after it: it keeps
+					// its place among the pending ones, and Resolve sends
+					// those above the hole under a new registration in
+					// their order.
+					err = p.doubtLocked(f, fmt.Errorf("not written: behind sequence %d, which never will be (Resolve sends it again under a new registration); last attempt: %w", f.reg.hole, err))
+					p.mu.Unlock()
+					if f.resolving {
+						return p.Resolve(ctx)
+					}
+					return nil, err
 				}
 				p.unusedLocked(f) // never written: send it under a new registration
 				p.mu.Unlock()
@@ -684,6 +788,17 @@ func (p *Producer) run(ctx context.Context, f *flight) (*Result, error) {
 				continue
 			}
 			if werr := p.waitLocked(ctx); werr != nil {
+				if g := p.earlierUnsettledLocked(f); g != nil && !f.unwritten() {
+					// f was not written, but the earlier sequence it waits
+					// for may still commit (in flight or in doubt):
+					// settling f as unused would leave a hole, so that
+					// none of the sequences sent after f could be applied
+					// any more under the registration. f keeps its place,
+					// in doubt: Resolve sends it after that one.
+					err = p.doubtLocked(f, fmt.Errorf("%w (not written yet: refused behind sequence %d, whose outcome is unknown; last attempt: %v)", werr, g.req.Sequence, err))
+					p.mu.Unlock()
+					return nil, err
+				}
 				err = p.giveUpLocked(ctx, f, err)
 				p.mu.Unlock()
 				return nil, err

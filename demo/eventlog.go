@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -30,6 +31,11 @@ const eventLogFormat = "logplayer-eventlog/1"
 //	meta/format       eventLogFormat
 //	meta/applied_lsn  State.AppliedLSN, 8 bytes big-endian
 //	meta/epoch        State.Epoch, 8 bytes big-endian
+//	meta/log_cluster_id, meta/log_incarnation
+//	                  State.LogClusterID, LogIncarnation (the log the State
+//	                  was written from; absent: none yet, the first Hello
+//	                  that carries one is adopted), at most
+//	                  maxLogIdentityBytes each
 //	offsets/<topic>   State.Topics[topic] (next offset), 8 bytes big-endian
 //	events/<lsn>      the delivery at lsn (8 bytes big-endian): a
 //	                  targetpb.Delivery with its slices as delivered
@@ -45,7 +51,13 @@ var (
 	elKeyFormat     = []byte("format")
 	elKeyApplied    = []byte("applied_lsn")
 	elKeyEpoch      = []byte("epoch")
+	elKeyLogCluster = []byte("log_cluster_id")
+	elKeyLogInc     = []byte("log_incarnation")
 )
+
+// maxLogIdentityBytes bounds each stored part of the log identity: the
+// LogStore's are 16 hex digits; a longer value is a damaged file.
+const maxLogIdentityBytes = 256
 
 // ErrNotEventLog is wrapped by the errors of OpenEventLog and ReadEventLog
 // about a file that is not an event log of this format (another bbolt
@@ -165,6 +177,16 @@ func readEventLogState(tx *bbolt.Tx) (target.State, error) {
 	if err := readEventLogU64(meta, elKeyEpoch, &st.Epoch); err != nil {
 		return st, err
 	}
+	for _, f := range []struct {
+		key []byte
+		dst *string
+	}{{elKeyLogCluster, &st.LogClusterID}, {elKeyLogInc, &st.LogIncarnation}} {
+		v := meta.Get(f.key)
+		if len(v) > maxLogIdentityBytes || !utf8.Valid(v) {
+			return st, fmt.Errorf("%w: %s is %d bytes, not a log identity", ErrNotEventLog, f.key, len(v))
+		}
+		*f.dst = string(v)
+	}
 	err := tx.Bucket(elBucketOffsets).ForEach(func(k, v []byte) error {
 		if len(v) != 8 {
 			return fmt.Errorf("%w: offset of topic %q is %d bytes", ErrNotEventLog, k, len(v))
@@ -223,12 +245,37 @@ func (l *EventLog) writeState(tx *bbolt.Tx, next target.State) error {
 	if err := meta.Put(elKeyEpoch, u64Key(next.Epoch)); err != nil {
 		return err
 	}
+	if next.LogClusterID != l.written.LogClusterID || next.LogIncarnation != l.written.LogIncarnation {
+		if err := putLogIdentity(meta, next.LogClusterID, next.LogIncarnation); err != nil {
+			return err
+		}
+	}
 	offsets := tx.Bucket(elBucketOffsets)
 	for topic, o := range next.Topics {
 		if old, ok := l.written.Topics[topic]; ok && old == o {
 			continue
 		}
 		if err := offsets.Put([]byte(topic), u64Key(o)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putLogIdentity stores the log identity in meta; an empty identity
+// removes the keys (none stored: the next Hello's is adopted).
+func putLogIdentity(meta *bbolt.Bucket, cluster, incarnation string) error {
+	for _, kv := range [][2][]byte{{elKeyLogCluster, []byte(cluster)}, {elKeyLogInc, []byte(incarnation)}} {
+		if len(kv[1]) > maxLogIdentityBytes {
+			return fmt.Errorf("demo: event log: %s of %d bytes (at most %d)", kv[0], len(kv[1]), maxLogIdentityBytes)
+		}
+		var err error
+		if len(kv[1]) == 0 {
+			err = meta.Delete(kv[0])
+		} else {
+			err = meta.Put(kv[0], kv[1])
+		}
+		if err != nil {
 			return err
 		}
 	}

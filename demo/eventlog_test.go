@@ -68,7 +68,8 @@ func wantState(t *testing.T, what string, got, want target.State) {
 
 // sameState reports whether a and b are the same State.
 func sameState(a, b target.State) bool {
-	return a.AppliedLSN == b.AppliedLSN && a.Epoch == b.Epoch && maps.Equal(a.Topics, b.Topics)
+	return a.AppliedLSN == b.AppliedLSN && a.Epoch == b.Epoch && maps.Equal(a.Topics, b.Topics) &&
+		a.LogClusterID == b.LogClusterID && a.LogIncarnation == b.LogIncarnation
 }
 
 func openEventLog(t *testing.T, path string) *EventLog {

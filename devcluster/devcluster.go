@@ -7,7 +7,8 @@
 // and calls Start; tests start the same cluster. With Config.Secure every
 // connection runs TLS with the dev policy (security.go).
 //
-// Ports: from Config.PortBase B, LogStore APIs B..B+2, Raft B+10..B+12,
+// Ports: from Config.PortBase B, LogStore APIs B..B+2, their JSON over
+// HTTP B+5..B+7 (package serve's StoreHTTP), Raft B+10..B+12,
 // LogPlayer admin B+20, shards B+30..B+32, events B+33, metrics B+40
 // (PortBase 0: random ports). Every socket is bound before anything
 // starts, so a busy port fails early. A data directory records the
@@ -15,10 +16,10 @@
 // configuration names them: a later Start on it listens on them again.
 //
 // Goroutines (besides each library's own, see their package docs): one
-// gRPC Serve per LogStore node, per target and for the admin API (package
+// gRPC Serve and one HTTP Serve per LogStore node, per target and for the admin API (package
 // serve); the /metrics HTTP server; the LogPlayer's Run. Stop ends them in
 // order: admin, LogPlayer (nothing more is delivered), targets, the
-// client, the LogStore nodes (API server, then node), metrics, each step
+// client, the LogStore nodes (HTTP server, API server, then node), metrics, each step
 // bounded by StopStepMax.
 package devcluster
 
@@ -53,6 +54,7 @@ import (
 const (
 	DefaultPortBase = 7400
 	StoreAPIPort    = 0  // 7400, 7401, 7402
+	StoreHTTPPort   = 5  // 7405, 7406, 7407
 	StoreRaftPort   = 10 // 7410, 7411, 7412
 	PlayerPort      = 20 // 7420
 	ShardPort       = 30 // 7430, 7431, 7432; the events target next
@@ -104,9 +106,9 @@ type Cluster struct {
 	RemoveDir bool
 	// TLSDir holds the security material when Config.Secure ("" otherwise).
 	TLSDir string
-	// StoreAddrs and RaftAddrs are the LogStore nodes' API and Raft
-	// addresses, node NodeID(i) at i.
-	StoreAddrs, RaftAddrs []string
+	// StoreAddrs, HTTPAddrs and RaftAddrs are the LogStore nodes' API,
+	// JSON-over-HTTP API and Raft addresses, node NodeID(i) at i.
+	StoreAddrs, HTTPAddrs, RaftAddrs []string
 	// Targets are the shards (in order) then the events target.
 	Targets []*Target
 	// Player is the LogPlayer (running); Client a LogStore client.
@@ -117,6 +119,7 @@ type Cluster struct {
 
 	log        *slog.Logger
 	stores     []*serve.Store
+	storeHTTP  []*serve.StoreHTTP
 	playerStop context.CancelFunc
 	playerDone chan error // Run's result, buffered
 	admin      *serve.GRPC
@@ -154,14 +157,14 @@ func playerPings() grpc.ServerOption {
 // listeners are the sockets the cluster serves, bound before anything
 // starts.
 type listeners struct {
-	storeAPI, storeRaft []net.Listener
-	admin               net.Listener
-	targets             []net.Listener
-	metrics             net.Listener
+	storeAPI, storeHTTP, storeRaft []net.Listener
+	admin                          net.Listener
+	targets                        []net.Listener
+	metrics                        net.Listener
 }
 
 func (l *listeners) all() []net.Listener {
-	out := append(append(append([]net.Listener{l.admin}, l.storeAPI...), l.storeRaft...), l.targets...)
+	out := append(append(append(append([]net.Listener{l.admin}, l.storeAPI...), l.storeHTTP...), l.storeRaft...), l.targets...)
 	if l.metrics != nil {
 		out = append(out, l.metrics)
 	}
@@ -181,6 +184,9 @@ type storeAddrs struct {
 	ID   string `json:"id"`
 	Raft string `json:"raft"`
 	API  string `json:"api"`
+	// HTTP is the JSON-over-HTTP API (absent in files of older versions:
+	// then the layout's port, or a random one).
+	HTTP string `json:"http,omitempty"`
 }
 
 // readStores returns the store addresses recorded in dir, or nil when dir
@@ -229,23 +235,30 @@ func listen(base int, metrics bool, stores []storeAddrs) (*listeners, error) {
 		}
 		return listenAt(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}
+	// recordedOr listens on the recorded address, or at offset when none.
+	recordedOr := func(recorded string, offset int) (net.Listener, error) {
+		if recorded != "" {
+			return listenAt(recorded)
+		}
+		return at(offset)
+	}
 	var err error
 	for i := range Stores {
-		var api, raft net.Listener
+		var rec storeAddrs
 		if stores != nil {
-			api, err = listenAt(stores[i].API)
-		} else {
-			api, err = at(StoreAPIPort + i)
+			rec = stores[i]
 		}
+		api, err := recordedOr(rec.API, StoreAPIPort+i)
 		if err != nil {
 			return nil, err
 		}
 		l.storeAPI = append(l.storeAPI, api)
-		if stores != nil {
-			raft, err = listenAt(stores[i].Raft)
-		} else {
-			raft, err = at(StoreRaftPort + i)
+		httpAPI, err := recordedOr(rec.HTTP, StoreHTTPPort+i)
+		if err != nil {
+			return nil, err
 		}
+		l.storeHTTP = append(l.storeHTTP, httpAPI)
+		raft, err := recordedOr(rec.Raft, StoreRaftPort+i)
 		if err != nil {
 			return nil, err
 		}
@@ -324,15 +337,19 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		for i := range Stores {
 			stores = append(stores, storeAddrs{ID: NodeID(i), Raft: lis.storeRaft[i].Addr().String(), API: lis.storeAPI[i].Addr().String()})
 		}
-		if err = writeStores(c.Dir, stores); err != nil {
-			return nil, err
-		}
+	}
+	for i := range stores {
+		stores[i].HTTP = lis.storeHTTP[i].Addr().String()
+	}
+	if err = writeStores(c.Dir, stores); err != nil {
+		return nil, err
 	}
 	gatherers := prometheus.Gatherers{serve.ProcessRegistry()}
 
 	var peers []logstore.Peer
 	for _, st := range stores {
 		c.StoreAddrs = append(c.StoreAddrs, st.API)
+		c.HTTPAddrs = append(c.HTTPAddrs, st.HTTP)
 		c.RaftAddrs = append(c.RaftAddrs, st.Raft)
 		peers = append(peers, logstore.Peer{ID: st.ID, RaftAddr: st.Raft, APIAddr: st.API})
 	}
@@ -370,6 +387,12 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 		c.stores = append(c.stores, st)
+		hs, err := serve.ServeStoreHTTP(st.API, lis.storeHTTP[i], c.serverTLS(NodeID(i)), log)
+		lis.storeHTTP[i] = nil // served, or closed by ServeStoreHTTP
+		if err != nil {
+			return nil, err
+		}
+		c.storeHTTP = append(c.storeHTTP, hs)
 	}
 	cliOpts, err := c.DialOptions(CLIToken)
 	if err != nil {
@@ -485,7 +508,10 @@ func (c *Cluster) Stop() {
 		if c.Client != nil {
 			_ = c.Client.Close()
 		}
-		for _, st := range c.stores {
+		for i, st := range c.stores {
+			if i < len(c.storeHTTP) {
+				within(StopStepMax, c.log, "stop the HTTP API of "+st.Node.ID(), func() error { c.storeHTTP[i].Stop(); return nil })
+			}
 			within(StopStepMax, c.log, "stop LogStore node "+st.Node.ID(), st.Close)
 		}
 		c.metrics.Stop()

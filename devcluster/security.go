@@ -113,15 +113,24 @@ func (c *Cluster) serverOptions(name string, shardTopics []string) ([]grpc.Serve
 		return nil, nil
 	}
 	return security.GRPCServerOptions(security.ServerSettings{
-		TLS: security.ServerOptions{
-			Files: c.TLSFiles(name), ClientAuth: security.ClientAuthRequest,
-			Reload: security.ReloadOptions{Log: c.log},
-		},
+		TLS:         *c.serverTLS(name),
 		PolicyFile:  filepath.Join(c.TLSDir, PolicyFile),
 		TokensFile:  filepath.Join(c.TLSDir, security.TokensFile),
 		ShardTopics: shardTopics,
 		Log:         c.log,
 	})
+}
+
+// serverTLS is the TLS of node name's servers (client certificates
+// verified when sent); nil when the cluster is not Secure.
+func (c *Cluster) serverTLS(name string) *security.ServerOptions {
+	if c.TLSDir == "" {
+		return nil
+	}
+	return &security.ServerOptions{
+		Files: c.TLSFiles(name), ClientAuth: security.ClientAuthRequest,
+		Reload: security.ReloadOptions{Log: c.log},
+	}
 }
 
 // raftPeers: the Raft peers are the LogStore nodes' certificates.

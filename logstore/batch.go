@@ -33,7 +33,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 	s.n.metrics.appendBatchRequests.Observe(float64(n))
 	start := time.Now()
 	results := make([]*logstorepb.AppendResult, n)
-	queued := make([]*pending, n)
+	queued := make([]*api.Pending, n)
 	for i, r := range req.Requests {
 		a, err := s.admitAppend(r, true)
 		if err == nil && a.cmd == nil {
@@ -41,7 +41,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 			continue
 		}
 		if err == nil {
-			queued[i], err = s.n.agg.enqueue(a.cmd, a.size)
+			queued[i], err = s.n.agg.Enqueue(a.cmd, a.size)
 		}
 		if err != nil {
 			results[i] = s.appendResult(nil, s.submitErr(err), start)
@@ -51,7 +51,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 		if p == nil {
 			continue
 		}
-		resp, err := s.n.agg.wait(ctx, p)
+		resp, err := s.n.agg.Wait(ctx, p)
 		results[i] = s.appendResult(resp, s.submitErr(err), start)
 	}
 	return &logstorepb.AppendBatchResponse{Results: results}, nil

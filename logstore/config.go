@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/internal/vfs"
+	"github.com/logplayer/logplayer/logstore/tier"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -193,6 +194,11 @@ type Config struct {
 	RetentionCapBytes int64
 	RetentionCapAge   time.Duration
 	RetentionInterval time.Duration
+	// Tier, when set, uploads sealed segments to S3-compatible object
+	// storage and serves reads below local retention from it (tiering.go);
+	// retention then deletes only uploaded segments. CacheDir defaults to
+	// Dir/tier-cache; Node and Logger are filled in.
+	Tier *tier.Config
 
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration

@@ -33,3 +33,12 @@ func (c *Config) maxBatchCallBytes() int { return AppendBatchRequestFactor * c.M
 // (REQUEST_TOO_LARGE with the limit) instead of gRPC's untyped
 // RESOURCE_EXHAUSTED. Only a call above this still gets gRPC's error.
 func (c *Config) maxRecvBytes() int { return c.maxBatchCallBytes() + grpcRecvSlack }
+
+// aggregatorConfig is the aggregator's part of c.
+func (c *Config) aggregatorConfig() api.AggregatorConfig {
+	return api.AggregatorConfig{
+		Now: c.Now, IntakeQueue: c.IntakeQueue, IntakeQueueBytes: c.IntakeQueueBytes,
+		MaxBatchTxns: c.MaxBatchTxns, MaxBatchBytes: c.MaxBatchBytes, PipelineMinTxns: c.PipelineMinTxns, MaxInflightEntries: c.MaxInflightEntries,
+		RaftTimeout: c.RaftTimeout, Limits: c.applyLimits(),
+	}
+}

@@ -38,7 +38,7 @@ func (n *Node) ensureLogIdentity() {
 	incarnation := randomID()
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RaftTimeout)
 	defer cancel()
-	if _, err := n.agg.submit(ctx, fsm.SetLogIdentityCommand(clusterID, incarnation), 16); err != nil {
+	if _, err := n.agg.Submit(ctx, fsm.SetLogIdentityCommand(clusterID, incarnation), 16); err != nil {
 		n.log.Warn("setting the log's identity", "err", err)
 		return
 	}

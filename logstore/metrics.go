@@ -2,25 +2,18 @@ package logstore
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logplayer/logplayer/logstore/api"
 )
 
 // latencyBuckets are sub-millisecond to seconds, for append/commit/apply.
-var latencyBuckets = []float64{
-	0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005,
-	0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-}
+var latencyBuckets = api.LatencyBuckets
 
 // metrics are a node's Prometheus collectors, registered on Config.Registry.
 type metrics struct {
 	appendDuration *prometheus.HistogramVec // by result code
 	// appendBatchRequests is requests per AppendBatch call.
 	appendBatchRequests prometheus.Histogram
-	batchTxns           prometheus.Histogram
-	batchBytes          prometheus.Histogram
-	intakeDepth         prometheus.Gauge
-	intakeBytes         prometheus.Gauge
-	inflightEntries     prometheus.Gauge
-	commitDuration      prometheus.Histogram
 	applyDuration       prometheus.Histogram
 	headLSN             prometheus.Gauge
 	firstLSN            prometheus.Gauge
@@ -52,27 +45,6 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		appendBatchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "logstore_append_batch_requests", Help: "Requests per AppendBatch call (clients coalescing concurrent Appends).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 11), ConstLabels: labels,
-		}),
-		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_aggregation_batch_txns", Help: "Commands per Raft entry written by the aggregator.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 12), ConstLabels: labels,
-		}),
-		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_aggregation_batch_bytes", Help: "Encoded bytes per Raft entry written by the aggregator.",
-			Buckets: prometheus.ExponentialBuckets(256, 4, 10), ConstLabels: labels,
-		}),
-		intakeDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_intake_queue_depth", Help: "Requests waiting in the leader's intake queue.", ConstLabels: labels,
-		}),
-		intakeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_intake_queue_bytes", Help: "Encoded bytes of the requests waiting in the leader's intake queue (bound: IntakeQueueBytes).", ConstLabels: labels,
-		}),
-		inflightEntries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_inflight_entries", Help: "Raft entries the aggregator has in flight.", ConstLabels: labels,
-		}),
-		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_raft_commit_duration_seconds", Help: "From raft.Apply to the entry's apply result at the leader.",
-			Buckets: latencyBuckets, ConstLabels: labels,
 		}),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "logstore_apply_duration_seconds", Help: "FSM apply time of one Raft entry.",
@@ -120,7 +92,7 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		m.producerRefusals.WithLabelValues(producerRefusalLabel(c)) // exported at 0 from the start
 	}
 	for _, c := range []prometheus.Collector{
-		m.appendDuration, m.appendBatchRequests, m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
+		m.appendDuration, m.appendBatchRequests,
 		m.applyDuration, m.headLSN, m.firstLSN, m.segmentBytes, m.retentionDeleted, m.forcedDeletes,
 		m.snapshotDuration, m.snapshotBytes, m.snapshotOrphanBytes, m.isLeader, m.readStreams, m.registeredProducers, m.producerRefusals,
 	} {

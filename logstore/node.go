@@ -20,8 +20,10 @@ import (
 	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/internal/raftlog"
 	"github.com/logplayer/logplayer/internal/vfs"
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
+	"github.com/logplayer/logplayer/logstore/tier"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -44,13 +46,16 @@ type Node struct {
 	metrics *metrics
 
 	seg       *segment.Log
+	tier      *tier.Tier // nil without Config.Tier (tiering.go)
 	snaps     *snapshotStore
 	fsm       *raftFSM
 	raftStore raftStore    // Raft log + stable store (Config.RaftLogStore)
 	stable    *stableGuard // raftStore's stable half as Raft sees it
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
-	agg       *aggregator
+	agg       *api.Aggregator
+	// edge are the edge's metrics (the aggregator's, for now).
+	edge *api.Metrics
 	// caught tells the edge when a new leader has applied every earlier
 	// entry (leaderready.go).
 	caught *caughtUp
@@ -88,7 +93,7 @@ func NewNode(cfg Config) (*Node, error) {
 			_ = n.raft.Shutdown().Error()
 		}
 		if n.agg != nil {
-			n.agg.close()
+			n.agg.Close()
 		}
 		if n.transport != nil {
 			_ = n.transport.Close()
@@ -116,6 +121,9 @@ func NewNode(cfg Config) (*Node, error) {
 		Dir: filepath.Join(cfg.Dir, "segments"), SegmentBytes: cfg.SegmentBytes, Logger: n.log, FS: cfg.FS,
 	}); err != nil {
 		return nil, fmt.Errorf("logstore: open segment log: %w", err)
+	}
+	if n.edge, err = api.NewMetrics(cfg.Registry, cfg.ID); err != nil {
+		return nil, fmt.Errorf("logstore: metrics: %w", err)
 	}
 	if err := cfg.Registry.Register(newSegmentCollector(n.seg, cfg.ID)); err != nil {
 		return nil, fmt.Errorf("logstore: metrics: %w", err)
@@ -197,8 +205,11 @@ func NewNode(cfg Config) (*Node, error) {
 			}
 		}
 	}
-	n.agg = newAggregator(n.raft, &n.cfg, n.metrics)
+	n.agg = api.NewAggregator(n.raft, n.cfg.aggregatorConfig(), n.edge)
 
+	if err := n.startTier(); err != nil {
+		return nil, err
+	}
 	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.versionLoop() }()
 	go func() { defer n.wg.Done(); n.watchLeadership() }()
@@ -331,7 +342,7 @@ func (n *Node) commitMember(ctx context.Context, m *logstorepb.MemberCommand) er
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.RaftTimeout)
 	defer cancel()
 	cmd := &logstorepb.Command{Kind: &logstorepb.Command_Member{Member: m}}
-	_, err := n.agg.submit(ctx, cmd, proto.Size(cmd))
+	_, err := n.agg.Submit(ctx, cmd, proto.Size(cmd))
 	return err
 }
 
@@ -396,7 +407,7 @@ func (n *Node) Close() error {
 		if err := n.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 		}
-		n.agg.close()
+		n.agg.Close()
 		n.wg.Wait()
 		if err := n.transport.Close(); err != nil {
 			errs = append(errs, err)

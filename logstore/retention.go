@@ -65,6 +65,12 @@ func (n *Node) RunRetention() (int64, error) {
 		if size <= n.cfg.RetentionBytes && age <= n.cfg.RetentionAge {
 			break
 		}
+		if !n.tierHolds(s.FirstLSN, s.LastLSN) {
+			// Not uploaded (and verified) yet: it stays, whatever the
+			// caps say; logstore_tier_upload_lag_* shows the wait.
+			n.log.Debug("retention waits for the tier upload", "segment", s.Name, "lsn", s.LastLSN)
+			break
+		}
 		if hasFloor && s.LastLSN > floor {
 			if size <= n.cfg.RetentionCapBytes && age <= n.cfg.RetentionCapAge {
 				break

@@ -50,7 +50,7 @@ func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) 
 	if err := s.n.gate(cmd); err != nil {
 		return nil, err
 	}
-	resp, err := s.n.agg.submit(ctx, cmd, size)
+	resp, err := s.n.agg.Submit(ctx, cmd, size)
 	return resp, s.submitErr(err)
 }
 
@@ -196,6 +196,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		statusLogIdentity(resp, st)
 	})
 	s.statusTopics(resp) // bounded: topics.go
+	n.statusTier(resp)   // tiering.go
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress = m.ApiAddress
 	}
@@ -232,7 +233,7 @@ func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, 
 	n := s.n
 	s.n.metrics.readStreams.Inc()
 	defer s.n.metrics.readStreams.Dec()
-	if first := n.seg.FirstLSN(); from < first && from <= n.fsm.head.Load() {
+	if first := n.seg.OldestReadable(); from < first && from <= n.fsm.head.Load() {
 		return belowRetention(from, first)
 	}
 	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
@@ -266,7 +267,7 @@ func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, 
 			return bytes < n.cfg.ReadBatchBytes, nil
 		})
 		if errors.Is(err, segment.ErrBelowRetention) {
-			return belowRetention(from, n.seg.FirstLSN())
+			return belowRetention(from, n.seg.OldestReadable())
 		}
 		if err != nil {
 			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
@@ -357,7 +358,7 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
 			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
 			func(d *logstorepb.ErrorDetail) {
-				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.FirstLSN()), uint64(oldest)
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.OldestReadable()), uint64(oldest)
 			})
 	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:
@@ -412,17 +413,6 @@ func (s *server) leaderOnly() error {
 	return nil
 }
 
-// membershipErr maps a failed membership change the way an aggregated
-// entry's Raft errors map (raftSentinel: leadership lost after the
-// change was handed to Raft may have committed it); any other error is
-// Raft's refusal of the change before it entered the log (MEMBERSHIP).
-func membershipErr(op string, err error) error {
-	if m, ok := raftSentinel(err); ok {
-		return apierr.Status(fmt.Errorf("%s: %v: %w", op, err, m))
-	}
-	return apierr.New(logstorepb.ErrorCode_MEMBERSHIP, fmt.Sprintf("%s: %v", op, err), nil)
-}
-
 func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) (*logstorepb.AddVoterResponse, error) {
 	if err := api.ValidName("id", req.Id); err != nil {
 		return nil, err
@@ -439,7 +429,7 @@ func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) 
 		return nil, apierr.Status(err)
 	}
 	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddress), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
-		return nil, membershipErr("add voter "+req.Id, err)
+		return nil, api.MembershipErr("add voter "+req.Id, err)
 	}
 	return &logstorepb.AddVoterResponse{}, nil
 }
@@ -452,7 +442,7 @@ func (s *server) RemoveServer(ctx context.Context, req *logstorepb.RemoveServerR
 		return nil, err
 	}
 	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
-		return nil, membershipErr("remove server "+req.Id, err)
+		return nil, api.MembershipErr("remove server "+req.Id, err)
 	}
 	if req.Id != s.n.cfg.ID { // a leader that removed itself steps down
 		if err := s.n.commitMember(ctx, &logstorepb.MemberCommand{Id: req.Id, Remove: true}); err != nil {
@@ -486,7 +476,7 @@ func (s *server) TransferLeadership(_ context.Context, req *logstorepb.TransferL
 		f = s.n.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
 	}
 	if err := f.Error(); err != nil {
-		return nil, membershipErr("transfer leadership", err)
+		return nil, api.MembershipErr("transfer leadership", err)
 	}
 	return &logstorepb.TransferLeadershipResponse{}, nil
 }

@@ -65,7 +65,7 @@ func (n *Node) versionLoop() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RaftTimeout)
 		cmd := fsm.SetClusterVersionCommand(want)
-		_, err := n.agg.submit(ctx, cmd, 16)
+		_, err := n.agg.Submit(ctx, cmd, 16)
 		cancel()
 		if err != nil {
 			n.log.Warn("raising the cluster version", "version", want, "err", err)

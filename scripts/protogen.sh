@@ -20,7 +20,8 @@ if [ "${1:-}" = "--check" ]; then
   out=$(mktemp -d)
   trap 'rm -rf "$out"' EXIT
 fi
-PATH="$bin:$PATH" protoc -I proto \
+# proto/third_party: imported protos (google.api.http), not generated here.
+PATH="$bin:$PATH" protoc -I proto -I proto/third_party \
   --go_out="$out" --go_opt=module="$MODULE" \
   --go-grpc_out="$out" --go-grpc_opt=module="$MODULE" \
   proto/*.proto

@@ -313,6 +313,8 @@ var allowed = map[string][]string{
 	playerpb.PlayerAdmin_RemoveTarget_FullMethodName:            {"admin", "admin-by-token"},
 	playerpb.PlayerAdmin_ListTargets_FullMethodName:             {"admin", "admin-by-token", "player"},
 	targetpb.Target_Deliver_FullMethodName:                      {"player"},
+	targetpb.Target_Snapshot_FullMethodName:                     {"admin", "admin-by-token", "player"},
+	targetpb.Target_Restore_FullMethodName:                      {"admin", "admin-by-token"},
 	shardpb.Shard_Get_FullMethodName:                            {"consumer-1"},
 	shardpb.Shard_Scan_FullMethodName:                           {"consumer-1"},
 	shardpb.Shard_WaitApplied_FullMethodName:                    {"consumer-1"},

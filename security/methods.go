@@ -85,6 +85,10 @@ var methods = map[string]rule{
 	playerpb.PlayerAdmin_ListTargets_FullMethodName:  {roles: []Role{RoleAdmin, RolePlayer}},
 
 	targetpb.Target_Deliver_FullMethodName: {roles: []Role{RolePlayer}},
+	// A snapshot holds all the target's data (a player or an admin clones
+	// it); a restore replaces an empty target's data and State: admin only.
+	targetpb.Target_Snapshot_FullMethodName: {roles: []Role{RoleAdmin, RolePlayer}},
+	targetpb.Target_Restore_FullMethodName:  {roles: []Role{RoleAdmin}},
 
 	shardpb.Shard_Get_FullMethodName:         {roles: []Role{RoleConsumer}, check: checkShardRead},
 	shardpb.Shard_Scan_FullMethodName:        {roles: []Role{RoleConsumer}, check: checkShardRead},

@@ -34,7 +34,7 @@ func (s *Server) runApplier() {
 				return
 			}
 		}
-		if it.hello != nil || it.eof {
+		if it.hello != nil || it.eof || it.run != nil {
 			s.control(it)
 			continue
 		}
@@ -45,7 +45,7 @@ func (s *Server) runApplier() {
 			select {
 			case next := <-s.queue:
 				s.dequeued(next)
-				if next.hello != nil || next.eof {
+				if next.hello != nil || next.eof || next.run != nil {
 					pending = next
 					break drain
 				}
@@ -64,8 +64,13 @@ func (s *Server) runApplier() {
 // dequeued releases the queue bytes of an item the applier took.
 func (s *Server) dequeued(it *item) { s.queued.release(it.size) }
 
-// control handles a Hello or the end of a stream's requests.
+// control handles a Hello, the end of a stream's requests, or a function
+// that runs alone (a Restore).
 func (s *Server) control(it *item) {
+	if it.run != nil {
+		it.run()
+		return
+	}
 	if it.eof {
 		if it.st == s.ap.active {
 			it.st.end(nil) // the LogPlayer closed its side; everything queued before is applied
@@ -316,6 +321,15 @@ func (s *Server) loadState() *refusal {
 	return nil
 }
 
+// storeFailure is the refusal of a failed Store call: STALE_EPOCH when the
+// Store says a newer LogPlayer owns the target (ErrStaleEpoch), so the
+// LogPlayer stops on the stream where it happens; INTERNAL otherwise.
 func (s *Server) storeFailure(err error) *refusal {
+	var se *StaleEpochError
+	if errors.As(err, &se) {
+		return refuse(reasonStaleEpoch, logstorepb.ErrorCode_STALE_EPOCH,
+			&logstorepb.ErrorDetail{Epoch: uint64(se.Epoch)},
+			"the store refused the batch, nothing of it applied: %v", err)
+	}
 	return refuse(reasonStore, logstorepb.ErrorCode_INTERNAL, nil, "store failure: %v; reconnect with backoff", err)
 }

@@ -72,9 +72,39 @@ type Store interface {
 	// delivery can never be applied (a malformed payload): the SDK refuses
 	// that delivery's batch with a permanent error naming its LSN. Any other
 	// error is treated as transient (disk full, I/O): the SDK reloads State
-	// and asks the LogPlayer to reconnect.
+	// and asks the LogPlayer to reconnect. An error that wraps ErrStaleEpoch
+	// (use StaleEpoch) says the Store holds an epoch above next.Epoch, stored
+	// through another process sharing it: the SDK refuses the stream with
+	// STALE_EPOCH, as a Hello below the epoch it knows, and reloads State.
 	Apply(ds []*targetpb.Delivery, next State) error
 }
+
+// ErrStaleEpoch marks an Apply error saying that a LogPlayer with a higher
+// epoch owns the target: the Store's durable epoch, written by another
+// process sharing the Store (two target processes for one target id on one
+// database, target/sqlstore), is above next.Epoch. Nothing was applied.
+// Create it with StaleEpoch.
+var ErrStaleEpoch = errors.New("a newer LogPlayer owns the target")
+
+// StaleEpochError is an ErrStaleEpoch with the epoch the Store holds. It
+// matches ErrStaleEpoch under errors.Is.
+type StaleEpochError struct {
+	Epoch types.Epoch // the epoch the Store holds, above the stream's
+	Err   error
+}
+
+// StaleEpoch returns an error saying that the Store holds epoch stored,
+// above the epoch of the Apply's State, because of err.
+func StaleEpoch(stored types.Epoch, err error) error {
+	return &StaleEpochError{Epoch: stored, Err: err}
+}
+
+func (e *StaleEpochError) Error() string {
+	return fmt.Sprintf("%v (the store holds epoch %d): %v", ErrStaleEpoch, e.Epoch, e.Err)
+}
+
+// Unwrap lets errors.Is see both ErrStaleEpoch and the cause.
+func (e *StaleEpochError) Unwrap() []error { return []error{ErrStaleEpoch, e.Err} }
 
 // ErrPermanent marks an Apply error that retrying cannot fix: the delivery's
 // data is malformed for this target. Create it with Permanent.

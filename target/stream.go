@@ -70,6 +70,8 @@ type item struct {
 	batch *targetpb.Batch
 	size  int // encoded bytes of batch
 	eof   bool
+
+	run func() // runs alone on the applier goroutine (Restore: target/snapshot.go)
 }
 
 type helloResult struct {

@@ -37,6 +37,11 @@ clients each doing one operation at a time for --duration after --warmup:
                                    the same with one client.Client (one
                                    connection) per client: independent
                                    producers, one transaction per call
+  logstore-wal-http                the same as JSON over HTTP: each client
+                                   POSTs /v1/append with a JSON body to the
+                                   leader's HTTP API, on connections of its
+                                   own (beside logstore-wal-conns: the cost
+                                   of JSON over HTTP)
   raft-wal, raft-boltdb            raft.Apply of a payload of the same size
   grpc-conns                       no LogStore: a no-op unary gRPC call
                                    carrying the same bytes, one connection
@@ -44,7 +49,8 @@ clients each doing one operation at a time for --duration after --warmup:
 A row counts the operations that complete inside its window. Prints one
 Markdown table, a line per level and system (tx/s, p50/p99/p99.9,
 transactions per gRPC call and per Raft entry), then issue 11's goal ratios
-marked met or missed. --json also writes the rows as JSON, which
+marked met or missed, and logstore-wal-http's p50 and tx/s beside
+logstore-wal-conns'. --json also writes the rows as JSON, which
 'logplayer-bench chart' (cmd/logplayer-bench) draws.
 
 --systems takes names or prefixes ("logstore", "raft", "logstore-wal"), so

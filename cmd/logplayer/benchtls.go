@@ -68,9 +68,15 @@ func benchSecurity(dir string, s *sys) (*lsbench.Security, error) {
 	if err != nil {
 		return nil, err
 	}
+	httpClient, err := security.NewClientTLS(security.ClientOptions{Files: files})
+	if err != nil {
+		return nil, err
+	}
 	return &lsbench.Security{
 		ServerOptions: srv,
 		DialOptions:   dial,
+		HTTPServer:    &security.ServerOptions{Files: files, ClientAuth: security.ClientAuthRequire},
+		HTTPClient:    httpClient.Config("127.0.0.1"),
 		RaftStream: func(lis net.Listener) (raft.StreamLayer, error) {
 			return serve.RaftTLS(lis, files, []string{benchIdentity}, s.log)
 		},

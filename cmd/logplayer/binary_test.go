@@ -151,6 +151,7 @@ func TestDevServesUntilInterrupted(t *testing.T) {
 	if !strings.Contains(strings.Join(banner, "\n"), "127.0.0.1:") {
 		t.Fatalf("banner without addresses: %q", banner)
 	}
+	devHTTPWorks(t, banner)
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}

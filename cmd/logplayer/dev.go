@@ -39,7 +39,8 @@ directory resumes its log and shards, with the LogStore nodes on the
 addresses recorded there (dev-stores.json) since Raft's configuration names
 them.
 
-Ports: from --port-base B: LogStore APIs B..B+2, Raft B+10..B+12, LogPlayer
+Ports: from --port-base B: LogStore APIs B..B+2, the same APIs as JSON over
+HTTP B+5..B+7 (Connect, gRPC-Web and REST /v1/...), Raft B+10..B+12, LogPlayer
 admin B+20, shards B+30..B+32, events B+33, metrics B+40. With the default base, busy ports make
 dev fall back to random ports; --port-base 0 always picks random ports.
 
@@ -147,7 +148,7 @@ func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
 	}
 	fmt.Fprintf(w, "logplayer dev: 3 LogStore nodes, a LogPlayer and %d targets on 127.0.0.1 (data in %s)\n", len(d.Targets), where)
 	for i := range d.StoreAddrs {
-		fmt.Fprintf(w, "  store %-8s api %-16s raft %s\n", devcluster.NodeID(i), d.StoreAddrs[i], d.RaftAddrs[i])
+		fmt.Fprintf(w, "  store %-8s api %-16s raft %-16s http %s\n", devcluster.NodeID(i), d.StoreAddrs[i], d.RaftAddrs[i], d.HTTPAddrs[i])
 	}
 	fmt.Fprintf(w, "  player         admin %s\n", d.AdminAddr())
 	for _, t := range d.Targets {
@@ -170,8 +171,14 @@ func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
 	fmt.Fprintf(w, `  logplayer append %s --topic orders='{"id":1}' --put shard-0:user/1=alice
   logplayer tail %s --follow
   logplayer status %s --player %s
-Press Ctrl-C to stop.
 `, addr, addr, addr, d.AdminAddr())
+	if d.TLSDir != "" {
+		fmt.Fprintf(w, "  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/status\n",
+			d.TLSFiles(devcluster.CLIToken).CAFile, d.TokenFile(), d.HTTPAddrs[0])
+	} else {
+		fmt.Fprintf(w, "  curl http://%s/v1/status\n", d.HTTPAddrs[0])
+	}
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
 
 // runDemo is dev --demo: the workload against the in-process cluster, with

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 
@@ -97,19 +96,11 @@ func (c *eventsCmd) run(ctx context.Context, s *sys) error {
 		srv.Close()
 		return el.Close()
 	}
-	lis, err := net.Listen("tcp", c.addr.addr)
+	ts, ms, err := startTargetServer(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, opts...)
 	if err != nil {
-		_ = closeAll()
-		return err
-	}
-	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, reg, s.log, metricsTLS)
-	if err != nil {
-		_ = lis.Close()
-		_ = closeAll()
 		return err
 	}
 	defer ms.Stop()
-	ts := serveTarget(c.id, lis, srv.Register, closeAll, s.log, opts...)
 	s.log.Info("events target serving", "target", c.id, "addr", ts.Addr(), "dir", c.dataDir, "topics", topics, "lsn", st.AppliedLSN)
 	<-ctx.Done()
 	s.log.Info("shutting down", "target", c.id)

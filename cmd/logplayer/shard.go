@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 
@@ -89,19 +88,11 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", c.addr.addr)
+	srv, ms, err := startTargetServer(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, sh.Register, sh.Close, s.log, opts...)
 	if err != nil {
-		_ = sh.Close()
-		return err
-	}
-	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, reg, s.log, metricsTLS)
-	if err != nil {
-		_ = lis.Close()
-		_ = sh.Close()
 		return err
 	}
 	defer ms.Stop()
-	srv := serveTarget(c.id, lis, sh.Register, sh.Close, s.log, opts...)
 	s.log.Info("shard serving", "target", c.id, "addr", srv.Addr(), "dir", c.dataDir, "lsn", sh.AppliedLSN())
 	<-ctx.Done()
 	s.log.Info("shutting down", "target", c.id)

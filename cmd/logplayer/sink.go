@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,19 +172,11 @@ func (c *sinkCmd) run(ctx context.Context, s *sys) error {
 		store.Close()
 		return nil
 	}
-	lis, err := net.Listen("tcp", c.addr.addr)
+	ts, ms, err := startTargetServer(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, opts...)
 	if err != nil {
-		_ = closeAll()
-		return err
-	}
-	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, reg, s.log, metricsTLS)
-	if err != nil {
-		_ = lis.Close()
-		_ = closeAll()
 		return err
 	}
 	defer ms.Stop()
-	ts := serveTarget(c.id, lis, srv.Register, closeAll, s.log, opts...)
 	s.log.Info("sink serving", "target", c.id, "addr", ts.Addr(), "db", c.dialect.String(),
 		"topics", c.topics.items, "lsn", st.AppliedLSN, "epoch", st.Epoch)
 	<-ctx.Done()

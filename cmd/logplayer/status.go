@@ -132,6 +132,8 @@ type nodeStatus struct {
 	FirstLSN     uint64 `json:"first_lsn"`
 	SegmentBytes uint64 `json:"segment_bytes"`
 	Error        string `json:"error,omitempty"`
+	// Tier: statustier.go.
+	Tier *tierStatus `json:"tier,omitempty"`
 }
 
 type topicStatus struct {
@@ -192,7 +194,7 @@ func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusRepo
 		rep.Nodes = append(rep.Nodes, nodeStatus{
 			Addr: addr, ID: st.NodeId, Role: st.Role, LeaderID: st.LeaderId, RaftTerm: st.RaftTerm,
 			CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, HeadLSN: st.HeadLsn,
-			FirstLSN: st.FirstLsn, SegmentBytes: st.SegmentBytes,
+			FirstLSN: st.FirstLsn, SegmentBytes: st.SegmentBytes, Tier: newTierStatus(st),
 		})
 		if view == nil || st.Role == "leader" {
 			view = st
@@ -273,6 +275,7 @@ func (r *statusReport) writeTables(w io.Writer) {
 			n.AppliedIndex, n.HeadLSN, n.FirstLSN, humanBytes(n.SegmentBytes))
 	}
 	tw.Flush()
+	r.writeTierTable(w)
 	leader := r.Leader
 	if leader == "" {
 		leader = "none known"

@@ -65,10 +65,13 @@ type storeCmd struct {
 	retentionBytes                    sizeValue
 	intakeQueueBytes                  sizeValue
 	retentionAge, snapshotInterval    time.Duration
+	segmentBytes                      sizeValue     // issue #29's e2e trims a small log
+	retentionInterval                 time.Duration // issue #29's e2e trims a small log
 	heartbeatTimeout, electionTimeout time.Duration
 
 	tls     tlsServerFlags
 	raftTLS raftTLSFlags
+	tier    storeTierFlags // storetier.go
 }
 
 func (c *storeCmd) flags(fs *flag.FlagSet) {
@@ -99,11 +102,15 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	c.retentionBytes.bytes = logstore.DefaultRetentionBytes
 	fs.Var(&c.retentionBytes, "retention-bytes", "keep at most this many `bytes` of segments (unacked data of registered consumers is kept longer, up to a cap)")
 	fs.DurationVar(&c.retentionAge, "retention-age", logstore.DefaultRetentionAge, "keep segments at most this long")
+	c.segmentBytes.bytes = logstore.DefaultSegmentBytes
+	fs.Var(&c.segmentBytes, "segment-bytes", "seal a segment file at this many `bytes` (retention deletes whole sealed segments)")
+	fs.DurationVar(&c.retentionInterval, "retention-interval", logstore.DefaultRetentionInterval, "how often retention runs")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", logstore.DefaultSnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", logstore.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", logstore.DefaultElectionTimeout, "Raft election timeout")
 	c.tls.register(fs)
 	c.raftTLS.register(fs)
+	c.tier.register(fs)
 }
 
 func (c *storeCmd) config(s *sys) logstore.Config {
@@ -126,6 +133,8 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		MaxRequestBytes:      int(c.maxRequestBytes.bytes),
 		RetentionBytes:       c.retentionBytes.bytes,
 		RetentionAge:         c.retentionAge,
+		SegmentBytes:         c.segmentBytes.bytes,
+		RetentionInterval:    c.retentionInterval,
 		SnapshotInterval:     c.snapshotInterval,
 		HeartbeatTimeout:     c.heartbeatTimeout,
 		ElectionTimeout:      c.electionTimeout,
@@ -137,6 +146,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 	if cfg.LeaderLeaseTimeout = logstore.DefaultLeaderLeaseTimeout; cfg.LeaderLeaseTimeout > cfg.HeartbeatTimeout {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}
+	c.tier.apply(&cfg)
 	for _, p := range c.peers.peers {
 		cfg.Bootstrap = append(cfg.Bootstrap, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
 	}

@@ -13,22 +13,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"connectrpc.com/vanguard"
-	"google.golang.org/genproto/googleapis/api/annotations"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protodesc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -38,67 +32,27 @@ import (
 // StoreHTTPStopMax bounds the graceful stop of a node's HTTP server.
 const StoreHTTPStopMax = 5 * time.Second
 
-// The REST routes of the LogStore service (google.api.http rules given to
-// the transcoder: the protos carry no annotations, so the generated code
-// and the Python stubs need no googleapis protos). Each names one method of
-// the gRPC service; bodies and responses are its messages in protojson.
-var storeRESTRules = []*annotations.HttpRule{
-	{Selector: "logplayer.logstore.v1.LogStore.Status", Pattern: &annotations.HttpRule_Get{Get: "/v1/status"}},
-	{Selector: "logplayer.logstore.v1.LogStore.InitProducer", Pattern: &annotations.HttpRule_Post{Post: "/v1/producers"}, Body: "*"},
-	{Selector: "logplayer.logstore.v1.LogStore.Append", Pattern: &annotations.HttpRule_Post{Post: "/v1/append"}, Body: "*"},
-	{Selector: "logplayer.logstore.v1.LogStore.ListTopics", Pattern: &annotations.HttpRule_Get{Get: "/v1/topics"}},
-	{Selector: "logplayer.logstore.v1.LogStore.DescribeTopic", Pattern: &annotations.HttpRule_Get{Get: "/v1/topics/{topic}"}},
-}
-
-// storeTranscoder is vanguardgrpc.NewTranscoder over gs with the REST
-// rules, except that the LogStore service is served without AppendBatch:
-// vanguard v0.4.0 applies a rule to every method whose name the selector
-// prefixes, so the Append rule would also claim AppendBatch's route and
-// fail. AppendBatch is the Go client's coalescing call; over HTTP each
-// Append is its own request.
+// storeTranscoder is vanguardgrpc.NewTranscoder over gs: every service
+// the gRPC server holds, in the Connect protocol, gRPC-Web and gRPC, and
+// the REST routes of the google.api.http options in proto/logstore.proto
+// (vanguard reads them from the method descriptors: one rule per method,
+// so Append's route does not claim AppendBatch's as a selector prefix
+// would).
 func storeTranscoder(gs *grpc.Server) (*vanguard.Transcoder, error) {
-	logStore, err := withoutMethod(logstorepb.File_logstore_proto, "LogStore", "AppendBatch")
-	if err != nil {
-		return nil, err
-	}
 	var services []*vanguard.Service
 	for name := range gs.GetServiceInfo() {
-		if name == string(logStore.FullName()) {
-			services = append(services, vanguard.NewServiceWithSchema(logStore, gs))
-			continue
-		}
 		services = append(services, vanguard.NewService(name, gs))
 	}
 	return vanguard.NewTranscoder(services,
 		vanguard.WithDefaultServiceOptions(
 			vanguard.WithTargetCodecs(vanguard.CodecProto),
-			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC)),
-		vanguard.WithRules(storeRESTRules...))
-}
-
-// withoutMethod returns service of file without its method (a copy of the
-// schema: the types stay the generated ones, resolved by name).
-func withoutMethod(file protoreflect.FileDescriptor, service, method string) (protoreflect.ServiceDescriptor, error) {
-	fdp := protodesc.ToFileDescriptorProto(file)
-	for _, sd := range fdp.Service {
-		if sd.GetName() == service {
-			sd.Method = slices.DeleteFunc(sd.Method, func(m *descriptorpb.MethodDescriptorProto) bool { return m.GetName() == method })
-		}
-	}
-	f, err := protodesc.NewFile(fdp, protoregistry.GlobalFiles)
-	if err != nil {
-		return nil, err
-	}
-	sd := f.Services().ByName(protoreflect.Name(service))
-	if sd == nil {
-		return nil, fmt.Errorf("no service %s in %s", service, file.Path())
-	}
-	return sd, nil
+			vanguard.WithTargetProtocols(vanguard.ProtocolGRPC)))
 }
 
 // StoreHTTP serves a node's gRPC API as JSON over HTTP: the Connect
 // protocol (JSON and binary, POST /logplayer.logstore.v1.LogStore/Append),
-// gRPC-Web, and the REST routes of storeRESTRules, through connectrpc's
+// gRPC-Web, and the REST routes of proto/logstore.proto's google.api.http
+// options, through connectrpc's
 // vanguard transcoder over the node's own *grpc.Server. Every request
 // runs the gRPC server's handlers with its interceptors (authorization:
 // the client certificate of the HTTP connection, the bearer token of the
@@ -164,14 +118,23 @@ func (s *StoreHTTP) Stop() {
 	<-s.served
 }
 
-// ListenStoreHTTP listens on addr and serves api there (StartStoreHTTP):
-// with TLS when tlsOpts is not nil (the API's certificate, CA and
-// client-certificate policy; certificates reloaded as the API's are).
+// ListenStoreHTTP listens on addr and serves api there (ServeStoreHTTP).
 // An empty addr serves nothing (nil, nil).
 func ListenStoreHTTP(api *StoreAPI, addr string, tlsOpts *security.ServerOptions, log *slog.Logger) (*StoreHTTP, error) {
 	if addr == "" {
 		return nil, nil
 	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("serve: http listen: %w", err)
+	}
+	return ServeStoreHTTP(api, lis, tlsOpts, log)
+}
+
+// ServeStoreHTTP serves api on lis (StartStoreHTTP): with TLS when tlsOpts
+// is not nil (the API's certificate, CA and client-certificate policy;
+// certificates reloaded as the API's are). On error it closes lis.
+func ServeStoreHTTP(api *StoreAPI, lis net.Listener, tlsOpts *security.ServerOptions, log *slog.Logger) (*StoreHTTP, error) {
 	var cfg *tls.Config
 	if tlsOpts != nil {
 		o := *tlsOpts
@@ -179,13 +142,10 @@ func ListenStoreHTTP(api *StoreAPI, addr string, tlsOpts *security.ServerOptions
 		o.Reload.Log = log
 		st, err := security.NewServerTLS(o)
 		if err != nil {
+			_ = lis.Close()
 			return nil, fmt.Errorf("serve: http tls: %w", err)
 		}
 		cfg = st.Config()
-	}
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("serve: http listen: %w", err)
 	}
 	s, err := StartStoreHTTP(api, lis, cfg, log)
 	if err != nil {

@@ -228,3 +228,36 @@ func TestStoreHTTP(t *testing.T) {
 		t.Fatalf("client certificate without a grant: %d %v", code, resp)
 	}
 }
+
+// TestStoreHTTPAppendBatch: AppendBatch is served over HTTP, on its own
+// REST route (POST /v1/append-batch) and in the Connect protocol, beside
+// Append (whose route and name it extends): each request of the batch
+// gets its own result, a failed condition its error with the ErrorDetail.
+func TestStoreHTTPAppendBatch(t *testing.T) {
+	base, dir, token := httpStore(t)
+	hc := httpClient(t, dir, "")
+	const js = "application/json"
+	batch := `{"requests": [
+  {"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]},
+  {"slices": [{"topic": "orders", "messages": [{"value": "eQ=="}]}], "conditions": [{"topic": "orders", "expectedNextOffset": "7"}]},
+  {"slices": [{"topic": "orders", "messages": [{"value": "eg=="}]}]}]}`
+	for _, url := range []string{base + "/v1/append-batch", base + "/logplayer.logstore.v1.LogStore/AppendBatch"} {
+		code, resp := call(t, hc, "POST", url, token, js, batch)
+		results, _ := resp["results"].([]any)
+		if code != http.StatusOK || len(results) != 3 {
+			t.Fatalf("POST %s: %d %v", url, code, resp)
+		}
+		first := results[0].(map[string]any)["response"].(map[string]any)
+		failed, _ := results[1].(map[string]any)["error"].(map[string]any)
+		third := results[2].(map[string]any)["response"].(map[string]any)
+		if failed == nil || failed["detail"].(map[string]any)["code"] != "CONDITION_FAILED" ||
+			failed["detail"].(map[string]any)["applied"] != "APPLIED_NO" || first["lsn"] == nil || third["lsn"] == nil {
+			t.Fatalf("POST %s: results %v", url, results)
+		}
+	}
+	// Append keeps its own route beside AppendBatch's.
+	code, resp := call(t, hc, "POST", base+"/v1/append", token, js, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
+	if code != http.StatusOK || resp["lsn"] != "5" {
+		t.Fatalf("POST /v1/append after the batches: %d %v", code, resp)
+	}
+}

@@ -14,6 +14,8 @@
 //     SliceBytes message);
 //   - the LogStore with one client.Client, hence one gRPC connection, per
 //     client goroutine: many independent producers, each call one txn;
+//   - the LogStore with one HTTP client per client goroutine, each
+//     transaction a JSON POST /v1/append to the leader (http.go);
 //   - bare raft, raft.Apply of a payload of the same size.
 //
 // A row counts the operations that complete inside its measured window
@@ -38,6 +40,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,11 +54,13 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/internal/quantile"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/security"
 )
 
 // System names one measured configuration (Row.System, Config.Systems).
@@ -79,10 +84,15 @@ const (
 	// transaction's bytes, one connection per client (floor.go). It is the
 	// floor under LogStoreWALConns on this machine.
 	GRPCConns System = "grpc-conns"
+	// LogStoreWALHTTP is the LogStore on raft-wal with each client
+	// appending as JSON over HTTP (POST /v1/append) on connections of its
+	// own, to the leader (http.go): beside LogStoreWALConns, the cost of
+	// JSON over HTTP.
+	LogStoreWALHTTP System = "logstore-wal-http"
 )
 
 // Systems lists every system, in run order.
-var Systems = []System{LogStoreWAL, LogStoreWALConns, LogStoreBoltDB, LogStoreBoltDBConns, RaftWAL, RaftBoltDB, GRPCConns}
+var Systems = []System{LogStoreWAL, LogStoreWALConns, LogStoreWALHTTP, LogStoreBoltDB, LogStoreBoltDBConns, RaftWAL, RaftBoltDB, GRPCConns}
 
 // ErrUnknownSystem is returned by ParseSystems and Run for a name not in
 // Systems.
@@ -185,6 +195,10 @@ type Security struct {
 	RaftStream func(lis net.Listener) (raft.StreamLayer, error)
 	// DialOptions are added to every client (the benchmark's, a LogPlayer).
 	DialOptions []grpc.DialOption
+	// HTTPServer is the TLS of the nodes' JSON-over-HTTP API and
+	// HTTPClient its clients' (LogStoreWALHTTP; both needed with TLS).
+	HTTPServer *security.ServerOptions
+	HTTPClient *tls.Config
 }
 
 func (c *Config) validate() error {
@@ -235,6 +249,7 @@ type bed struct {
 	rafts    map[logstore.RaftLogStore]*bareRaft
 	floor    *floorServer
 	req      *logstorepb.AppendRequest
+	reqJSON  []byte // req in protojson (LogStoreWALHTTP)
 	payload  []byte
 }
 
@@ -303,6 +318,12 @@ func (b *bed) start(s System) error {
 		return err
 	}
 	b.clusters[be] = c
+	if be == LogStoreWALHTTP.backend() && slices.Contains(b.cfg.Systems, LogStoreWALHTTP) {
+		asServer(func() { err = c.serveHTTP(b.cfg.Security, b.cfg.Logger) })
+		if err != nil {
+			return err
+		}
+	}
 	cl, err := b.newClient(c)
 	if err != nil {
 		return err
@@ -354,7 +375,18 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		return measure(ctx, s, ops, b.cfg), nil
 	}
 	c := b.clusters[s.backend()]
-	if s.conns() {
+	switch {
+	case s == LogStoreWALHTTP:
+		base := c.leaderHTTP()
+		if base == "" {
+			return Row{}, fmt.Errorf("bench: %s: no leader", s)
+		}
+		for i := range ops {
+			o, closeClient := httpAppend(base, b.reqJSON, b.cfg.Security)
+			defer closeClient()
+			ops[i] = o
+		}
+	case s.conns():
 		for i := range ops {
 			cl, err := b.newClient(c)
 			if err != nil {
@@ -363,7 +395,7 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 			defer cl.Close()
 			ops[i] = b.appendOn(cl)
 		}
-	} else {
+	default:
 		for i := range ops {
 			ops[i] = b.appendOn(b.shared[s.backend()])
 		}
@@ -398,6 +430,10 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 		payload:  make([]byte, cfg.Topics*cfg.SliceBytes),
 	}
 	defer b.close()
+	var err error
+	if b.reqJSON, err = protojson.Marshal(b.req); err != nil {
+		return Table{}, err
+	}
 	// Start everything before the first row, so no row shares the
 	// machine with a cluster's start.
 	for _, s := range cfg.Systems {

@@ -54,7 +54,7 @@ func TestRunSmall(t *testing.T) {
 		}
 		// A client with a connection of its own has one txn at a time
 		// to send: one per call.
-		if r.System.logstore() && r.System.conns() && r.TxnsPerCall != 1 {
+		if r.System.logstore() && (r.System.conns() || r.System == LogStoreWALHTTP) && r.TxnsPerCall != 1 {
 			t.Errorf("row %+v: %.2f txns per call, want 1", r, r.TxnsPerCall)
 		}
 	}
@@ -114,7 +114,7 @@ func TestParseSystems(t *testing.T) {
 		{"logstore-wal", []System{LogStoreWAL}},
 		{"raft", []System{RaftWAL, RaftBoltDB}},
 		{"logstore-wal,raft-boltdb,logstore-wal", []System{LogStoreWAL, RaftBoltDB}},
-		{"logstore-wal, logstore", []System{LogStoreWAL, LogStoreWALConns, LogStoreBoltDB, LogStoreBoltDBConns}},
+		{"logstore-wal, logstore", []System{LogStoreWAL, LogStoreWALConns, LogStoreWALHTTP, LogStoreBoltDB, LogStoreBoltDBConns}},
 	} {
 		got, err := ParseSystems(c.in)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {

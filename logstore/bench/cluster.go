@@ -27,6 +27,10 @@ type Cluster struct {
 	Nodes  []*logstore.Node
 	regs   []*prometheus.Registry // the nodes' metrics
 	stores []*serve.Store         // the served nodes, parallel to Nodes
+	// https serve the nodes as JSON over HTTP, parallel to Nodes (when
+	// LogStoreWALHTTP is measured; with TLS when httpTLS).
+	https   []*serve.StoreHTTP
+	httpTLS bool
 }
 
 // batches sums the leaders' aggregation, AppendBatch and latency
@@ -184,8 +188,11 @@ func (c *Cluster) APIAddrs() []string {
 	return out
 }
 
-// Close stops every node (its API server first).
+// Close stops every node (its HTTP and API servers first).
 func (c *Cluster) Close() {
+	for _, hs := range c.https {
+		hs.Stop()
+	}
 	for _, st := range c.stores {
 		st.Close()
 	}

@@ -145,6 +145,21 @@ func (t Table) String() string {
 		b.WriteString("| figure | clients | systems | ratio | goal | |\n| :--- | ---: | :--- | ---: | ---: | :--- |\n")
 		b.WriteString(goals.String())
 	}
+	var overHTTP strings.Builder
+	for _, n := range t.Levels() {
+		g, ok1 := t.Row(LogStoreWALConns, n)
+		h, ok2 := t.Row(LogStoreWALHTTP, n)
+		if !ok1 || !ok2 || g.P50 <= 0 || g.TxPerSec <= 0 {
+			continue
+		}
+		fmt.Fprintf(&overHTTP, "| %d | %s | %s | %.2f× | %.0f | %.0f | %.2f× |\n", n, fmtDur(g.P50), fmtDur(h.P50),
+			float64(h.P50)/float64(g.P50), g.TxPerSec, h.TxPerSec, h.TxPerSec/g.TxPerSec)
+	}
+	if overHTTP.Len() > 0 {
+		b.WriteString("\nJSON over HTTP beside gRPC, same nodes, one connection per client: logstore-wal-conns (an Append per gRPC call) and logstore-wal-http (POST /v1/append with a JSON body, transcoded by vanguard into the same gRPC handler).\n\n")
+		b.WriteString("| clients | gRPC p50 | HTTP p50 | HTTP / gRPC | gRPC tx/s | HTTP tx/s | HTTP / gRPC |\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		b.WriteString(overHTTP.String())
+	}
 	var floor, serverCPU strings.Builder
 	for _, n := range t.Levels() {
 		f, ok1 := t.Row(GRPCConns, n)

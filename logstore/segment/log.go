@@ -169,6 +169,10 @@ type Log struct {
 		truncatedRecords atomic.Uint64
 	}
 
+	// below serves reads under the first retained LSN (SetBelow); nil
+	// when none.
+	below atomic.Pointer[Below]
+
 	mu struct {
 		sync.RWMutex
 		// segs is never empty: oldest first, the last is the active one.
@@ -346,14 +350,20 @@ func (l *Log) loadSealed(base types.LSN, prev *segment) (*segment, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	s := newSegment(dir, base, f)
+	return newSealedSegment(dir, f, meta, x, b), nil
+}
+
+// newSealedSegment makes the sealed segment of file f described by its
+// index file's bytes b (decoded as meta and x).
+func newSealedSegment(dir string, f vfs.File, meta sealedMeta, x segIndex, b []byte) *segment {
+	s := newSegment(dir, meta.base, f)
 	s.sealed = true
 	s.count, s.size, s.crc = meta.count, meta.size, meta.crc
 	s.firstRaft, s.lastRaft = meta.firstRaft, meta.lastRaft
 	s.firstTime, s.lastTime = meta.firstTime, meta.lastTime
 	s.idx = x
 	s.idxSize, s.idxCRC = int64(len(b)), crc32.Checksum(b, crcTable)
-	return s, nil
+	return s
 }
 
 // recoverUnsealed recovers the non-last segment base that has no index file:

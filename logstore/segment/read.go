@@ -77,11 +77,30 @@ func releaseSpans(spans []span) {
 // when from > LastLSN. A record that fails its CRC or is not where the index
 // says is ErrCorrupt. fn may keep the transactions. Read holds no lock while
 // reading or calling fn.
+//
+// With a Below (SetBelow), records under FirstLSN are read from it first;
+// retention moving FirstLSN meanwhile only moves the switch-over point.
 func (l *Log) Read(from, to types.LSN, fn func(*logstorepb.Transaction) (bool, error)) error {
-	spans, to, err := l.spans(from, to)
+	spans, to2, err := l.spans(from, to)
+	for errors.Is(err, ErrBelowRetention) {
+		b := l.getBelow()
+		if b == nil {
+			return err
+		}
+		var stop bool
+		from, stop, err = l.readBelow(b, from, to, fn)
+		if stop || err != nil {
+			return err
+		}
+		if to != 0 && from > to {
+			return nil
+		}
+		spans, to2, err = l.spans(from, to)
+	}
 	if err != nil {
 		return err
 	}
+	to = to2
 	defer releaseSpans(spans)
 	for _, sp := range spans {
 		if stop, err := readSpan(sp, from, to, fn); stop || err != nil {
@@ -154,9 +173,15 @@ func (l *Log) Get(lsn types.LSN) (*logstorepb.Transaction, error) {
 func (l *Log) TopicOffsetLSN(topic string, offset types.Offset) (types.LSN, error) {
 	sp, e, err := l.topicSpan(topic, offset)
 	if err != nil {
-		return 0, err
+		return l.topicOffsetBelow(topic, offset, err)
 	}
 	defer sp.s.release()
+	return scanTopic(sp, e, topic, offset)
+}
+
+// scanTopic scans sp from the topic index entry e for the record holding
+// offset of topic (the segment's topic range holds it).
+func scanTopic(sp span, e topicEntry, topic string, offset types.Offset) (types.LSN, error) {
 	rr := newRecordReader(sp.s.f, e.pos, sp.end)
 	defer rr.close()
 	var m recordMeta
@@ -247,7 +272,16 @@ func readErr(s *segment, at int64, lsn types.LSN, err error) error {
 // TopicFirstOffset returns the oldest retained offset of topic: the first
 // offset of the topic in the oldest segment that holds it, and false when no
 // retained segment holds a message of it. It reads only in-memory indexes.
+//
+// With a Below, the topic's oldest offset there comes first.
 func (l *Log) TopicFirstOffset(topic string) (types.Offset, bool) {
+	if b := l.getBelow(); b != nil {
+		if first := l.FirstLSN(); first > 1 {
+			if off, ok := b.TopicFirstOffset(topic, first-1); ok {
+				return off, true
+			}
+		}
+	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	for _, s := range l.mu.segs {

@@ -14,6 +14,7 @@
 package logstorepb
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -117,6 +118,16 @@ const (
 	// (target.Config.AdoptLogIdentity). See the README.
 	ErrorCode_LOG_BEHIND_TARGET ErrorCode = 50
 	ErrorCode_OTHER_LOG         ErrorCode = 51
+	// Target Snapshot/Restore (issue #29). TARGET_NOT_EMPTY: a Restore into
+	// a target that holds data or an applied LSN; nothing changed.
+	// FAILED_PRECONDITION; applied_lsn (the target's). SNAPSHOT_UNSUPPORTED:
+	// the target's store does not implement target.Snapshotter.
+	// UNIMPLEMENTED. SNAPSHOT_MISMATCH: the snapshot is of another format,
+	// or its data does not match its SnapshotEnd (size, CRC-32C) or its
+	// header's State; nothing changed. INVALID_ARGUMENT.
+	ErrorCode_TARGET_NOT_EMPTY     ErrorCode = 80
+	ErrorCode_SNAPSHOT_UNSUPPORTED ErrorCode = 81
+	ErrorCode_SNAPSHOT_MISMATCH    ErrorCode = 82
 )
 
 // Enum value maps for ErrorCode.
@@ -159,6 +170,9 @@ var (
 		41: "LEGACY_PRODUCER_REFUSED",
 		50: "LOG_BEHIND_TARGET",
 		51: "OTHER_LOG",
+		80: "TARGET_NOT_EMPTY",
+		81: "SNAPSHOT_UNSUPPORTED",
+		82: "SNAPSHOT_MISMATCH",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":  0,
@@ -198,6 +212,9 @@ var (
 		"LEGACY_PRODUCER_REFUSED": 41,
 		"LOG_BEHIND_TARGET":       50,
 		"OTHER_LOG":               51,
+		"TARGET_NOT_EMPTY":        80,
+		"SNAPSHOT_UNSUPPORTED":    81,
+		"SNAPSHOT_MISMATCH":       82,
 	}
 )
 
@@ -2178,7 +2195,9 @@ type StatusResponse struct {
 	AppliedIndex  uint64 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// Highest visible LSN.
 	HeadLsn uint64 `protobuf:"varint,8,opt,name=head_lsn,json=headLsn,proto3" json:"head_lsn,omitempty"`
-	// Oldest retained LSN (head_lsn + 1 when empty).
+	// Oldest LSN a read can start from (head_lsn + 1 when empty): the
+	// oldest retained locally, or with tiered storage (store --tier-url)
+	// the oldest of the contiguous range the tier holds below it.
 	FirstLsn     uint64         `protobuf:"varint,9,opt,name=first_lsn,json=firstLsn,proto3" json:"first_lsn,omitempty"`
 	Topics       []*TopicStatus `protobuf:"bytes,10,rep,name=topics,proto3" json:"topics,omitempty"`
 	Servers      []*Server      `protobuf:"bytes,11,rep,name=servers,proto3" json:"servers,omitempty"`
@@ -2207,8 +2226,19 @@ type StatusResponse struct {
 	// incarnation empty while a restore's or recovery's new one is pending.
 	LogClusterId   string `protobuf:"bytes,40,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
 	LogIncarnation string `protobuf:"bytes,41,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Tiered storage (issue #29, logstore/tier): the oldest LSN this node's
+	// segment files hold, the LSN range of the segments the tier holds (0, 0:
+	// none known or no tier), the bytes this node uploaded since it started,
+	// and the sealed segments (and bytes) not yet uploaded, which local
+	// retention keeps until they are.
+	LocalFirstLsn     uint64 `protobuf:"varint,54,opt,name=local_first_lsn,json=localFirstLsn,proto3" json:"local_first_lsn,omitempty"`
+	TierFirstLsn      uint64 `protobuf:"varint,55,opt,name=tier_first_lsn,json=tierFirstLsn,proto3" json:"tier_first_lsn,omitempty"`
+	TierLastLsn       uint64 `protobuf:"varint,56,opt,name=tier_last_lsn,json=tierLastLsn,proto3" json:"tier_last_lsn,omitempty"`
+	TierUploadedBytes uint64 `protobuf:"varint,57,opt,name=tier_uploaded_bytes,json=tierUploadedBytes,proto3" json:"tier_uploaded_bytes,omitempty"`
+	TierLagSegments   uint64 `protobuf:"varint,58,opt,name=tier_lag_segments,json=tierLagSegments,proto3" json:"tier_lag_segments,omitempty"`
+	TierLagBytes      uint64 `protobuf:"varint,59,opt,name=tier_lag_bytes,json=tierLagBytes,proto3" json:"tier_lag_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2400,6 +2430,48 @@ func (x *StatusResponse) GetLogIncarnation() string {
 		return x.LogIncarnation
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetLocalFirstLsn() uint64 {
+	if x != nil {
+		return x.LocalFirstLsn
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierFirstLsn() uint64 {
+	if x != nil {
+		return x.TierFirstLsn
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierLastLsn() uint64 {
+	if x != nil {
+		return x.TierLastLsn
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierUploadedBytes() uint64 {
+	if x != nil {
+		return x.TierUploadedBytes
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierLagSegments() uint64 {
+	if x != nil {
+		return x.TierLagSegments
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTierLagBytes() uint64 {
+	if x != nil {
+		return x.TierLagBytes
+	}
+	return 0
 }
 
 type AddVoterRequest struct {
@@ -4490,7 +4562,7 @@ var File_logstore_proto protoreflect.FileDescriptor
 
 const file_logstore_proto_rawDesc = "" +
 	"\n" +
-	"\x0elogstore.proto\x12\x15logplayer.logstore.v1\"0\n" +
+	"\x0elogstore.proto\x12\x15logplayer.logstore.v1\x1a\x1cgoogle/api/annotations.proto\"0\n" +
 	"\x06Header\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"j\n" +
@@ -4608,7 +4680,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12$\n" +
-	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xb4\a\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xa8\t\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -4634,7 +4706,13 @@ const file_logstore_proto_rawDesc = "" +
 	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
 	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\x12$\n" +
 	"\x0elog_cluster_id\x18( \x01(\tR\flogClusterId\x12'\n" +
-	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\"e\n" +
+	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\x12&\n" +
+	"\x0flocal_first_lsn\x186 \x01(\x04R\rlocalFirstLsn\x12$\n" +
+	"\x0etier_first_lsn\x187 \x01(\x04R\ftierFirstLsn\x12\"\n" +
+	"\rtier_last_lsn\x188 \x01(\x04R\vtierLastLsn\x12.\n" +
+	"\x13tier_uploaded_bytes\x189 \x01(\x04R\x11tierUploadedBytes\x12*\n" +
+	"\x11tier_lag_segments\x18: \x01(\x04R\x0ftierLagSegments\x12$\n" +
+	"\x0etier_lag_bytes\x18; \x01(\x04R\ftierLagBytes\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
@@ -4783,7 +4861,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\x82\x06\n" +
+	"topicCount*\xc9\x06\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4828,7 +4906,10 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fSEQUENCE_REUSED\x10\x1d\x12\x1b\n" +
 	"\x17LEGACY_PRODUCER_REFUSED\x10)\x12\x15\n" +
 	"\x11LOG_BEHIND_TARGET\x102\x12\r\n" +
-	"\tOTHER_LOG\x103\x1a\x02\x10\x01*V\n" +
+	"\tOTHER_LOG\x103\x12\x14\n" +
+	"\x10TARGET_NOT_EMPTY\x10P\x12\x18\n" +
+	"\x14SNAPSHOT_UNSUPPORTED\x10Q\x12\x15\n" +
+	"\x11SNAPSHOT_MISMATCH\x10R\x1a\x02\x10\x01*V\n" +
 	"\aApplied\x12\x17\n" +
 	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4838,23 +4919,25 @@ const file_logstore_proto_rawDesc = "" +
 	"\vTopicSchema\x12\x1c\n" +
 	"\x18TOPIC_SCHEMA_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12TOPIC_SCHEMA_BYTES\x10\x01\x12\x13\n" +
-	"\x0fTOPIC_SCHEMA_KV\x10\x022\x8f\n" +
-	"\n" +
-	"\bLogStore\x12U\n" +
-	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\x12d\n" +
-	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\x12Q\n" +
+	"\x0fTOPIC_SCHEMA_KV\x10\x022\xa4\v\n" +
+	"\bLogStore\x12l\n" +
+	"\x06Append\x12$.logplayer.logstore.v1.AppendRequest\x1a%.logplayer.logstore.v1.AppendResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
+	"/v1/append\x12\x81\x01\n" +
+	"\vAppendBatch\x12).logplayer.logstore.v1.AppendBatchRequest\x1a*.logplayer.logstore.v1.AppendBatchResponse\"\x1b\x82\xd3\xe4\x93\x02\x15:\x01*\"\x10/v1/append-batch\x12Q\n" +
 	"\x04Read\x12\".logplayer.logstore.v1.ReadRequest\x1a#.logplayer.logstore.v1.ReadResponse0\x01\x12`\n" +
 	"\tReadTopic\x12'.logplayer.logstore.v1.ReadTopicRequest\x1a(.logplayer.logstore.v1.ReadTopicResponse0\x01\x12g\n" +
 	"\fFetchOffsets\x12*.logplayer.logstore.v1.FetchOffsetsRequest\x1a+.logplayer.logstore.v1.FetchOffsetsResponse\x12d\n" +
 	"\vDeleteGroup\x12).logplayer.logstore.v1.DeleteGroupRequest\x1a*.logplayer.logstore.v1.DeleteGroupResponse\x12^\n" +
 	"\tNextEpoch\x12'.logplayer.logstore.v1.NextEpochRequest\x1a(.logplayer.logstore.v1.NextEpochResponse\x12m\n" +
-	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12U\n" +
-	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse\x12d\n" +
-	"\vCreateTopic\x12).logplayer.logstore.v1.CreateTopicRequest\x1a*.logplayer.logstore.v1.CreateTopicResponse\x12j\n" +
-	"\rDescribeTopic\x12+.logplayer.logstore.v1.DescribeTopicRequest\x1a,.logplayer.logstore.v1.DescribeTopicResponse\x12a\n" +
+	"\x0eReportConsumer\x12,.logplayer.logstore.v1.ReportConsumerRequest\x1a-.logplayer.logstore.v1.ReportConsumerResponse\x12i\n" +
+	"\x06Status\x12$.logplayer.logstore.v1.StatusRequest\x1a%.logplayer.logstore.v1.StatusResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/status\x12d\n" +
+	"\vCreateTopic\x12).logplayer.logstore.v1.CreateTopicRequest\x1a*.logplayer.logstore.v1.CreateTopicResponse\x12\x86\x01\n" +
+	"\rDescribeTopic\x12+.logplayer.logstore.v1.DescribeTopicRequest\x1a,.logplayer.logstore.v1.DescribeTopicResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/topics/{topic}\x12u\n" +
 	"\n" +
-	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse\x12g\n" +
-	"\fInitProducer\x12*.logplayer.logstore.v1.InitProducerRequest\x1a+.logplayer.logstore.v1.InitProducerResponse2\xa0\x03\n" +
+	"ListTopics\x12(.logplayer.logstore.v1.ListTopicsRequest\x1a).logplayer.logstore.v1.ListTopicsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/topics\x12\x81\x01\n" +
+	"\fInitProducer\x12*.logplayer.logstore.v1.InitProducerRequest\x1a+.logplayer.logstore.v1.InitProducerResponse\"\x18\x82\xd3\xe4\x93\x02\x12:\x01*\"\r/v1/producers2\xa0\x03\n" +
 	"\aCluster\x12[\n" +
 	"\bAddVoter\x12&.logplayer.logstore.v1.AddVoterRequest\x1a'.logplayer.logstore.v1.AddVoterResponse\x12g\n" +
 	"\fRemoveServer\x12*.logplayer.logstore.v1.RemoveServerRequest\x1a+.logplayer.logstore.v1.RemoveServerResponse\x12y\n" +

@@ -643,6 +643,444 @@ func (x *Ack) GetAppliedLsn() uint64 {
 	return 0
 }
 
+// TargetState is a target's durable State (target.State) on the wire.
+type TargetState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	AppliedLsn     uint64                 `protobuf:"varint,60,opt,name=applied_lsn,json=appliedLsn,proto3" json:"applied_lsn,omitempty"`
+	Epoch          uint64                 `protobuf:"varint,61,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Topics         []*TopicOffset         `protobuf:"bytes,62,rep,name=topics,proto3" json:"topics,omitempty"`
+	LogClusterId   string                 `protobuf:"bytes,63,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
+	LogIncarnation string                 `protobuf:"bytes,64,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TargetState) Reset() {
+	*x = TargetState{}
+	mi := &file_target_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetState) ProtoMessage() {}
+
+func (x *TargetState) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetState.ProtoReflect.Descriptor instead.
+func (*TargetState) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TargetState) GetAppliedLsn() uint64 {
+	if x != nil {
+		return x.AppliedLsn
+	}
+	return 0
+}
+
+func (x *TargetState) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *TargetState) GetTopics() []*TopicOffset {
+	if x != nil {
+		return x.Topics
+	}
+	return nil
+}
+
+func (x *TargetState) GetLogClusterId() string {
+	if x != nil {
+		return x.LogClusterId
+	}
+	return ""
+}
+
+func (x *TargetState) GetLogIncarnation() string {
+	if x != nil {
+		return x.LogIncarnation
+	}
+	return ""
+}
+
+type SnapshotRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Must name the target asked (WRONG_TARGET otherwise).
+	TargetId      string `protobuf:"bytes,60,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_target_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SnapshotRequest) GetTargetId() string {
+	if x != nil {
+		return x.TargetId
+	}
+	return ""
+}
+
+type SnapshotHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The snapshotted target.
+	TargetId string `protobuf:"bytes,60,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	// The store's snapshot encoding (target.Snapshotter.SnapshotFormat), e.g.
+	// "shard/bbolt/1": a Restore into a store of another format is refused.
+	Format string `protobuf:"bytes,61,opt,name=format,proto3" json:"format,omitempty"`
+	// The State the data is consistent with.
+	State         *TargetState `protobuf:"bytes,62,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_target_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SnapshotHeader) GetTargetId() string {
+	if x != nil {
+		return x.TargetId
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetState() *TargetState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+// SnapshotEnd closes a snapshot: the data chunks' total size and CRC-32C
+// (Castagnoli) of their concatenation.
+type SnapshotEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Bytes         uint64                 `protobuf:"varint,60,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Crc32C        uint32                 `protobuf:"varint,61,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotEnd) Reset() {
+	*x = SnapshotEnd{}
+	mi := &file_target_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotEnd) ProtoMessage() {}
+
+func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
+func (*SnapshotEnd) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SnapshotEnd) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *SnapshotEnd) GetCrc32C() uint32 {
+	if x != nil {
+		return x.Crc32C
+	}
+	return 0
+}
+
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SnapshotChunk_Header
+	//	*SnapshotChunk_Data
+	//	*SnapshotChunk_End
+	Kind          isSnapshotChunk_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_target_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SnapshotChunk) GetKind() isSnapshotChunk_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetHeader() *SnapshotHeader {
+	if x != nil {
+		if x, ok := x.Kind.(*SnapshotChunk_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		if x, ok := x.Kind.(*SnapshotChunk_Data); ok {
+			return x.Data
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotChunk) GetEnd() *SnapshotEnd {
+	if x != nil {
+		if x, ok := x.Kind.(*SnapshotChunk_End); ok {
+			return x.End
+		}
+	}
+	return nil
+}
+
+type isSnapshotChunk_Kind interface {
+	isSnapshotChunk_Kind()
+}
+
+type SnapshotChunk_Header struct {
+	Header *SnapshotHeader `protobuf:"bytes,60,opt,name=header,proto3,oneof"`
+}
+
+type SnapshotChunk_Data struct {
+	Data []byte `protobuf:"bytes,61,opt,name=data,proto3,oneof"`
+}
+
+type SnapshotChunk_End struct {
+	End *SnapshotEnd `protobuf:"bytes,62,opt,name=end,proto3,oneof"`
+}
+
+func (*SnapshotChunk_Header) isSnapshotChunk_Kind() {}
+
+func (*SnapshotChunk_Data) isSnapshotChunk_Kind() {}
+
+func (*SnapshotChunk_End) isSnapshotChunk_Kind() {}
+
+type RestoreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first request names the target restored into (WRONG_TARGET
+	// otherwise); later ones leave it empty.
+	TargetId      string         `protobuf:"bytes,60,opt,name=target_id,json=targetId,proto3" json:"target_id,omitempty"`
+	Chunk         *SnapshotChunk `protobuf:"bytes,61,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_target_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RestoreRequest) GetTargetId() string {
+	if x != nil {
+		return x.TargetId
+	}
+	return ""
+}
+
+func (x *RestoreRequest) GetChunk() *SnapshotChunk {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+type RestoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The State the target now holds (the snapshot's, with the target's own
+	// epoch when that was higher).
+	State         *TargetState `protobuf:"bytes,60,opt,name=state,proto3" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_target_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_target_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_target_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RestoreResponse) GetState() *TargetState {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
 var File_target_proto protoreflect.FileDescriptor
 
 const file_target_proto_rawDesc = "" +
@@ -687,12 +1125,40 @@ const file_target_proto_rawDesc = "" +
 	"\x0flog_incarnation\x18\x06 \x01(\tR\x0elogIncarnation\"&\n" +
 	"\x03Ack\x12\x1f\n" +
 	"\vapplied_lsn\x18\x01 \x01(\x04R\n" +
-	"appliedLsn*K\n" +
+	"appliedLsn\"\xcd\x01\n" +
+	"\vTargetState\x12\x1f\n" +
+	"\vapplied_lsn\x18< \x01(\x04R\n" +
+	"appliedLsn\x12\x14\n" +
+	"\x05epoch\x18= \x01(\x04R\x05epoch\x128\n" +
+	"\x06topics\x18> \x03(\v2 .logplayer.target.v1.TopicOffsetR\x06topics\x12$\n" +
+	"\x0elog_cluster_id\x18? \x01(\tR\flogClusterId\x12'\n" +
+	"\x0flog_incarnation\x18@ \x01(\tR\x0elogIncarnation\".\n" +
+	"\x0fSnapshotRequest\x12\x1b\n" +
+	"\ttarget_id\x18< \x01(\tR\btargetId\"}\n" +
+	"\x0eSnapshotHeader\x12\x1b\n" +
+	"\ttarget_id\x18< \x01(\tR\btargetId\x12\x16\n" +
+	"\x06format\x18= \x01(\tR\x06format\x126\n" +
+	"\x05state\x18> \x01(\v2 .logplayer.target.v1.TargetStateR\x05state\";\n" +
+	"\vSnapshotEnd\x12\x14\n" +
+	"\x05bytes\x18< \x01(\x04R\x05bytes\x12\x16\n" +
+	"\x06crc32c\x18= \x01(\rR\x06crc32c\"\xa2\x01\n" +
+	"\rSnapshotChunk\x12=\n" +
+	"\x06header\x18< \x01(\v2#.logplayer.target.v1.SnapshotHeaderH\x00R\x06header\x12\x14\n" +
+	"\x04data\x18= \x01(\fH\x00R\x04data\x124\n" +
+	"\x03end\x18> \x01(\v2 .logplayer.target.v1.SnapshotEndH\x00R\x03endB\x06\n" +
+	"\x04kind\"g\n" +
+	"\x0eRestoreRequest\x12\x1b\n" +
+	"\ttarget_id\x18< \x01(\tR\btargetId\x128\n" +
+	"\x05chunk\x18= \x01(\v2\".logplayer.target.v1.SnapshotChunkR\x05chunk\"I\n" +
+	"\x0fRestoreResponse\x126\n" +
+	"\x05state\x18< \x01(\v2 .logplayer.target.v1.TargetStateR\x05state*K\n" +
 	"\x0fProtocolVersion\x12 \n" +
 	"\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n" +
-	"\x12PROTOCOL_VERSION_1\x10\x012b\n" +
+	"\x12PROTOCOL_VERSION_1\x10\x012\x92\x02\n" +
 	"\x06Target\x12X\n" +
-	"\aDeliver\x12#.logplayer.target.v1.DeliverRequest\x1a$.logplayer.target.v1.DeliverResponse(\x010\x01B/Z-github.com/logplayer/logplayer/proto/targetpbb\x06proto3"
+	"\aDeliver\x12#.logplayer.target.v1.DeliverRequest\x1a$.logplayer.target.v1.DeliverResponse(\x010\x01\x12V\n" +
+	"\bSnapshot\x12$.logplayer.target.v1.SnapshotRequest\x1a\".logplayer.target.v1.SnapshotChunk0\x01\x12V\n" +
+	"\aRestore\x12#.logplayer.target.v1.RestoreRequest\x1a$.logplayer.target.v1.RestoreResponse(\x01B/Z-github.com/logplayer/logplayer/proto/targetpbb\x06proto3"
 
 var (
 	file_target_proto_rawDescOnce sync.Once
@@ -707,7 +1173,7 @@ func file_target_proto_rawDescGZIP() []byte {
 }
 
 var file_target_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_target_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_target_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_target_proto_goTypes = []any{
 	(ProtocolVersion)(0),        // 0: logplayer.target.v1.ProtocolVersion
 	(*DeliverRequest)(nil),      // 1: logplayer.target.v1.DeliverRequest
@@ -718,25 +1184,42 @@ var file_target_proto_goTypes = []any{
 	(*TopicOffset)(nil),         // 6: logplayer.target.v1.TopicOffset
 	(*HelloAck)(nil),            // 7: logplayer.target.v1.HelloAck
 	(*Ack)(nil),                 // 8: logplayer.target.v1.Ack
-	(*logstorepb.TxnSlice)(nil), // 9: logplayer.logstore.v1.TxnSlice
+	(*TargetState)(nil),         // 9: logplayer.target.v1.TargetState
+	(*SnapshotRequest)(nil),     // 10: logplayer.target.v1.SnapshotRequest
+	(*SnapshotHeader)(nil),      // 11: logplayer.target.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),         // 12: logplayer.target.v1.SnapshotEnd
+	(*SnapshotChunk)(nil),       // 13: logplayer.target.v1.SnapshotChunk
+	(*RestoreRequest)(nil),      // 14: logplayer.target.v1.RestoreRequest
+	(*RestoreResponse)(nil),     // 15: logplayer.target.v1.RestoreResponse
+	(*logstorepb.TxnSlice)(nil), // 16: logplayer.logstore.v1.TxnSlice
 }
 var file_target_proto_depIdxs = []int32{
 	2,  // 0: logplayer.target.v1.DeliverRequest.hello:type_name -> logplayer.target.v1.Hello
 	4,  // 1: logplayer.target.v1.DeliverRequest.batch:type_name -> logplayer.target.v1.Batch
 	0,  // 2: logplayer.target.v1.Hello.protocol_version:type_name -> logplayer.target.v1.ProtocolVersion
-	9,  // 3: logplayer.target.v1.Delivery.slices:type_name -> logplayer.logstore.v1.TxnSlice
+	16, // 3: logplayer.target.v1.Delivery.slices:type_name -> logplayer.logstore.v1.TxnSlice
 	3,  // 4: logplayer.target.v1.Batch.deliveries:type_name -> logplayer.target.v1.Delivery
 	7,  // 5: logplayer.target.v1.DeliverResponse.hello_ack:type_name -> logplayer.target.v1.HelloAck
 	8,  // 6: logplayer.target.v1.DeliverResponse.ack:type_name -> logplayer.target.v1.Ack
 	0,  // 7: logplayer.target.v1.HelloAck.protocol_version:type_name -> logplayer.target.v1.ProtocolVersion
 	6,  // 8: logplayer.target.v1.HelloAck.topics:type_name -> logplayer.target.v1.TopicOffset
-	1,  // 9: logplayer.target.v1.Target.Deliver:input_type -> logplayer.target.v1.DeliverRequest
-	5,  // 10: logplayer.target.v1.Target.Deliver:output_type -> logplayer.target.v1.DeliverResponse
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	6,  // 9: logplayer.target.v1.TargetState.topics:type_name -> logplayer.target.v1.TopicOffset
+	9,  // 10: logplayer.target.v1.SnapshotHeader.state:type_name -> logplayer.target.v1.TargetState
+	11, // 11: logplayer.target.v1.SnapshotChunk.header:type_name -> logplayer.target.v1.SnapshotHeader
+	12, // 12: logplayer.target.v1.SnapshotChunk.end:type_name -> logplayer.target.v1.SnapshotEnd
+	13, // 13: logplayer.target.v1.RestoreRequest.chunk:type_name -> logplayer.target.v1.SnapshotChunk
+	9,  // 14: logplayer.target.v1.RestoreResponse.state:type_name -> logplayer.target.v1.TargetState
+	1,  // 15: logplayer.target.v1.Target.Deliver:input_type -> logplayer.target.v1.DeliverRequest
+	10, // 16: logplayer.target.v1.Target.Snapshot:input_type -> logplayer.target.v1.SnapshotRequest
+	14, // 17: logplayer.target.v1.Target.Restore:input_type -> logplayer.target.v1.RestoreRequest
+	5,  // 18: logplayer.target.v1.Target.Deliver:output_type -> logplayer.target.v1.DeliverResponse
+	13, // 19: logplayer.target.v1.Target.Snapshot:output_type -> logplayer.target.v1.SnapshotChunk
+	15, // 20: logplayer.target.v1.Target.Restore:output_type -> logplayer.target.v1.RestoreResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_target_proto_init() }
@@ -752,13 +1235,18 @@ func file_target_proto_init() {
 		(*DeliverResponse_HelloAck)(nil),
 		(*DeliverResponse_Ack)(nil),
 	}
+	file_target_proto_msgTypes[12].OneofWrappers = []any{
+		(*SnapshotChunk_Header)(nil),
+		(*SnapshotChunk_Data)(nil),
+		(*SnapshotChunk_End)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_target_proto_rawDesc), len(file_target_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

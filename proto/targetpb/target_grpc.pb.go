@@ -22,7 +22,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Target_Deliver_FullMethodName = "/logplayer.target.v1.Target/Deliver"
+	Target_Deliver_FullMethodName  = "/logplayer.target.v1.Target/Deliver"
+	Target_Snapshot_FullMethodName = "/logplayer.target.v1.Target/Snapshot"
+	Target_Restore_FullMethodName  = "/logplayer.target.v1.Target/Restore"
 )
 
 // TargetClient is the client API for Target service.
@@ -32,6 +34,18 @@ type TargetClient interface {
 	// Deliver: the first client message is a Hello, answered by a HelloAck.
 	// Then the client sends Batches and the target answers cumulative Acks.
 	Deliver(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DeliverRequest, DeliverResponse], error)
+	// Snapshot (issue #29, bootstrap from a sibling): a consistent snapshot of
+	// the target's data. The first chunk is a SnapshotHeader carrying the
+	// State the data is consistent with, then data chunks, then a SnapshotEnd
+	// (size and CRC-32C of the data). UNIMPLEMENTED (SNAPSHOT_UNSUPPORTED)
+	// when the target's store cannot snapshot.
+	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// Restore: the chunks of a Snapshot, in order, into an empty target. The
+	// target stages them and switches atomically only after a SnapshotEnd
+	// that matches: a stream that breaks before leaves the target as it was
+	// (the staged part is discarded, also by the next Restore).
+	// TARGET_NOT_EMPTY when the target holds data or an applied LSN.
+	Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RestoreRequest, RestoreResponse], error)
 }
 
 type targetClient struct {
@@ -55,6 +69,38 @@ func (c *targetClient) Deliver(ctx context.Context, opts ...grpc.CallOption) (gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Target_DeliverClient = grpc.BidiStreamingClient[DeliverRequest, DeliverResponse]
 
+func (c *targetClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Target_ServiceDesc.Streams[1], Target_Snapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Target_SnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
+func (c *targetClient) Restore(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RestoreRequest, RestoreResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Target_ServiceDesc.Streams[2], Target_Restore_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RestoreRequest, RestoreResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Target_RestoreClient = grpc.ClientStreamingClient[RestoreRequest, RestoreResponse]
+
 // TargetServer is the server API for Target service.
 // All implementations must embed UnimplementedTargetServer
 // for forward compatibility.
@@ -62,6 +108,18 @@ type TargetServer interface {
 	// Deliver: the first client message is a Hello, answered by a HelloAck.
 	// Then the client sends Batches and the target answers cumulative Acks.
 	Deliver(grpc.BidiStreamingServer[DeliverRequest, DeliverResponse]) error
+	// Snapshot (issue #29, bootstrap from a sibling): a consistent snapshot of
+	// the target's data. The first chunk is a SnapshotHeader carrying the
+	// State the data is consistent with, then data chunks, then a SnapshotEnd
+	// (size and CRC-32C of the data). UNIMPLEMENTED (SNAPSHOT_UNSUPPORTED)
+	// when the target's store cannot snapshot.
+	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// Restore: the chunks of a Snapshot, in order, into an empty target. The
+	// target stages them and switches atomically only after a SnapshotEnd
+	// that matches: a stream that breaks before leaves the target as it was
+	// (the staged part is discarded, also by the next Restore).
+	// TARGET_NOT_EMPTY when the target holds data or an applied LSN.
+	Restore(grpc.ClientStreamingServer[RestoreRequest, RestoreResponse]) error
 	mustEmbedUnimplementedTargetServer()
 }
 
@@ -74,6 +132,12 @@ type UnimplementedTargetServer struct{}
 
 func (UnimplementedTargetServer) Deliver(grpc.BidiStreamingServer[DeliverRequest, DeliverResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method Deliver not implemented")
+}
+func (UnimplementedTargetServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Errorf(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedTargetServer) Restore(grpc.ClientStreamingServer[RestoreRequest, RestoreResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Restore not implemented")
 }
 func (UnimplementedTargetServer) mustEmbedUnimplementedTargetServer() {}
 func (UnimplementedTargetServer) testEmbeddedByValue()                {}
@@ -103,6 +167,24 @@ func _Target_Deliver_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Target_DeliverServer = grpc.BidiStreamingServer[DeliverRequest, DeliverResponse]
 
+func _Target_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(TargetServer).Snapshot(m, &grpc.GenericServerStream[SnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Target_SnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
+func _Target_Restore_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TargetServer).Restore(&grpc.GenericServerStream[RestoreRequest, RestoreResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Target_RestoreServer = grpc.ClientStreamingServer[RestoreRequest, RestoreResponse]
+
 // Target_ServiceDesc is the grpc.ServiceDesc for Target service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -115,6 +197,16 @@ var Target_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Deliver",
 			Handler:       _Target_Deliver_Handler,
 			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Snapshot",
+			Handler:       _Target_Snapshot_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Restore",
+			Handler:       _Target_Restore_Handler,
 			ClientStreams: true,
 		},
 	},

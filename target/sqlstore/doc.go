@@ -22,10 +22,13 @@
 //
 // So two sink processes for one target id can never both commit a batch,
 // whatever their pauses: a SIGSTOPped process resumed after a takeover finds
-// the row moved and is refused. The target SDK treats ErrFenced as a store
-// failure: it ends the stream (INTERNAL), reloads State from the row, and
-// the old LogPlayer's reconnect is then refused with STALE_EPOCH
-// (target.IsFenced). A process holding the row's lock while paused does not
+// the row moved and is refused. A refusal for a higher epoch wraps
+// target.ErrStaleEpoch: the target SDK ends the stream with STALE_EPOCH
+// (target.IsFenced), so the old LogPlayer stops on the stream where it
+// happens, and reloads State from the row, so its reconnect is refused the
+// same way. A refusal because another process committed at the same epoch
+// ends the stream as a store failure (INTERNAL): the SDK reloads State and
+// the LogPlayer's reconnect resumes from the row's applied LSN. A process holding the row's lock while paused does not
 // block its successor for ever: PostgreSQL ends a session idle in a
 // transaction after Config.IdleInTxTimeout, and a lock wait gives up after
 // Config.LockTimeout (a transient error, retried).
@@ -39,7 +42,8 @@
 // # The built-in mapping
 //
 // Mapping (what `logplayer sink postgres|sqlite` runs) writes one table per
-// topic, created when missing; an existing table of another shape is refused
+// topic, created when missing; an existing table of another shape (a column
+// missing, of another type or nullability, another primary key) is refused
 // at Open with ErrSchema naming the table and the column. Append mode keeps
 // every message (COPY, one row per message, topic_offset the primary key);
 // Upsert mode applies the put/delete mutations of a kv-schema topic to a

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -178,6 +179,8 @@ var (
 		{"key", colBytes, "PRIMARY KEY"}, {"value", colBytes, "NOT NULL"}, {"value_json", colJSON, ""},
 		{"lsn", colInt, "NOT NULL"}, {"topic_offset", colInt, "NOT NULL"}, {"applied_at", colTime, ""},
 	}
+	// deadLetterKey is the dead-letter table's primary key.
+	deadLetterKey     = []string{"target_id", "topic", "topic_offset"}
 	deadLetterColumns = []column{
 		{"target_id", colText, "NOT NULL"}, {"lsn", colInt, "NOT NULL"}, {"topic", colText, "NOT NULL"},
 		{"topic_offset", colInt, "NOT NULL"}, {"table_name", colText, "NOT NULL"}, {"column_name", colText, "NOT NULL"},
@@ -196,26 +199,28 @@ func names(cols []column) []string {
 }
 
 // Setup (a SetupFunc) creates the missing tables and refuses an existing
-// one that lacks a column or has it with another type (ErrSchema, naming
-// the table and the column).
+// one of another shape: a column missing, of another type or nullability,
+// or another primary key (ErrSchema, naming the table and the column).
 func (m *Mapping) Setup(ctx context.Context, tx Tx) error {
 	cols := appendColumns
 	if m.cfg.Mode == Upsert {
 		cols = upsertColumns
 	}
 	for _, topic := range m.cfg.Topics {
-		if err := ensureTable(ctx, tx, m.tables[topic], cols, ""); err != nil {
+		if err := ensureTable(ctx, tx, m.tables[topic], cols, nil); err != nil {
 			return err
 		}
 	}
 	if m.cfg.OnBadMessage == DeadLetter {
-		return ensureTable(ctx, tx, DeadLetterTable, deadLetterColumns, ", PRIMARY KEY (target_id, topic, topic_offset)")
+		return ensureTable(ctx, tx, DeadLetterTable, deadLetterColumns, deadLetterKey)
 	}
 	return nil
 }
 
-// ensureTable creates table or checks the shape of the one there.
-func ensureTable(ctx context.Context, tx Tx, table string, cols []column, extra string) error {
+// ensureTable creates table or checks the shape of the one there: each
+// column's type and nullability, and the primary key. The primary key is
+// key when set (a table constraint), else the columns defined PRIMARY KEY.
+func ensureTable(ctx context.Context, tx Tx, table string, cols []column, key []string) error {
 	t := typesOf(tx.Dialect())
 	exists, err := tableExists(ctx, tx, table)
 	if err != nil {
@@ -226,22 +231,57 @@ func ensureTable(ctx context.Context, tx Tx, table string, cols []column, extra 
 		for i, c := range cols {
 			defs[i] = strings.TrimSpace(quote(c.name) + " " + c.kind(t) + " " + c.def)
 		}
-		if _, err := tx.Exec(ctx, "CREATE TABLE "+quote(table)+" ("+strings.Join(defs, ", ")+extra+")"); err != nil {
+		if key != nil {
+			quoted := make([]string, len(key))
+			for i, k := range key {
+				quoted[i] = quote(k)
+			}
+			defs = append(defs, "PRIMARY KEY ("+strings.Join(quoted, ", ")+")")
+		}
+		if _, err := tx.Exec(ctx, "CREATE TABLE "+quote(table)+" ("+strings.Join(defs, ", ")+")"); err != nil {
 			return fmt.Errorf("sqlstore: create table %s: %w", table, err)
 		}
 		return nil
 	}
+	if key == nil {
+		for _, c := range cols {
+			if strings.Contains(c.def, "PRIMARY KEY") {
+				key = append(key, c.name)
+			}
+		}
+	}
 	for _, c := range cols {
-		got, err := columnType(ctx, tx, table, c.name)
+		got, err := columnOf(ctx, tx, table, c.name)
 		if err != nil {
 			return err
 		}
 		want := c.kind(t)
+		wantNotNull := strings.Contains(c.def, "NOT NULL") || slices.Contains(key, c.name)
 		switch {
-		case got == "":
+		case got.typ == "":
 			return fmt.Errorf("%w: table %s has no column %s (want %s); nothing applied", ErrSchema, table, c.name, want)
-		case !sameType(tx.Dialect(), got, want):
-			return fmt.Errorf("%w: table %s column %s has type %s, want %s; nothing applied", ErrSchema, table, c.name, got, want)
+		case !sameType(tx.Dialect(), got.typ, want):
+			return fmt.Errorf("%w: table %s column %s has type %s, want %s; nothing applied", ErrSchema, table, c.name, got.typ, want)
+		case wantNotNull && !got.notNull:
+			return fmt.Errorf("%w: table %s column %s allows NULL, want NOT NULL; nothing applied", ErrSchema, table, c.name)
+		case !wantNotNull && got.notNull:
+			return fmt.Errorf("%w: table %s column %s is NOT NULL, want NULL allowed (a message may have none); nothing applied", ErrSchema, table, c.name)
+		}
+	}
+	gotKey, err := primaryKey(ctx, tx, table)
+	if err != nil {
+		return err
+	}
+	for _, k := range key {
+		if !slices.Contains(gotKey, k) {
+			return fmt.Errorf("%w: table %s column %s is not in the primary key (%s), want primary key (%s); nothing applied",
+				ErrSchema, table, k, strings.Join(gotKey, ","), strings.Join(key, ","))
+		}
+	}
+	for _, k := range gotKey {
+		if !slices.Contains(key, k) {
+			return fmt.Errorf("%w: table %s column %s is in the primary key (%s), want primary key (%s); nothing applied",
+				ErrSchema, table, k, strings.Join(gotKey, ","), strings.Join(key, ","))
 		}
 	}
 	return nil
@@ -259,20 +299,48 @@ func tableExists(ctx context.Context, tx Tx, table string) (bool, error) {
 	return n > 0, nil
 }
 
-// columnType is the type of table.col as the catalog spells it ("" when
-// there is no such column).
-func columnType(ctx context.Context, tx Tx, table, col string) (string, error) {
-	q := "SELECT count(*), coalesce(max(data_type), '') FROM information_schema.columns " +
+// columnInfo is a column as the catalog describes it.
+type columnInfo struct {
+	typ     string // as the catalog spells it; "" when there is no such column
+	notNull bool   // NULL refused (SQLite: NOT NULL, or in the primary key)
+}
+
+// columnOf reads table.col from the catalog. SQLite does not refuse NULL in
+// a primary key column of a type other than INTEGER unless it is declared
+// NOT NULL, but the mapping never writes NULL there: a primary key column
+// counts as NOT NULL.
+func columnOf(ctx context.Context, tx Tx, table, col string) (columnInfo, error) {
+	q := "SELECT count(*), coalesce(max(data_type), ''), coalesce(bool_or(is_nullable = 'NO'), false) FROM information_schema.columns " +
 		"WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2"
 	if tx.Dialect() == SQLite {
-		q = "SELECT count(*), coalesce(max(type), '') FROM pragma_table_info($1) WHERE name = $2"
+		q = `SELECT count(*), coalesce(max(type), ''), coalesce(max("notnull" != 0 OR pk > 0), 0) FROM pragma_table_info($1) WHERE name = $2`
 	}
 	var n int64
-	var typ string
-	if err := tx.QueryRow(ctx, q, table, col).Scan(&n, &typ); err != nil {
-		return "", fmt.Errorf("sqlstore: look up column %s.%s: %w", table, col, err)
+	var c columnInfo
+	if err := tx.QueryRow(ctx, q, table, col).Scan(&n, &c.typ, &c.notNull); err != nil {
+		return columnInfo{}, fmt.Errorf("sqlstore: look up column %s.%s: %w", table, col, err)
 	}
-	return typ, nil
+	return c, nil
+}
+
+// primaryKey is the columns of table's primary key, in key order (none:
+// empty).
+func primaryKey(ctx context.Context, tx Tx, table string) ([]string, error) {
+	q := "SELECT coalesce(string_agg(k.column_name, ',' ORDER BY k.ordinal_position), '') " +
+		"FROM information_schema.table_constraints c JOIN information_schema.key_column_usage k " +
+		"ON k.constraint_schema = c.constraint_schema AND k.constraint_name = c.constraint_name " +
+		"WHERE c.constraint_type = 'PRIMARY KEY' AND c.table_schema = current_schema() AND c.table_name = $1"
+	if tx.Dialect() == SQLite {
+		q = "SELECT coalesce(group_concat(name, ','), '') FROM (SELECT name FROM pragma_table_info($1) WHERE pk > 0 ORDER BY pk)"
+	}
+	var key string
+	if err := tx.QueryRow(ctx, q, table).Scan(&key); err != nil {
+		return nil, fmt.Errorf("sqlstore: look up the primary key of %s: %w", table, err)
+	}
+	if key == "" {
+		return nil, nil
+	}
+	return strings.Split(key, ","), nil
 }
 
 // sameType compares a catalog type with the one the mapping creates.

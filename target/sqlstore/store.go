@@ -23,10 +23,11 @@ var (
 	// ErrUnreachable: Open could not reach the database.
 	ErrUnreachable = errors.New("sqlstore: database unreachable")
 	// ErrFenced: Apply found the state row changed by someone else (a higher
-	// epoch, or another process's commit). Nothing was written. The target
-	// SDK treats it as a store failure: it reloads State, and the LogPlayer's
-	// next Hello is then refused with STALE_EPOCH when a newer one owns the
-	// target, or resumes from the database's applied LSN otherwise.
+	// epoch, or another process's commit). Nothing was written. A higher
+	// epoch also wraps target.ErrStaleEpoch: the target SDK refuses the
+	// stream with STALE_EPOCH at once. Otherwise the SDK treats it as a store
+	// failure (INTERNAL): it reloads State, and the LogPlayer's reconnect
+	// resumes from the database's applied LSN.
 	ErrFenced = errors.New("sqlstore: fenced")
 	// ErrCorrupt: the state row cannot be read by this build.
 	ErrCorrupt = errors.New("sqlstore: unreadable state row")
@@ -325,8 +326,8 @@ func (s *Store) Apply(ds []*targetpb.Delivery, next target.State) error {
 // or another process's commit for the same target id.
 func (s *Store) checkFence(cur, next target.State) error {
 	if cur.Epoch > next.Epoch {
-		return fmt.Errorf("%w: the database holds epoch %d for target %s, above this stream's epoch %d: a newer LogPlayer owns it",
-			ErrFenced, cur.Epoch, s.cfg.TargetID, next.Epoch)
+		return target.StaleEpoch(cur.Epoch, fmt.Errorf("%w: the database holds epoch %d for target %s, above this stream's epoch %d",
+			ErrFenced, cur.Epoch, s.cfg.TargetID, next.Epoch))
 	}
 	if cur.AppliedLSN != s.known.AppliedLSN || cur.Epoch != s.known.Epoch {
 		return fmt.Errorf("%w: another process committed for target %s (database: applied lsn %d epoch %d; this process last saw lsn %d epoch %d)",

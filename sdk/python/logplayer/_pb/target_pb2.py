@@ -14,7 +14,7 @@ _sym_db = _symbol_database.Default()
 from . import logstore_pb2 as logstore__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ctarget.proto\x12\x13logplayer.target.v1\x1a\x0elogstore.proto\"r\n\x0e\x44\x65liverRequest\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.logplayer.target.v1.HelloH\x00\x12+\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1a.logplayer.target.v1.BatchH\x00\x42\x06\n\x04kind\"\xbe\x01\n\x05Hello\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12>\n\x10protocol_version\x18\x04 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x0f\n\x07session\x18\x05 \x01(\x04\x12\x16\n\x0elog_cluster_id\x18\x06 \x01(\t\x12\x17\n\x0flog_incarnation\x18\x07 \x01(\t\"e\n\x08\x44\x65livery\x12\x0b\n\x03lsn\x18\x01 \x01(\x04\x12\x1b\n\x13timestamp_unix_nano\x18\x02 \x01(\x03\x12/\n\x06slices\x18\x03 \x03(\x0b\x32\x1f.logplayer.logstore.v1.TxnSlice\"X\n\x05\x42\x61tch\x12\x31\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1d.logplayer.target.v1.Delivery\x12\x1c\n\x14\x64ispatched_unix_nano\x18\x02 \x01(\x03\"v\n\x0f\x44\x65liverResponse\x12\x32\n\thello_ack\x18\x01 \x01(\x0b\x32\x1d.logplayer.target.v1.HelloAckH\x00\x12\'\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x18.logplayer.target.v1.AckH\x00\x42\x06\n\x04kind\"1\n\x0bTopicOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\"\xda\x01\n\x08HelloAck\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12>\n\x10protocol_version\x18\x03 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x30\n\x06topics\x18\x04 \x03(\x0b\x32 .logplayer.target.v1.TopicOffset\x12\x16\n\x0elog_cluster_id\x18\x05 \x01(\t\x12\x17\n\x0flog_incarnation\x18\x06 \x01(\t\"\x1a\n\x03\x41\x63k\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04*K\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n\x12PROTOCOL_VERSION_1\x10\x01\x32\x62\n\x06Target\x12X\n\x07\x44\x65liver\x12#.logplayer.target.v1.DeliverRequest\x1a$.logplayer.target.v1.DeliverResponse(\x01\x30\x01\x42/Z-github.com/logplayer/logplayer/proto/targetpbb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0ctarget.proto\x12\x13logplayer.target.v1\x1a\x0elogstore.proto\"r\n\x0e\x44\x65liverRequest\x12+\n\x05hello\x18\x01 \x01(\x0b\x32\x1a.logplayer.target.v1.HelloH\x00\x12+\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x1a.logplayer.target.v1.BatchH\x00\x42\x06\n\x04kind\"\xbe\x01\n\x05Hello\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x11\n\ttarget_id\x18\x03 \x01(\t\x12>\n\x10protocol_version\x18\x04 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x0f\n\x07session\x18\x05 \x01(\x04\x12\x16\n\x0elog_cluster_id\x18\x06 \x01(\t\x12\x17\n\x0flog_incarnation\x18\x07 \x01(\t\"e\n\x08\x44\x65livery\x12\x0b\n\x03lsn\x18\x01 \x01(\x04\x12\x1b\n\x13timestamp_unix_nano\x18\x02 \x01(\x03\x12/\n\x06slices\x18\x03 \x03(\x0b\x32\x1f.logplayer.logstore.v1.TxnSlice\"X\n\x05\x42\x61tch\x12\x31\n\ndeliveries\x18\x01 \x03(\x0b\x32\x1d.logplayer.target.v1.Delivery\x12\x1c\n\x14\x64ispatched_unix_nano\x18\x02 \x01(\x03\"v\n\x0f\x44\x65liverResponse\x12\x32\n\thello_ack\x18\x01 \x01(\x0b\x32\x1d.logplayer.target.v1.HelloAckH\x00\x12\'\n\x03\x61\x63k\x18\x02 \x01(\x0b\x32\x18.logplayer.target.v1.AckH\x00\x42\x06\n\x04kind\"1\n\x0bTopicOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x04\"\xda\x01\n\x08HelloAck\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04\x12\x16\n\x0eincarnation_id\x18\x02 \x01(\t\x12>\n\x10protocol_version\x18\x03 \x01(\x0e\x32$.logplayer.target.v1.ProtocolVersion\x12\x30\n\x06topics\x18\x04 \x03(\x0b\x32 .logplayer.target.v1.TopicOffset\x12\x16\n\x0elog_cluster_id\x18\x05 \x01(\t\x12\x17\n\x0flog_incarnation\x18\x06 \x01(\t\"\x1a\n\x03\x41\x63k\x12\x13\n\x0b\x61pplied_lsn\x18\x01 \x01(\x04\"\x94\x01\n\x0bTargetState\x12\x13\n\x0b\x61pplied_lsn\x18< \x01(\x04\x12\r\n\x05\x65poch\x18= \x01(\x04\x12\x30\n\x06topics\x18> \x03(\x0b\x32 .logplayer.target.v1.TopicOffset\x12\x16\n\x0elog_cluster_id\x18? \x01(\t\x12\x17\n\x0flog_incarnation\x18@ \x01(\t\"$\n\x0fSnapshotRequest\x12\x11\n\ttarget_id\x18< \x01(\t\"d\n\x0eSnapshotHeader\x12\x11\n\ttarget_id\x18< \x01(\t\x12\x0e\n\x06\x66ormat\x18= \x01(\t\x12/\n\x05state\x18> \x01(\x0b\x32 .logplayer.target.v1.TargetState\",\n\x0bSnapshotEnd\x12\r\n\x05\x62ytes\x18< \x01(\x04\x12\x0e\n\x06\x63rc32c\x18= \x01(\r\"\x8f\x01\n\rSnapshotChunk\x12\x35\n\x06header\x18< \x01(\x0b\x32#.logplayer.target.v1.SnapshotHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18= \x01(\x0cH\x00\x12/\n\x03\x65nd\x18> \x01(\x0b\x32 .logplayer.target.v1.SnapshotEndH\x00\x42\x06\n\x04kind\"V\n\x0eRestoreRequest\x12\x11\n\ttarget_id\x18< \x01(\t\x12\x31\n\x05\x63hunk\x18= \x01(\x0b\x32\".logplayer.target.v1.SnapshotChunk\"B\n\x0fRestoreResponse\x12/\n\x05state\x18< \x01(\x0b\x32 .logplayer.target.v1.TargetState*K\n\x0fProtocolVersion\x12 \n\x1cPROTOCOL_VERSION_UNSPECIFIED\x10\x00\x12\x16\n\x12PROTOCOL_VERSION_1\x10\x01\x32\x92\x02\n\x06Target\x12X\n\x07\x44\x65liver\x12#.logplayer.target.v1.DeliverRequest\x1a$.logplayer.target.v1.DeliverResponse(\x01\x30\x01\x12V\n\x08Snapshot\x12$.logplayer.target.v1.SnapshotRequest\x1a\".logplayer.target.v1.SnapshotChunk0\x01\x12V\n\x07Restore\x12#.logplayer.target.v1.RestoreRequest\x1a$.logplayer.target.v1.RestoreResponse(\x01\x42/Z-github.com/logplayer/logplayer/proto/targetpbb\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'target_pb2', globals())
@@ -22,8 +22,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z-github.com/logplayer/logplayer/proto/targetpb'
-  _PROTOCOLVERSION._serialized_start=975
-  _PROTOCOLVERSION._serialized_end=1050
+  _PROTOCOLVERSION._serialized_start=1614
+  _PROTOCOLVERSION._serialized_end=1689
   _DELIVERREQUEST._serialized_start=53
   _DELIVERREQUEST._serialized_end=167
   _HELLO._serialized_start=170
@@ -40,6 +40,20 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _HELLOACK._serialized_end=945
   _ACK._serialized_start=947
   _ACK._serialized_end=973
-  _TARGET._serialized_start=1052
-  _TARGET._serialized_end=1150
+  _TARGETSTATE._serialized_start=976
+  _TARGETSTATE._serialized_end=1124
+  _SNAPSHOTREQUEST._serialized_start=1126
+  _SNAPSHOTREQUEST._serialized_end=1162
+  _SNAPSHOTHEADER._serialized_start=1164
+  _SNAPSHOTHEADER._serialized_end=1264
+  _SNAPSHOTEND._serialized_start=1266
+  _SNAPSHOTEND._serialized_end=1310
+  _SNAPSHOTCHUNK._serialized_start=1313
+  _SNAPSHOTCHUNK._serialized_end=1456
+  _RESTOREREQUEST._serialized_start=1458
+  _RESTOREREQUEST._serialized_end=1544
+  _RESTORERESPONSE._serialized_start=1546
+  _RESTORERESPONSE._serialized_end=1612
+  _TARGET._serialized_start=1692
+  _TARGET._serialized_end=1966
 # @@protoc_insertion_point(module_scope)

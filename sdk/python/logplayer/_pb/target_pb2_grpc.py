@@ -19,6 +19,16 @@ class TargetStub(object):
                 request_serializer=target__pb2.DeliverRequest.SerializeToString,
                 response_deserializer=target__pb2.DeliverResponse.FromString,
                 )
+        self.Snapshot = channel.unary_stream(
+                '/logplayer.target.v1.Target/Snapshot',
+                request_serializer=target__pb2.SnapshotRequest.SerializeToString,
+                response_deserializer=target__pb2.SnapshotChunk.FromString,
+                )
+        self.Restore = channel.stream_unary(
+                '/logplayer.target.v1.Target/Restore',
+                request_serializer=target__pb2.RestoreRequest.SerializeToString,
+                response_deserializer=target__pb2.RestoreResponse.FromString,
+                )
 
 
 class TargetServicer(object):
@@ -32,6 +42,28 @@ class TargetServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Snapshot(self, request, context):
+        """Snapshot (issue #29, bootstrap from a sibling): a consistent snapshot of
+        the target's data. The first chunk is a SnapshotHeader carrying the
+        State the data is consistent with, then data chunks, then a SnapshotEnd
+        (size and CRC-32C of the data). UNIMPLEMENTED (SNAPSHOT_UNSUPPORTED)
+        when the target's store cannot snapshot.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Restore(self, request_iterator, context):
+        """Restore: the chunks of a Snapshot, in order, into an empty target. The
+        target stages them and switches atomically only after a SnapshotEnd
+        that matches: a stream that breaks before leaves the target as it was
+        (the staged part is discarded, also by the next Restore).
+        TARGET_NOT_EMPTY when the target holds data or an applied LSN.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TargetServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -39,6 +71,16 @@ def add_TargetServicer_to_server(servicer, server):
                     servicer.Deliver,
                     request_deserializer=target__pb2.DeliverRequest.FromString,
                     response_serializer=target__pb2.DeliverResponse.SerializeToString,
+            ),
+            'Snapshot': grpc.unary_stream_rpc_method_handler(
+                    servicer.Snapshot,
+                    request_deserializer=target__pb2.SnapshotRequest.FromString,
+                    response_serializer=target__pb2.SnapshotChunk.SerializeToString,
+            ),
+            'Restore': grpc.stream_unary_rpc_method_handler(
+                    servicer.Restore,
+                    request_deserializer=target__pb2.RestoreRequest.FromString,
+                    response_serializer=target__pb2.RestoreResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -64,5 +106,39 @@ class Target(object):
         return grpc.experimental.stream_stream(request_iterator, target, '/logplayer.target.v1.Target/Deliver',
             target__pb2.DeliverRequest.SerializeToString,
             target__pb2.DeliverResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Snapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/logplayer.target.v1.Target/Snapshot',
+            target__pb2.SnapshotRequest.SerializeToString,
+            target__pb2.SnapshotChunk.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Restore(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/logplayer.target.v1.Target/Restore',
+            target__pb2.RestoreRequest.SerializeToString,
+            target__pb2.RestoreResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -1,8 +1,7 @@
-package logstore
+package api
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +14,8 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// pending is one request waiting for its Raft entry to apply.
-type pending struct {
+// Pending is one request waiting for its Raft entry to apply.
+type Pending struct {
 	cmd  *logstorepb.Command
 	size int
 	// done has capacity 1 so the completer never blocks on a requester
@@ -24,15 +23,15 @@ type pending struct {
 	done chan fsm.Result
 }
 
-// applier is the part of *raft.Raft the aggregator uses (a fake in tests).
-type applier interface {
+// Applier is the part of *raft.Raft the Aggregator uses (a fake in tests).
+type Applier interface {
 	Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture
 }
 
-// inflightEntry is one Raft entry the aggregator handed to Raft.
+// inflightEntry is one Raft entry the Aggregator handed to Raft.
 type inflightEntry struct {
 	future raft.ApplyFuture
-	batch  []*pending
+	batch  []*Pending
 	start  time.Time
 }
 
@@ -43,7 +42,7 @@ type resolution struct {
 	commit time.Duration
 }
 
-// The convoy hold (see aggregator). The window is derived from how long
+// The convoy hold (see Aggregator). The window is derived from how long
 // the answered clients actually take to come back (their return time:
 // from an entry's resolution until as many requests as it answered have
 // arrived), not from the commit latency: on a loaded machine the two are
@@ -107,7 +106,7 @@ func defaultHoldWindow(c *convoy) time.Duration {
 	return min(time.Duration(holdMargin*float64(c.back)), maxHold)
 }
 
-// aggregator turns many requests into few Raft entries (docs/DESIGN.md, "Aggregation").
+// Aggregator turns many requests into few Raft entries (docs/DESIGN.md, "Aggregation").
 //
 // Goroutines: run (fed by submit through intake; owns the batch being built,
 // the count of entries in flight, the convoy hold and the leader timestamp)
@@ -136,9 +135,9 @@ func defaultHoldWindow(c *convoy) time.Duration {
 //     maxHold). A serial client never waits: it alone was answered, and its
 //     next request completes the batch; on an idle cluster the window has
 //     long passed.
-type aggregator struct {
-	raft        applier
-	metrics     *metrics
+type Aggregator struct {
+	raft        Applier
+	metrics     *Metrics
 	now         func() time.Time
 	maxTxns     int
 	maxBytes    int
@@ -149,7 +148,7 @@ type aggregator struct {
 	// (defaultHoldWindow; tests change it).
 	holdWindow func(c *convoy) time.Duration
 
-	intake   chan *pending       // capacity Config.IntakeQueue: the back-pressure bound
+	intake   chan *Pending       // capacity AggregatorConfig.IntakeQueue: the back-pressure bound
 	inflight chan *inflightEntry // capacity MaxInflightEntries: run never has more outstanding
 	freed    chan resolution     // capacity MaxInflightEntries: one per resolved entry
 	stop     chan struct{}
@@ -159,28 +158,47 @@ type aggregator struct {
 	stopOnce sync.Once
 
 	// maxIntakeBytes bounds the bytes waiting in intake
-	// (Config.IntakeQueueBytes); intakeBytes counts them (intakebytes.go).
+	// (AggregatorConfig.IntakeQueueBytes); intakeBytes counts them (intakebytes.go).
 	maxIntakeBytes int64
 	intakeBytes    atomic.Int64
 
-	// limits is stamped into every entry (Config.applyLimits; read only).
+	// limits is stamped into every entry (AggregatorConfig.Limits).
 	limits *logstorepb.ApplyLimits
 }
 
-// newAggregator returns a started aggregator.
-func newAggregator(r applier, cfg *Config, m *metrics) *aggregator {
+// AggregatorConfig are the Aggregator's bounds and clock
+// (logstore.Config's fields of the same names; all must be set).
+type AggregatorConfig struct {
+	// Now is the clock for the leader timestamps stamped into entries.
+	Now func() time.Time
+	// IntakeQueue and IntakeQueueBytes bound the requests waiting in
+	// intake, by count and encoded bytes (back-pressure: QUEUE_FULL).
+	IntakeQueue      int
+	IntakeQueueBytes int64
+	// MaxBatchTxns and MaxBatchBytes bound one entry; PipelineMinTxns is
+	// the batch that goes out while entries are in flight, up to
+	// MaxInflightEntries of them.
+	MaxBatchTxns, MaxBatchBytes, PipelineMinTxns, MaxInflightEntries int
+	// RaftTimeout bounds raft.Apply's enqueue.
+	RaftTimeout time.Duration
+	// Limits is stamped into every entry (read only).
+	Limits *logstorepb.ApplyLimits
+}
+
+// NewAggregator returns a started Aggregator handing entries to r.
+func NewAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
 	a := buildAggregator(r, cfg, m)
 	a.start()
 	return a
 }
 
-func buildAggregator(r applier, cfg *Config, m *metrics) *aggregator {
-	return &aggregator{
+func buildAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
+	return &Aggregator{
 		raft: r, metrics: m, now: cfg.Now,
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
 		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
-		limits: cfg.applyLimits(),
-		intake: make(chan *pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
+		limits: cfg.Limits,
+		intake: make(chan *Pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),
 		stop:     make(chan struct{}),
@@ -188,7 +206,7 @@ func buildAggregator(r applier, cfg *Config, m *metrics) *aggregator {
 	}
 }
 
-func (a *aggregator) start() {
+func (a *Aggregator) start() {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); a.run() }()
@@ -196,22 +214,22 @@ func (a *aggregator) start() {
 	go func() { wg.Wait(); a.drain(); close(a.dead) }()
 }
 
-// submit queues cmd (encoded size bytes) and waits for its result. A full
+// Submit queues cmd (encoded size bytes) and waits for its result. A full
 // intake is ErrQueueFull at once. When ctx ends first the request may still
 // be applied: the error wraps apierr.ErrUnknownOutcome's meaning through the
 // context error.
-func (a *aggregator) submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
-	p, err := a.enqueue(cmd, size)
+func (a *Aggregator) Submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
+	p, err := a.Enqueue(cmd, size)
 	if err != nil {
 		return nil, err
 	}
-	return a.wait(ctx, p)
+	return a.Wait(ctx, p)
 }
 
-// enqueue queues cmd without waiting: a full intake is ErrQueueFull at
+// Enqueue queues cmd without waiting: a full intake is ErrQueueFull at
 // once. Requests enqueued by one goroutine reach the intake in that order.
-func (a *aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error) {
-	p := &pending{cmd: cmd, size: size, done: make(chan fsm.Result, 1)}
+func (a *Aggregator) Enqueue(cmd *logstorepb.Command, size int) (*Pending, error) {
+	p := &Pending{cmd: cmd, size: size, done: make(chan fsm.Result, 1)}
 	select {
 	case <-a.stop:
 		return nil, apierr.ErrShuttingDown
@@ -230,8 +248,8 @@ func (a *aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error
 	}
 }
 
-// wait returns p's result (see submit for a ctx that ends first).
-func (a *aggregator) wait(ctx context.Context, p *pending) (proto.Message, error) {
+// Wait returns p's result (see Submit for a ctx that ends first).
+func (a *Aggregator) Wait(ctx context.Context, p *Pending) (proto.Message, error) {
 	select {
 	case r := <-p.done:
 		return r.Resp, r.Err
@@ -250,7 +268,7 @@ func (a *aggregator) wait(ctx context.Context, p *pending) (proto.Message, error
 // batcher is run's state: the batch being built and what decides when it
 // goes out.
 type batcher struct {
-	batch       []*pending
+	batch       []*Pending
 	bytes       int
 	outstanding int
 	// target is how many commands the batch waits for while nothing is in
@@ -266,7 +284,7 @@ type batcher struct {
 
 // ready reports whether the batch goes out now, and otherwise how long the
 // convoy hold may still wait (0: no hold, wait for intake or a resolution).
-func (a *aggregator) ready(b *batcher, now time.Time) (bool, time.Duration) {
+func (a *Aggregator) ready(b *batcher, now time.Time) (bool, time.Duration) {
 	if len(b.batch) == 0 {
 		return false, 0
 	}
@@ -283,7 +301,7 @@ func (a *aggregator) ready(b *batcher, now time.Time) (bool, time.Duration) {
 }
 
 // takeResolutions handles every resolution already reported.
-func (a *aggregator) takeResolutions(b *batcher) {
+func (a *Aggregator) takeResolutions(b *batcher) {
 	for {
 		select {
 		case r := <-a.freed:
@@ -295,7 +313,7 @@ func (a *aggregator) takeResolutions(b *batcher) {
 }
 
 // resolved updates the convoy hold after an entry resolved at now.
-func (a *aggregator) resolved(b *batcher, r resolution, now time.Time) {
+func (a *Aggregator) resolved(b *batcher, r resolution, now time.Time) {
 	b.outstanding--
 	a.metrics.inflightEntries.Set(float64(b.outstanding))
 	if r.cmds == 0 {
@@ -306,7 +324,7 @@ func (a *aggregator) resolved(b *batcher, r resolution, now time.Time) {
 	b.holdUntil = now.Add(a.holdWindow(&b.convoy))
 }
 
-func (a *aggregator) run() {
+func (a *Aggregator) run() {
 	defer close(a.inflight)
 	var b batcher
 	hold := time.NewTimer(time.Hour)
@@ -364,7 +382,7 @@ func (a *aggregator) run() {
 }
 
 // send hands one entry of batch to Raft.
-func (a *aggregator) send(batch []*pending) {
+func (a *Aggregator) send(batch []*Pending) {
 	ts := max(a.now().UnixNano(), a.lastTS)
 	a.lastTS = ts
 	e := &logstorepb.Entry{TimestampUnixNano: ts, Limits: a.limits, Commands: make([]*logstorepb.Command, len(batch))}
@@ -380,7 +398,7 @@ func (a *aggregator) send(batch []*pending) {
 	a.inflight <- &inflightEntry{future: a.raft.Apply(data, a.timeout), batch: batch, start: time.Now()}
 }
 
-func (a *aggregator) complete() {
+func (a *Aggregator) complete() {
 	for ie := range a.inflight {
 		err := a.await(ie.future)
 		if err != nil {
@@ -410,13 +428,13 @@ func (a *aggregator) complete() {
 	}
 }
 
-// await is f.Error(), except that it stops waiting once the aggregator is
+// await is f.Error(), except that it stops waiting once the Aggregator is
 // closed (Raft is shut down by then) and f is still unresolved:
 // hashicorp/raft never resolves a future left in its buffered apply
 // channel (BatchApplyCh) at shutdown, which would hang Node.Close. Such an
 // entry's outcome is reported unknown. The goroutine waiting on an
 // abandoned future stays blocked (at most MaxInflightEntries, once).
-func (a *aggregator) await(f raft.ApplyFuture) error {
+func (a *Aggregator) await(f raft.ApplyFuture) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
@@ -432,38 +450,8 @@ func (a *aggregator) await(f raft.ApplyFuture) error {
 	}
 }
 
-// raftErr maps a failed Apply future to what its requests did (see
-// raftSentinel); any other error came after the entry was handed to Raft,
-// so it may have committed (ErrUnknownOutcome).
-func raftErr(err error) error {
-	if m, ok := raftSentinel(err); ok {
-		return m
-	}
-	return apierr.ErrUnknownOutcome
-}
-
-// raftSentinel maps the errors hashicorp/raft resolves a future with
-// (an aggregated entry's Apply, a membership change) to apierr's sentinels
-// by whether the entry entered the log: ErrNotLeader and
-// ErrLeadershipTransferInProgress (the leader loop refuses the entry
-// before dispatching it) are ErrNotLeader, ErrEnqueueTimeout is
-// ErrQueueFull: AppliedNo, safe to retry. ErrLeadershipLost and
-// ErrRaftShutdown (the entry was dispatched, or may have been) are
-// ErrUnknownOutcome: AppliedMaybe. false for any other error.
-func raftSentinel(err error) (error, bool) {
-	switch {
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return apierr.ErrNotLeader, true
-	case errors.Is(err, raft.ErrEnqueueTimeout):
-		return apierr.ErrQueueFull, true
-	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown):
-		return apierr.ErrUnknownOutcome, true
-	}
-	return nil, false
-}
-
 // drain answers what is left in intake after the goroutines ended.
-func (a *aggregator) drain() {
+func (a *Aggregator) drain() {
 	for {
 		select {
 		case p := <-a.intake:
@@ -475,9 +463,9 @@ func (a *aggregator) drain() {
 	}
 }
 
-// close stops the goroutines; Raft must be shut down first so in-flight
+// Close stops the goroutines; Raft must be shut down first so in-flight
 // futures resolve. It waits for them to end.
-func (a *aggregator) close() {
+func (a *Aggregator) Close() {
 	a.stopOnce.Do(func() { close(a.stop) })
 	<-a.dead
 }

@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 // goes at once when the client is back sooner.
 func TestAggregatorHoldTiming(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(5 * time.Millisecond) })
+		a, r := testAggregator(t, func(a *Aggregator) { a.holdWindow = holdFor(5 * time.Millisecond) })
 		resA := submitAsync(a, "a")
 		e1 := r.next(t)
 		resB := submitAsync(a, "b") // waits for e1

@@ -1,8 +1,8 @@
-package logstore
+package api
 
 // The intake queue's byte bound (Config.IntakeQueueBytes). The count bound
 // alone (IntakeQueue 8192 x MaxRequestBytes 4 MiB) would let 32 GiB wait
-// for the aggregator; the byte bound caps what waits at IntakeQueueBytes
+// for the Aggregator; the byte bound caps what waits at IntakeQueueBytes
 // (256 MiB by default). Bytes are reserved before a request enters the
 // intake channel and released when run takes it (or drain answers it), so
 // the bound holds under concurrent enqueues. A request that would go above
@@ -12,7 +12,7 @@ package logstore
 
 // reserveIntake reserves size bytes of the byte bound; false: the bound is
 // reached.
-func (a *aggregator) reserveIntake(size int) bool {
+func (a *Aggregator) reserveIntake(size int) bool {
 	n := a.intakeBytes.Add(int64(size))
 	if n > a.maxIntakeBytes && n != int64(size) {
 		a.intakeBytes.Add(-int64(size))
@@ -23,13 +23,13 @@ func (a *aggregator) reserveIntake(size int) bool {
 
 // releaseIntake returns size bytes taken out of the intake and updates
 // the gauges.
-func (a *aggregator) releaseIntake(size int) {
+func (a *Aggregator) releaseIntake(size int) {
 	a.intakeBytes.Add(-int64(size))
 	a.setIntakeGauges()
 }
 
 // setIntakeGauges reports the intake's depth and queued bytes.
-func (a *aggregator) setIntakeGauges() {
+func (a *Aggregator) setIntakeGauges() {
 	a.metrics.intakeDepth.Set(float64(len(a.intake)))
 	a.metrics.intakeBytes.Set(float64(a.intakeBytes.Load()))
 }

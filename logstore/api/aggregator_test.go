@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// fakeRaft records the entries the aggregator applies; the test resolves
+// fakeRaft records the entries the Aggregator applies; the test resolves
 // each one when it likes.
 type fakeRaft struct {
 	applied chan *fakeFuture
@@ -37,7 +37,7 @@ func holdFor(d time.Duration) func(*convoy) time.Duration {
 	return func(*convoy) time.Duration { return d }
 }
 
-// resolveAll resolves every entry (so the aggregator can stop after a
+// resolveAll resolves every entry (so the Aggregator can stop after a
 // failed test).
 func (r *fakeRaft) resolveAll() {
 	r.mu.Lock()
@@ -87,25 +87,25 @@ func (r *fakeRaft) next(t *testing.T) *fakeFuture {
 	}
 }
 
-// testAggregator starts an aggregator on a fakeRaft; tune changes its
+// testAggregator starts an Aggregator on a fakeRaft; tune changes its
 // settings before it starts.
-func testAggregator(t *testing.T, tune func(a *aggregator)) (*aggregator, *fakeRaft) {
+func testAggregator(t *testing.T, tune func(a *Aggregator)) (*Aggregator, *fakeRaft) {
 	t.Helper()
-	m, err := newMetrics(prometheus.NewRegistry(), "t")
+	m, err := NewMetrics(prometheus.NewRegistry(), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{ID: "t", Dir: t.TempDir(), RaftAddr: "127.0.0.1:0", APIAddr: "127.0.0.1:0"}
-	if err := cfg.validate(); err != nil {
-		t.Fatal(err)
-	}
+	// logstore.Config's defaults (logstore/config.go).
+	cfg := AggregatorConfig{Now: time.Now, IntakeQueue: 8192, IntakeQueueBytes: 256 << 20,
+		MaxBatchTxns: 1024, MaxBatchBytes: 1 << 20, PipelineMinTxns: 64, MaxInflightEntries: 4,
+		RaftTimeout: 10 * time.Second, Limits: &logstorepb.ApplyLimits{}}
 	r := &fakeRaft{applied: make(chan *fakeFuture, 64)}
-	a := buildAggregator(r, &cfg, m)
+	a := buildAggregator(r, cfg, m)
 	if tune != nil {
 		tune(a)
 	}
 	a.start()
-	t.Cleanup(a.close)
+	t.Cleanup(a.Close)
 	t.Cleanup(r.resolveAll) // runs first
 	return a, r
 }
@@ -117,13 +117,13 @@ type submitted struct {
 
 // submitAsync submits an Append naming id (as its producer id, to tell
 // commands apart) and returns where its result arrives.
-func submitAsync(a *aggregator, id string) <-chan submitted {
+func submitAsync(a *Aggregator, id string) <-chan submitted {
 	out := make(chan submitted, 1)
 	cmd := &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: &logstorepb.AppendRequest{ProducerId: id}}}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := a.submit(ctx, cmd, proto.Size(cmd))
+		resp, err := a.Submit(ctx, cmd, proto.Size(cmd))
 		out <- submitted{resp, err}
 	}()
 	return out
@@ -151,7 +151,7 @@ func ids(f *fakeFuture) []string {
 // A lone request goes out at once, with nothing in flight, even when the
 // hold window is an hour: a serial client never waits for a linger.
 func TestAggregatorSerialNeverHolds(t *testing.T) {
-	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Hour) })
+	a, r := testAggregator(t, func(a *Aggregator) { a.holdWindow = holdFor(time.Hour) })
 	for i := range 5 {
 		res := submitAsync(a, fmt.Sprint("c", i))
 		f := r.next(t)
@@ -169,7 +169,7 @@ func TestAggregatorSerialNeverHolds(t *testing.T) {
 // it held plus the requests that entry answered (the convoy), so two groups
 // of clients merge into one entry instead of alternating.
 func TestAggregatorConvoyMerges(t *testing.T) {
-	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Hour) })
+	a, r := testAggregator(t, func(a *Aggregator) { a.holdWindow = holdFor(time.Hour) })
 	resA := submitAsync(a, "a")
 	e1 := r.next(t)
 	if got := ids(e1); len(got) != 1 || got[0] != "a" {
@@ -237,17 +237,17 @@ func TestConvoyHoldWindow(t *testing.T) {
 	}
 }
 
-// intakeTaken reports whether the aggregator has taken at least n requests
+// intakeTaken reports whether the Aggregator has taken at least n requests
 // out of intake since it started (the batch metric is not enough: nothing
 // is sent yet).
-func intakeTaken(a *aggregator, n int) bool {
+func intakeTaken(a *Aggregator, n int) bool {
 	return a.taken.Load() >= int64(n)
 }
 
 // When the clients an entry answered do not come back, the batch waits at
 // most the hold window.
 func TestAggregatorHoldExpires(t *testing.T) {
-	a, r := testAggregator(t, func(a *aggregator) { a.holdWindow = holdFor(time.Millisecond) })
+	a, r := testAggregator(t, func(a *Aggregator) { a.holdWindow = holdFor(time.Millisecond) })
 	var res []<-chan submitted
 	for _, id := range []string{"a", "b", "c"} {
 		res = append(res, submitAsync(a, id))
@@ -280,7 +280,7 @@ func TestAggregatorHoldExpires(t *testing.T) {
 // With an entry in flight a batch of PipelineMinTxns goes out before the
 // entry resolves, up to MaxInflightEntries entries.
 func TestAggregatorPipelines(t *testing.T) {
-	a, r := testAggregator(t, func(a *aggregator) { a.pipeTxns, a.maxInflight, a.holdWindow = 2, 2, holdFor(time.Hour) })
+	a, r := testAggregator(t, func(a *Aggregator) { a.pipeTxns, a.maxInflight, a.holdWindow = 2, 2, holdFor(time.Hour) })
 	res := []<-chan submitted{submitAsync(a, "a")}
 	e1 := r.next(t)
 	res = append(res, submitAsync(a, "b"), submitAsync(a, "c"))
@@ -308,9 +308,9 @@ func TestAggregatorPipelines(t *testing.T) {
 // A full intake answers QUEUE_FULL at once; the queued requests still
 // complete.
 func TestAggregatorQueueFull(t *testing.T) {
-	a, r := testAggregator(t, func(a *aggregator) {
+	a, r := testAggregator(t, func(a *Aggregator) {
 		a.maxTxns, a.maxInflight = 1, 1
-		a.intake = make(chan *pending, 1)
+		a.intake = make(chan *Pending, 1)
 	})
 	res := []<-chan submitted{submitAsync(a, "a")}
 	e1 := r.next(t)
@@ -341,7 +341,7 @@ func TestAggregatorCloseAbandonsUnresolvedFutures(t *testing.T) {
 	res := submitAsync(a, "stuck")
 	r.next(t) // applied, never resolved
 	closed := make(chan struct{})
-	go func() { a.close(); close(closed) }()
+	go func() { a.Close(); close(closed) }()
 	select {
 	case <-closed:
 	case <-time.After(30 * time.Second):

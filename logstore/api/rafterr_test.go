@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"testing"
@@ -42,7 +42,7 @@ func TestMembershipRaftErrSaysWhetherTheChangeMayHaveApplied(t *testing.T) {
 		{raft.ErrLeadershipLost, apierr.MaybeApplied},
 		{raft.ErrRaftShutdown, apierr.MaybeApplied},
 	} {
-		if got := apierr.Classify(membershipErr("add voter n4", tc.err)); got != tc.want {
+		if got := apierr.Classify(MembershipErr("add voter n4", tc.err)); got != tc.want {
 			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
 		}
 	}

@@ -1,0 +1,56 @@
+package api
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// LatencyBuckets are sub-millisecond to seconds, for append, commit and
+// apply latencies (the node's histograms use them too).
+var LatencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.0015, 0.002, 0.003, 0.005,
+	0.0075, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+}
+
+// Metrics are the edge's Prometheus collectors, labelled with the node.
+type Metrics struct {
+	batchTxns       prometheus.Histogram
+	batchBytes      prometheus.Histogram
+	intakeDepth     prometheus.Gauge
+	intakeBytes     prometheus.Gauge
+	inflightEntries prometheus.Gauge
+	commitDuration  prometheus.Histogram
+}
+
+// NewMetrics registers the edge's collectors for node on reg.
+func NewMetrics(reg prometheus.Registerer, node string) (*Metrics, error) {
+	labels := prometheus.Labels{"node": node}
+	m := &Metrics{
+		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "logstore_aggregation_batch_txns", Help: "Commands per Raft entry written by the aggregator.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12), ConstLabels: labels,
+		}),
+		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "logstore_aggregation_batch_bytes", Help: "Encoded bytes per Raft entry written by the aggregator.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 10), ConstLabels: labels,
+		}),
+		intakeDepth: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_intake_queue_depth", Help: "Requests waiting in the leader's intake queue.", ConstLabels: labels,
+		}),
+		intakeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_intake_queue_bytes", Help: "Encoded bytes of the requests waiting in the leader's intake queue (bound: IntakeQueueBytes).", ConstLabels: labels,
+		}),
+		inflightEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_inflight_entries", Help: "Raft entries the aggregator has in flight.", ConstLabels: labels,
+		}),
+		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "logstore_raft_commit_duration_seconds", Help: "From raft.Apply to the entry's apply result at the leader.",
+			Buckets: LatencyBuckets, ConstLabels: labels,
+		}),
+	}
+	for _, c := range []prometheus.Collector{
+		m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
