@@ -37,7 +37,13 @@
 // sequence in a way the producer cannot repair (a bug). When the cluster
 // forgot the producer (its row expired idle: UNKNOWN_PRODUCER) the producer
 // registers again; what may have committed is reported in doubt
-// (InDoubtError.Lost: Resolve cannot learn it), never as a success.
+// (InDoubtError.Lost: Resolve cannot learn it), never as a success. A
+// pipelined transaction refused behind an earlier sequence that is still
+// unanswered or in doubt is reported in doubt too (its error says "not
+// written yet"): it keeps its sequence, so the ones sent after it stay
+// writable, and Resolve writes it in order; transactions behind a
+// sequence that never will be written are resent by Resolve under a new
+// registration.
 //
 // A Producer has up to ProducerConfig.MaxInFlight (default and maximum 5,
 // the cluster's window of remembered results) transactions in flight:

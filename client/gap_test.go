@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
@@ -18,13 +20,15 @@ import (
 )
 
 // gate is a server interceptor that holds the Append of one sequence of
-// one producer epoch (unrun) until release is closed, then runs it (refuse nil) or refuses
-// it with refuse (never run: nothing written). seen gets each sequence
-// the server is first sent.
+// one producer epoch (unrun) until release is closed, then runs it (refuse
+// nil) or refuses it with refuse (never run: nothing written). With lose,
+// it answers the epoch's later sequences UNAVAILABLE (unrun) until
+// release. seen gets each sequence the server is first sent.
 type gate struct {
 	epoch   atomic.Uint64
 	seq     uint64
 	refuse  error
+	lose    bool
 	release chan struct{}
 	mu      sync.Mutex
 	seen    map[uint64]chan struct{}
@@ -52,7 +56,17 @@ func (g *gate) intercept(ctx context.Context, req any, info *grpc.UnaryServerInf
 	default:
 		close(ch)
 	}
-	if r.Sequence != g.seq || r.ProducerEpoch != g.epoch.Load() {
+	if r.ProducerEpoch != g.epoch.Load() || r.Sequence < g.seq {
+		return handler(ctx, req)
+	}
+	if r.Sequence > g.seq {
+		select {
+		case <-g.release:
+		default:
+			if g.lose {
+				return nil, status.Error(codes.Unavailable, "test: request lost")
+			}
+		}
 		return handler(ctx, req)
 	}
 	select {
@@ -75,17 +89,24 @@ func (g *gate) intercept(ctx context.Context, req any, info *grpc.UnaryServerInf
 // and Resolve writes them after sequence 2's outcome is known. Whether
 // sequence 2 then commits or is refused (a hole below 3 and 4: they are
 // written under a new registration), every transaction reported written
-// is in the log exactly once, in order, and nothing else is.
+// is in the log exactly once, in order, and nothing else is. The third
+// case loses the requests of 3 and 4 instead (in doubt, maybe written)
+// before 2 is refused: 3 and 4 are then known unwritten, and Resolve
+// writes both (it used to resend 3, meet the hole, drop 3 and return 4's
+// doubt).
 func TestGapBehindUnsettledSequence(t *testing.T) {
+	refused := apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, "test: sequence 2 refused")
 	for _, tc := range []struct {
 		name   string
 		refuse error
+		lose   bool
 	}{
-		{"commits", nil},
-		{"refused", apierr.Newf(logstorepb.ErrorCode_INVALID_ARGUMENT, "test: sequence 2 refused")},
+		{"commits", nil, false},
+		{"refused", refused, false},
+		{"refused_later_lost", refused, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &gate{seq: 2, refuse: tc.refuse, release: make(chan struct{}), seen: map[uint64]chan struct{}{}}
+			g := &gate{seq: 2, refuse: tc.refuse, lose: tc.lose, release: make(chan struct{}), seen: map[uint64]chan struct{}{}}
 			c := logstoretest.Start(t, 1, nil, grpc.ChainUnaryInterceptor(g.intercept))
 			// Plain Appends (no batching), each attempt alive until released.
 			cl, err := client.New(client.Config{Addrs: c.Addrs(), MaxBatchBytes: -1, AttemptTimeout: 2 * time.Minute, Logger: logstoretest.QuietLogger()})

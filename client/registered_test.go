@@ -213,9 +213,10 @@ func TestPipelinedProducerExactlyOnce(t *testing.T) {
 }
 
 // TestPipelinedInDoubtResolved: five Appends in flight while every answer
-// is lost and the callers' deadlines end: each reports ErrInDoubt (or, if
-// it was refused behind an earlier one, that one's doubt, having written
-// nothing); Resolve then settles the in-doubt ones in sequence order, and
+// is lost and the callers' deadlines end: each reports ErrInDoubt (one
+// refused behind an earlier unsettled sequence too, not written yet: it
+// keeps its place; TestGapBehindUnsettledSequence makes that case
+// certain); Resolve then settles the in-doubt ones in sequence order, and
 // every transaction reported committed is in the log exactly once, at its
 // result's LSN, with nothing else written.
 func TestPipelinedInDoubtResolved(t *testing.T) {

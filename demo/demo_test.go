@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -22,32 +23,52 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-// fakeLog is a LogStore stand-in: dense LSNs and per-topic offsets, an
-// idempotent-producer table, and (when flaky) every third request written
-// but answered Unavailable, as a leader that lost its lease after commit.
+// fakeLog is a LogStore stand-in: dense LSNs and per-topic offsets, a
+// registered-producer table (InitProducer; an Append of an unregistered
+// id or epoch is refused, as a store without --allow-legacy-producers
+// does), and (when flaky) every third request written but answered
+// Unavailable, as a leader that lost its lease after commit.
 type fakeLog struct {
 	mu        sync.Mutex
 	flaky     bool
 	calls     int
 	txns      []*logstorepb.Transaction
 	next      map[string]uint64
-	producers map[string]producerEntry
+	producers map[string]producerEntry // by id
+	names     map[string]string        // producer name -> id
 }
 
 type producerEntry struct {
-	seq  uint64
-	resp *logstorepb.AppendResponse
+	epoch uint64
+	seq   uint64
+	resp  *logstorepb.AppendResponse
 }
 
 func newFakeLog() *fakeLog {
-	return &fakeLog{next: map[string]uint64{}, producers: map[string]producerEntry{}}
+	return &fakeLog{next: map[string]uint64{}, producers: map[string]producerEntry{}, names: map[string]string{}}
+}
+
+func (f *fakeLog) InitProducer(_ context.Context, name string) (string, uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id, ok := f.names[name]
+	if !ok {
+		id = fmt.Sprint(len(f.names) + 1)
+		f.names[name] = id
+	}
+	p := producerEntry{epoch: f.producers[id].epoch + 1}
+	f.producers[id] = p
+	return id, p.epoch, nil
 }
 
 func (f *fakeLog) Append(_ context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
-	if p, ok := f.producers[req.ProducerId]; ok && req.Sequence == p.seq {
+	if p, ok := f.producers[req.ProducerId]; !ok || req.ProducerEpoch != p.epoch {
+		return nil, status.Errorf(codes.FailedPrecondition, "producer %q epoch %d is not registered", req.ProducerId, req.ProducerEpoch)
+	}
+	if p := f.producers[req.ProducerId]; req.Sequence == p.seq {
 		return p.resp, nil
 	}
 	if want := f.producers[req.ProducerId].seq + 1; req.Sequence != want {
@@ -61,7 +82,7 @@ func (f *fakeLog) Append(_ context.Context, req *logstorepb.AppendRequest) (*log
 		f.next[s.Topic] += uint64(len(s.Messages))
 	}
 	f.txns = append(f.txns, t)
-	f.producers[req.ProducerId] = producerEntry{seq: req.Sequence, resp: resp}
+	f.producers[req.ProducerId] = producerEntry{epoch: req.ProducerEpoch, seq: req.Sequence, resp: resp}
 	if f.flaky && f.calls%3 == 0 {
 		return nil, status.Error(codes.Unavailable, "leadership lost")
 	}

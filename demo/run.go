@@ -16,9 +16,12 @@ import (
 )
 
 // Appender commits one transaction (a LogStore client that follows the
-// leader).
+// leader), and registers a producer name (client.Client.InitProducer):
+// the workload's producers are registered, so the cluster needs no
+// legacy-producer opt-in (store --allow-legacy-producers).
 type Appender interface {
 	Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error)
+	InitProducer(ctx context.Context, name string) (id string, epoch uint64, err error)
 }
 
 // Defaults of Config.
@@ -112,12 +115,32 @@ type Result struct {
 }
 
 // Run drives the workload for cfg.Duration (or until ctx ends) and returns
-// what was acknowledged. A transaction whose Append fails with a retryable
+// what was acknowledged. Each client's producer name (Generator.Name) is
+// registered first, before the duration starts. A transaction whose Append fails with a retryable
 // error is retried with the same producer sequence until cfg.RetryMax; a
-// permanent error stops the run and is returned.
+// permanent error (UNKNOWN_PRODUCER and PRODUCER_FENCED too: the workload
+// does not re-register) stops the run and is returned.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	gens := make([]*Generator, cfg.Clients)
+	registerRetries := 0
+	for i := range gens {
+		g := NewGenerator(cfg.Run, i, cfg.Shards, cfg.Seed)
+		var id string
+		var epoch uint64
+		retries, err := retrying(ctx, cfg, func(ctx context.Context) error {
+			var err error
+			id, epoch, err = cfg.Appender.InitProducer(ctx, g.Name())
+			return err
+		})
+		registerRetries += retries
+		if err != nil {
+			return nil, fmt.Errorf("register producer %s: %w", g.Name(), err)
+		}
+		g.Registered(id, epoch)
+		gens[i] = g
 	}
 	start := cfg.Now()
 	stopAt := start.Add(cfg.Duration)
@@ -132,7 +155,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := NewGenerator(cfg.Run, i, cfg.Shards, cfg.Seed)
+			g := gens[i]
 			r := &results[i]
 			r.starts = map[uint64]time.Time{}
 			r.acked = map[uint64]string{}
@@ -167,7 +190,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	<-done
 
-	res := &Result{Starts: map[uint64]time.Time{}, Acked: map[uint64]string{}, Elapsed: cfg.Now().Sub(start)}
+	res := &Result{Retries: registerRetries, Starts: map[uint64]time.Time{}, Acked: map[uint64]string{}, Elapsed: cfg.Now().Sub(start)}
 	for _, r := range results {
 		res.Retries += r.retries
 		res.Commit = append(res.Commit, r.commit...)
@@ -216,19 +239,37 @@ func reportProgress(cfg Config, start time.Time, done <-chan struct{}, committed
 
 // appendRetrying sends req until it is acknowledged, a permanent error, ctx
 // ends or cfg.RetryMax passes. Resending the same producer sequence is safe:
-// the LogStore answers a retry of the last sequence with the first result.
+// the LogStore answers a retry of a remembered sequence with the first
+// result.
 func appendRetrying(ctx context.Context, cfg Config, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, int, error) {
+	var resp *logstorepb.AppendResponse
+	retries, err := retrying(ctx, cfg, func(ctx context.Context) error {
+		var err error
+		resp, err = cfg.Appender.Append(ctx, req)
+		if err != nil {
+			cfg.Logger.Debug("demo: append failed", "producer", req.ProducerId, "seq", req.Sequence, "err", err)
+		}
+		return err
+	})
+	return resp, retries, err
+}
+
+// retrying calls fn, each attempt bounded by cfg.AppendTimeout, until it
+// succeeds, fails permanently (not Retryable), ctx ends or cfg.RetryMax
+// passes, with exponential backoff; it returns how many attempts failed
+// and were retried. For an Append, and for InitProducer (a retry may
+// register twice: the later epoch wins, and nothing was sent under the
+// earlier one).
+func retrying(ctx context.Context, cfg Config, fn func(ctx context.Context) error) (int, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 20 * time.Millisecond
 	bo.MaxInterval = time.Second
 	bo.MaxElapsedTime = cfg.RetryMax
 	retries := 0
-	var resp *logstorepb.AppendResponse
 	err := backoff.Retry(func() error {
 		actx, cancel := context.WithTimeout(ctx, cfg.AppendTimeout)
 		defer cancel()
-		var err error
-		resp, err = cfg.Appender.Append(actx, req)
+		err := fn(actx)
 		if err == nil {
 			return nil
 		}
@@ -236,10 +277,9 @@ func appendRetrying(ctx context.Context, cfg Config, req *logstorepb.AppendReque
 			return backoff.Permanent(err)
 		}
 		retries++
-		cfg.Logger.Debug("demo: append retry", "producer", req.ProducerId, "seq", req.Sequence, "err", err)
 		return err
 	}, backoff.WithContext(bo, ctx))
-	return resp, retries, err
+	return retries, err
 }
 
 // Retryable reports whether an Append error may succeed when resent with the

@@ -31,6 +31,10 @@ func newLiveCluster(n int) *liveCluster {
 	return c
 }
 
+func (c *liveCluster) InitProducer(ctx context.Context, name string) (string, uint64, error) {
+	return c.log.InitProducer(ctx, name)
+}
+
 func (c *liveCluster) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -69,6 +69,10 @@ type Generator struct {
 	shards int
 	rng    *rand.Rand
 	seq    uint64
+	// id and epoch: the producer's registration (Registered); "" and 0
+	// before it, when requests carry Name as a legacy id.
+	id    string
+	epoch uint64
 }
 
 // NewGenerator returns the generator of producer client (0, 1, …) of run
@@ -80,8 +84,19 @@ func NewGenerator(run string, client, shards int, seed uint64) *Generator {
 	return &Generator{run: run, client: client, shards: shards, rng: rand.New(rand.NewPCG(seed, uint64(client)))}
 }
 
-// ProducerID is the idempotent-producer id this generator's requests carry.
-func (g *Generator) ProducerID() string { return fmt.Sprintf("demo-%s-%d", g.run, g.client) }
+// Name is the producer name this generator registers (InitProducer).
+func (g *Generator) Name() string { return fmt.Sprintf("demo-%s-%d", g.run, g.client) }
+
+// Registered makes the requests carry the registered producer id and epoch
+// InitProducer answered for Name. Call it before the first Next: a
+// registration starts at sequence 1, and the sequence names the
+// transaction's unique keys.
+func (g *Generator) Registered(id string, epoch uint64) {
+	if g.seq != 0 {
+		panic(fmt.Sprintf("demo: Registered after %d transactions", g.seq))
+	}
+	g.id, g.epoch = id, epoch
+}
 
 // Order is the `orders` event of a transaction.
 type Order struct {
@@ -101,7 +116,8 @@ type Reservation struct {
 // Next returns the next transaction: 2 or 3 distinct shards with 1–3
 // mutations each, an order and a reservation. Its producer sequence is the
 // generator's next one (first is 1); a caller that retries must resend the
-// same request.
+// same request. Before Registered it carries Name as an unregistered
+// (legacy) id, which a cluster refuses unless it allows legacy producers.
 func (g *Generator) Next() *logstorepb.AppendRequest {
 	g.seq++
 	txn := fmt.Sprintf("%s/%d/%d", g.run, g.client, g.seq)
@@ -110,7 +126,10 @@ func (g *Generator) Next() *logstorepb.AppendRequest {
 		n = g.shards
 	}
 	picked := g.rng.Perm(g.shards)[:n]
-	req := &logstorepb.AppendRequest{ProducerId: g.ProducerID(), Sequence: g.seq}
+	req := &logstorepb.AppendRequest{ProducerId: g.id, ProducerEpoch: g.epoch, Sequence: g.seq}
+	if g.id == "" {
+		req.ProducerId = g.Name()
+	}
 	for _, sh := range picked {
 		s := &logstorepb.Slice{Topic: ShardTopic(sh)}
 		muts := 1 + g.rng.IntN(3)

@@ -364,8 +364,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			Bootstrap:    peers,
 			Logger:       log,
 			Registry:     reg,
-			// The demo workload and `append --producer-id` use legacy
-			// (unregistered) producer ids.
+			// `append --producer-id` uses legacy (unregistered) producer
+			// ids (the demo workload registers its producers).
 			AllowLegacyProducers: true,
 		}
 		opts, err := c.serverOptions(NodeID(i), nil)

@@ -132,8 +132,7 @@ func startClusterWith(t testing.TB, o clusterOptions) *cluster {
 	for _, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
 			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
-			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String(),
-			"--allow-legacy-producers"} // the demo workload's producer ids are unregistered
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
 		args = append(args, c.tls.args(n.id)...)
 		n.proc = newProc(t, c.dir, n.id, append(args, peers...)...)
 		n.proc.start()

@@ -213,8 +213,7 @@ func (d *dockerSystem) startStores(c *cluster, more []string) {
 	}
 	for i, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", "/data", "--raft-addr", n.raft, "--api-addr", n.api,
-			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String(),
-			"--allow-legacy-producers"} // the demo workload's producer ids are unregistered
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
 		args = append(args, c.tls.args(n.id)...)
 		d.run(stores[i], n.id, []string{hostAddr[n.api] + ":" + ctrAPIPort}, append(args, peers...)...)
 	}

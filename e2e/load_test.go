@@ -36,6 +36,11 @@ type ackLog struct {
 
 var _ demo.Appender = (*ackLog)(nil)
 
+// InitProducer implements demo.Appender.
+func (a *ackLog) InitProducer(ctx context.Context, name string) (string, uint64, error) {
+	return a.inner.InitProducer(ctx, name)
+}
+
 // Append implements demo.Appender.
 func (a *ackLog) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	resp, err := a.inner.Append(ctx, req)

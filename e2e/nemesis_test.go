@@ -266,8 +266,7 @@ func startNemesisCluster(t *testing.T, fn faultNet) *nemesisCluster {
 	for i, n := range c.stores {
 		args := []string{"store", "--id", n.id, "--data-dir", filepath.Join(c.dir, n.id),
 			"--raft-addr", n.raft, "--api-addr", n.api, "--metrics-addr", n.metrics,
-			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String(),
-			"--allow-legacy-producers"} // the demo workload's producer ids are unregistered
+			"--heartbeat-timeout", raftHeartbeat.String(), "--election-timeout", raftElection.String()}
 		for j, p := range c.stores {
 			args = append(args, "--peer", fmt.Sprintf("%s=%s/%s", p.id, fn.peerRaft(i, j), p.api))
 		}
@@ -780,6 +779,12 @@ func (h *histAppender) free(i int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mu.busy[i] = false
+}
+
+// InitProducer implements demo.Appender (not recorded: the history is of
+// Appends).
+func (h *histAppender) InitProducer(ctx context.Context, name string) (string, uint64, error) {
+	return h.inner.InitProducer(ctx, name)
 }
 
 // Append implements demo.Appender.

@@ -23,10 +23,11 @@ var forbidden = []string{
 // allowedThirdParty are the packages outside this module and the standard
 // library the core may import: the protobuf runtime (for the generated
 // protos) and gRPC's status (for apierr's error values). The generated
-// protos also hold the gRPC service stubs, so logstorepb may import gRPC.
+// protos also hold the gRPC service stubs, so logstorepb may import gRPC,
+// and the google.api.http options of its REST routes (descriptors only).
 var allowedThirdParty = map[string][]string{
 	"":                           {"google.golang.org/protobuf/", "google.golang.org/grpc/status", "google.golang.org/grpc/codes"},
-	module + "/proto/logstorepb": {"google.golang.org/protobuf/", "google.golang.org/grpc"},
+	module + "/proto/logstorepb": {"google.golang.org/protobuf/", "google.golang.org/grpc", "google.golang.org/genproto/googleapis/api/annotations"},
 }
 
 // payloadFloors are the trees of the targets and the reference shard: the
