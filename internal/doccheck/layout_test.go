@@ -18,7 +18,7 @@ var floors = []struct {
 	{"words", []string{"types", "proto", "apierr"}},
 	{"shared libraries", []string{"internal/quantile", "internal/jsoncrc", "internal/vfs", "internal/walvfs", "internal/failpoint",
 		"internal/grpcwindow", "internal/poll", "internal/raftlog", "internal/grpcedge", "security"}},
-	{"storage", []string{"logstore/segment"}},
+	{"storage", []string{"logstore/segment", "logstore/tier"}},
 	{"node", []string{"logstore", "logstore/fsm", "logstore/schema"}},
 	{"edge", []string{"logstore/api"}},
 	{"client", []string{"internal/storeconn", "client"}},
@@ -27,7 +27,7 @@ var floors = []struct {
 	{"assembly", []string{"internal/serve", "demo", "devcluster",
 		"logstore/bench", "logplayer/bench", "target/sqlstore/sqlbench",
 		"logstore/logstoretest", "target/targettest", "fetcher/fetchertest", "internal/grpcedge/edgetest",
-		"internal/histcheck", "internal/pgtest", "internal/testwait", "internal/testmetric", "internal/boltcrash", "internal/doccheck"}},
+		"internal/histcheck", "internal/pgtest", "internal/testwait", "internal/testmetric", "internal/boltcrash", "internal/fakes3", "internal/doccheck"}},
 	{"commands", []string{"cmd", "e2e", "deploy", "sdk"}},
 }
 
