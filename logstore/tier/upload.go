@@ -40,6 +40,9 @@ const retryInitial = 200 * time.Millisecond
 // ctx is done.
 func (t *Tier) Run(ctx context.Context, src Source) {
 	if err := t.retry(ctx, "list manifests", func() error {
+		// Until the catalog is loaded every sealed segment is lag:
+		// retention keeps them all.
+		t.setLag(t.pending(src))
 		opCtx, cancel := context.WithTimeout(ctx, t.cfg.OpTimeout)
 		defer cancel()
 		return t.loadCatalog(opCtx)
@@ -94,16 +97,8 @@ func (t *Tier) pending(src Source) []segment.SegmentInfo {
 // figures current.
 func (t *Tier) scan(ctx context.Context, src Source) {
 	todo := t.pending(src)
-	setLag := func(rest []segment.SegmentInfo) {
-		var b int64
-		for _, s := range rest {
-			b += s.Bytes
-		}
-		t.stats.lagSegs.Store(int64(len(rest)))
-		t.stats.lagBytes.Store(b)
-	}
 	for i, s := range todo {
-		setLag(todo[i:])
+		t.setLag(todo[i:])
 		err := t.retry(ctx, "upload", func() error {
 			opCtx, cancel := context.WithTimeout(ctx, t.cfg.OpTimeout)
 			defer cancel()
@@ -118,7 +113,17 @@ func (t *Tier) scan(ctx context.Context, src Source) {
 			return
 		}
 	}
-	setLag(nil)
+	t.setLag(nil)
+}
+
+// setLag sets the lag figures to the segments in rest.
+func (t *Tier) setLag(rest []segment.SegmentInfo) {
+	var b int64
+	for _, s := range rest {
+		b += s.Bytes
+	}
+	t.stats.lagSegs.Store(int64(len(rest)))
+	t.stats.lagBytes.Store(b)
 }
 
 // upload copies one sealed segment and its index to the tier, verifies
