@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
 )
 
 // Tiered history (issue #29, logstore/tier) with real processes: a store
@@ -258,4 +260,68 @@ func TestTieredHistory(t *testing.T) {
 		t.Fatalf("logstore_tier_checksum_failures_total = %v", v)
 	}
 	e.store.checkLog()
+}
+
+// TestTieredHistoryNewTarget: after retention trimmed the local log, a
+// LogPlayer started with a new, empty target (the events target, topic
+// tierTopic) delivers it the whole log from LSN 1, the part below local
+// retention read from the tier through the fetcher; the target's bbolt
+// file then holds exactly the topic's messages, each once, at its offset.
+func TestTieredHistoryNewTarget(t *testing.T) {
+	e := startTierEnv(t)
+	for {
+		e.write(50)
+		st, err := e.status()
+		if err == nil && st.LocalFirstLsn > 20 && st.FirstLsn == 1 {
+			t.Logf("after %d transactions: local lsn %d..%d, tier %d..%d", len(e.values), st.LocalFirstLsn, st.HeadLsn, st.TierFirstLsn, st.TierLastLsn)
+			break
+		}
+		if len(e.values) > 2000 {
+			t.Fatalf("retention trimmed nothing after %d transactions (status %v, %v)", len(e.values), st, err)
+		}
+	}
+	evAddr, evMetrics, evDir := freeAddr(t), freeAddr(t), filepath.Join(e.dir, "ev")
+	ev := newProc(t, e.dir, "events", "events", "--id", "ev", "--addr", evAddr, "--data-dir", evDir,
+		"--topics", tierTopic, "--metrics-addr", evMetrics)
+	ev.start()
+	player := newProc(t, e.dir, "player", "player", "--id", "tier-player", "--store", e.api,
+		"--target", fmt.Sprintf("ev=%s/%s", evAddr, tierTopic), "--metrics-addr", freeAddr(t))
+	player.start()
+	e.write(20) // the tail, delivered live
+	want := float64(len(e.values))
+	deadline := time.Now().Add(progressMax)
+	for {
+		samples, err := scrape(evMetrics, "target_applied_lsn")
+		if err == nil && len(samples) == 1 && samples[0].value == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new target did not apply lsn %v: %v %v", want, samples, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	player.terminate()
+	ev.terminate()
+	events, st, err := demo.ReadEventLog(filepath.Join(evDir, demo.EventLogFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != len(e.values) {
+		t.Fatalf("the target holds %d events, the log %d messages", len(events), len(e.values))
+	}
+	for i, ev := range events {
+		if ev.Topic != tierTopic || ev.Offset != types.Offset(i) || ev.LSN != types.LSN(i+1) || string(ev.Message.Value) != e.values[i] {
+			t.Fatalf("event %d: topic %s offset %d lsn %d %.20q; want offset %d lsn %d %.20q",
+				i, ev.Topic, ev.Offset, ev.LSN, ev.Message.Value, i, i+1, e.values[i])
+		}
+	}
+	if st.AppliedLSN != types.LSN(len(e.values)) {
+		t.Fatalf("target state applied lsn %d, want %d", st.AppliedLSN, len(e.values))
+	}
+	if v := e.metric("logstore_tier_reads_total"); v == 0 {
+		t.Fatal("the catch-up read nothing from the tier")
+	}
+	for _, p := range []*proc{e.store, ev, player} {
+		p.checkLog()
+	}
 }
