@@ -18,13 +18,16 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/types"
 )
 
 var (
 	// ErrChecksum: an object in the tier does not match its manifest (size
 	// or SHA-256), or a manifest is malformed. The object is not served.
-	ErrChecksum = errors.New("tier: object fails its checksum")
+	// It wraps apierr.ErrTierChecksum, which the API answers as
+	// TIER_CHECKSUM.
+	ErrChecksum = fmt.Errorf("tier: object fails its checksum: %w", apierr.ErrTierChecksum)
 	// ErrNotReady: the uploader has not listed the tier's manifests yet
 	// (the object store has not answered since the node started).
 	ErrNotReady = errors.New("tier: catalog not loaded yet")
@@ -42,8 +45,9 @@ func (e *ChecksumError) Error() string {
 		e.Key, e.GotBytes, e.GotSHA256, e.WantBytes, e.WantSHA256)
 }
 
-// Is makes errors.Is(err, ErrChecksum) true.
-func (e *ChecksumError) Is(target error) bool { return target == ErrChecksum }
+// Unwrap makes errors.Is(err, ErrChecksum) (and apierr.ErrTierChecksum)
+// true.
+func (e *ChecksumError) Unwrap() error { return ErrChecksum }
 
 // Stats are the tier's figures for metrics (the caller exports them).
 type Stats struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -217,6 +218,9 @@ func TestCorruptObjectIsNotServed(t *testing.T) {
 	}
 	if served != 0 {
 		t.Fatalf("served %d records of a corrupted segment", served)
+	}
+	if code := apierr.CodeOf(apierr.Status(err)); code != logstorepb.ErrorCode_TIER_CHECKSUM {
+		t.Fatalf("the API answers a corrupted object with %v, want TIER_CHECKSUM", code)
 	}
 	if tr.Stats().ChecksumFailures == 0 {
 		t.Fatal("checksum failure not counted")

@@ -117,6 +117,11 @@ const (
 	// (target.Config.AdoptLogIdentity). See the README.
 	ErrorCode_LOG_BEHIND_TARGET ErrorCode = 50
 	ErrorCode_OTHER_LOG         ErrorCode = 51
+	// Tiered storage (issue #29, logstore/tier): a read below local
+	// retention needed an object of the tier whose size or SHA-256 differs
+	// from its manifest; nothing of it was served. DATA_LOSS. Another node
+	// may still hold the LSNs on its own disk.
+	ErrorCode_TIER_CHECKSUM ErrorCode = 85
 )
 
 // Enum value maps for ErrorCode.
@@ -159,6 +164,7 @@ var (
 		41: "LEGACY_PRODUCER_REFUSED",
 		50: "LOG_BEHIND_TARGET",
 		51: "OTHER_LOG",
+		85: "TIER_CHECKSUM",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":  0,
@@ -198,6 +204,7 @@ var (
 		"LEGACY_PRODUCER_REFUSED": 41,
 		"LOG_BEHIND_TARGET":       50,
 		"OTHER_LOG":               51,
+		"TIER_CHECKSUM":           85,
 	}
 )
 
@@ -4844,7 +4851,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\x82\x06\n" +
+	"topicCount*\x95\x06\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4889,7 +4896,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fSEQUENCE_REUSED\x10\x1d\x12\x1b\n" +
 	"\x17LEGACY_PRODUCER_REFUSED\x10)\x12\x15\n" +
 	"\x11LOG_BEHIND_TARGET\x102\x12\r\n" +
-	"\tOTHER_LOG\x103\x1a\x02\x10\x01*V\n" +
+	"\tOTHER_LOG\x103\x12\x11\n" +
+	"\rTIER_CHECKSUM\x10U\x1a\x02\x10\x01*V\n" +
 	"\aApplied\x12\x17\n" +
 	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
