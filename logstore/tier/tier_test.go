@@ -356,3 +356,27 @@ func TestCatalogOldestAndCovers(t *testing.T) {
 		t.Error("covers wrong")
 	}
 }
+
+func TestCacheEvictsLeastRecentlyUsedUnreferenced(t *testing.T) {
+	c := newCache(100)
+	add := func(name string) []string {
+		var out []string
+		for _, e := range c.add(&cacheEntry{name: name, bytes: 60}) {
+			out = append(out, e.name)
+		}
+		return out
+	}
+	if ev := add("a"); len(ev) != 0 {
+		t.Fatalf("evicted %v", ev)
+	}
+	c.acquire("a") // a is being read
+	if ev := add("b"); len(ev) != 0 {
+		t.Fatalf("evicted %v while a is read and b is new", ev)
+	}
+	if ev := c.release("a"); len(ev) != 1 || ev[0].name != "a" {
+		t.Fatalf("release of a evicted %v, want a (least recently used)", ev)
+	}
+	if ev := add("c"); len(ev) != 1 || ev[0] != "b" {
+		t.Fatalf("adding c evicted %v, want b", ev)
+	}
+}
