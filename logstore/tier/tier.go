@@ -28,9 +28,6 @@ var (
 	// It wraps apierr.ErrTierChecksum, which the API answers as
 	// TIER_CHECKSUM.
 	ErrChecksum = fmt.Errorf("tier: object fails its checksum: %w", apierr.ErrTierChecksum)
-	// ErrNotReady: the uploader has not listed the tier's manifests yet
-	// (the object store has not answered since the node started).
-	ErrNotReady = errors.New("tier: catalog not loaded yet")
 )
 
 // ChecksumError is a tier object whose bytes differ from its manifest.
@@ -93,6 +90,9 @@ type Tier struct {
 		sync.Mutex
 		loaded bool
 		cat    catalog
+		// listed holds the manifest keys in cat (listed, uploaded or
+		// adopted), so a new listing reads only the others.
+		listed map[string]bool
 		cache  cache
 	}
 }
@@ -123,6 +123,7 @@ func New(cfg Config) (*Tier, error) {
 	}
 	t := &Tier{cfg: cfg, loc: loc, client: client, log: cfg.Logger.With("tier", cfg.URL)}
 	t.mu.cache = newCache(cfg.CacheBytes)
+	t.mu.listed = map[string]bool{}
 	return t, nil
 }
 
@@ -150,7 +151,8 @@ func (t *Tier) Uploaded(first, last types.LSN) bool {
 	return t.mu.loaded && t.mu.cat.covers(first, last)
 }
 
-// loadCatalog lists the manifests under the prefix and reads each.
+// loadCatalog lists the manifests under the prefix and reads each one not
+// in the catalog yet (other nodes' uploads since the last listing).
 func (t *Tier) loadCatalog(ctx context.Context) error {
 	if err := t.ensureBucket(ctx); err != nil {
 		return err
@@ -160,7 +162,10 @@ func (t *Tier) loadCatalog(ctx context.Context) error {
 		if obj.Err != nil {
 			return fmt.Errorf("tier: list: %w", obj.Err)
 		}
-		if !strings.HasSuffix(obj.Key, ".json") {
+		t.mu.Lock()
+		known := t.mu.listed[obj.Key]
+		t.mu.Unlock()
+		if known || !strings.HasSuffix(obj.Key, ".json") {
 			continue
 		}
 		b, err := t.getSmall(ctx, obj.Key)
@@ -177,12 +182,21 @@ func (t *Tier) loadCatalog(ctx context.Context) error {
 	}
 	t.mu.Lock()
 	for _, m := range ms {
-		t.mu.cat.add(m)
+		t.addLocked(m)
 	}
+	first := !t.mu.loaded
 	t.mu.loaded = true
 	t.mu.Unlock()
-	t.log.Info("tier catalog loaded", "segments", len(ms))
+	if first || len(ms) > 0 {
+		t.log.Info("tier catalog listed", "new_segments", len(ms))
+	}
 	return nil
+}
+
+// addLocked adds m to the catalog. Under mu.
+func (t *Tier) addLocked(m *Manifest) {
+	t.mu.cat.add(m)
+	t.mu.listed[m.metaKey(t.loc.prefix)] = true
 }
 
 // ensureBucket creates the bucket when it does not exist.

@@ -380,3 +380,20 @@ func TestCacheEvictsLeastRecentlyUsedUnreferenced(t *testing.T) {
 		t.Fatalf("adding c evicted %v, want b", ev)
 	}
 }
+
+// TestRelistLearnsOtherUploads: a node sharing the prefix learns of the
+// segments another node uploaded after it started, at its next listing.
+func TestRelistLearnsOtherUploads(t *testing.T) {
+	f := newFakeS3(t)
+	l, _ := openLog(t, 200)
+	other := newTier(t, f)
+	other.cfg.RelistInterval = 50 * time.Millisecond
+	empty, _ := openLog(t, 0)
+	run(t, other, empty) // lists (nothing), then uploads nothing of its own
+	waitFor(t, "the first listing", func() bool { return other.Stats().Loaded })
+	tr := newTier(t, f)
+	run(t, tr, l)
+	last := lastSealed(l)
+	waitFor(t, "upload", func() bool { return tr.Uploaded(1, last) })
+	waitFor(t, "the other node's relisting", func() bool { return other.Uploaded(1, last) })
+}

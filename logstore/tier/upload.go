@@ -51,12 +51,20 @@ func (t *Tier) Run(ctx context.Context, src Source) {
 	}
 	tick := time.NewTicker(t.cfg.ScanInterval)
 	defer tick.Stop()
+	relist := time.NewTicker(t.cfg.RelistInterval)
+	defer relist.Stop()
 	for {
 		t.scan(ctx, src)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-relist.C:
+			opCtx, cancel := context.WithTimeout(ctx, t.cfg.OpTimeout)
+			if err := t.loadCatalog(opCtx); err != nil && ctx.Err() == nil {
+				t.log.Warn("tier listing failed: trying again at the next", "err", err, "in", t.cfg.RelistInterval)
+			}
+			cancel()
 		}
 	}
 }
@@ -185,7 +193,7 @@ func (t *Tier) upload(ctx context.Context, src Source, s segment.SegmentInfo) er
 		return fmt.Errorf("%w: manifest %s read back differs", ErrChecksum, key)
 	}
 	t.mu.Lock()
-	t.mu.cat.add(m)
+	t.addLocked(m)
 	t.mu.Unlock()
 	t.stats.uploadedBytes.Add(m.SegBytes + m.IdxBytes)
 	t.stats.uploadedSegs.Add(1)
@@ -207,7 +215,7 @@ func (t *Tier) adopt(ctx context.Context, m *Manifest) bool {
 		return false
 	}
 	t.mu.Lock()
-	t.mu.cat.add(have)
+	t.addLocked(have)
 	t.mu.Unlock()
 	t.log.Info("tier segment already uploaded", "first_lsn", m.FirstLSN, "lsn", m.LastLSN, "by", have.UploadedBy)
 	return true
