@@ -34,7 +34,7 @@ type fakeS3 struct {
 	down atomic.Bool
 }
 
-func newFakeS3(t *testing.T) *fakeS3 {
+func newFakeS3(t testing.TB) *fakeS3 {
 	t.Helper()
 	f := &fakeS3{}
 	h := gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
@@ -52,7 +52,7 @@ func newFakeS3(t *testing.T) *fakeS3 {
 	return f
 }
 
-func newTier(t *testing.T, f *fakeS3) *Tier {
+func newTier(t testing.TB, f *fakeS3) *Tier {
 	t.Helper()
 	tr, err := New(Config{URL: "s3://logs/cluster-a", Endpoint: f.srv.URL, CacheDir: t.TempDir(), CacheBytes: 64 << 10,
 		ScanInterval: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, Node: "n1", Logger: quiet})
@@ -63,7 +63,7 @@ func newTier(t *testing.T, f *fakeS3) *Tier {
 }
 
 // run starts the uploader until the test ends.
-func run(t *testing.T, tr *Tier, src Source) {
+func run(t testing.TB, tr *Tier, src Source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); tr.Run(ctx, src) }()
@@ -72,7 +72,7 @@ func run(t *testing.T, tr *Tier, src Source) {
 
 // openLog opens a segment log with small segments and appends n
 // transactions (two topics).
-func openLog(t *testing.T, n int) (*segment.Log, []*logstorepb.Transaction) {
+func openLog(t testing.TB, n int) (*segment.Log, []*logstorepb.Transaction) {
 	t.Helper()
 	l, err := segment.Open(segment.Options{Dir: t.TempDir(), SegmentBytes: 8 << 10, IndexIntervalBytes: 1 << 10,
 		TopicIndexIntervalBytes: 1 << 10, Logger: quiet})
@@ -111,7 +111,7 @@ func lastSealed(l *segment.Log) types.LSN {
 	return last
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
