@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,6 +261,15 @@ func TestTieredHistory(t *testing.T) {
 	if v := e.metric("logstore_tier_checksum_failures_total"); v != 0 {
 		t.Fatalf("logstore_tier_checksum_failures_total = %v", v)
 	}
+	// `logplayer status` shows the local and tiered ranges.
+	out, err := exec.Command(binary(t), "status", "--addr", e.api).CombinedOutput()
+	if err != nil {
+		t.Fatalf("logplayer status: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "TIERED LSNS") || !strings.Contains(string(out), " 1..") {
+		t.Fatalf("logplayer status shows no tiered range:\n%s", out)
+	}
+	t.Logf("logplayer status:\n%s", out)
 	e.store.checkLog()
 }
 
