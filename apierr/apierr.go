@@ -61,6 +61,9 @@ var (
 	ErrQueueFull = errors.New("intake queue full")
 	// ErrShuttingDown: the node is closing.
 	ErrShuttingDown = errors.New("shutting down")
+	// ErrTierChecksum: an object of tiered storage failed its checksum and
+	// was not served (logstore/tier.ErrChecksum wraps it).
+	ErrTierChecksum = errors.New("tiered storage object fails its checksum")
 	// ErrUnknownOutcome: the request reached Raft but its result is unknown
 	// (leadership lost, deadline): it may or may not have been applied.
 	ErrUnknownOutcome = errors.New("outcome unknown")
@@ -140,6 +143,8 @@ func Status(err error) error {
 		return New(logstorepb.ErrorCode_SHUTTING_DOWN, err.Error(), nil)
 	case errors.Is(err, ErrUnknownOutcome):
 		return New(logstorepb.ErrorCode_UNKNOWN_OUTCOME, err.Error(), nil)
+	case errors.Is(err, ErrTierChecksum):
+		return New(logstorepb.ErrorCode_TIER_CHECKSUM, err.Error(), nil)
 	case errors.Is(err, context.DeadlineExceeded):
 		return withCode(codes.DeadlineExceeded, logstorepb.ErrorCode_UNKNOWN_OUTCOME, err.Error())
 	case errors.Is(err, context.Canceled):

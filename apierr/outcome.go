@@ -112,8 +112,11 @@ var rules = map[logstorepb.ErrorCode]rule{
 	logstorepb.ErrorCode_TABLE_FULL:              {codes.ResourceExhausted, AppliedNo, final},
 
 	logstorepb.ErrorCode_BELOW_RETENTION: {codes.OutOfRange, AppliedNo, final},
-	logstorepb.ErrorCode_UNKNOWN_TOPIC:   {codes.NotFound, AppliedNo, final},
-	logstorepb.ErrorCode_UNKNOWN_TARGET:  {codes.NotFound, AppliedNo, final},
+	// A read's refusal: nothing written; another node may have the LSNs
+	// on disk, the same node fails the same way (logstore/tier).
+	logstorepb.ErrorCode_TIER_CHECKSUM:  {codes.DataLoss, AppliedNo, fault},
+	logstorepb.ErrorCode_UNKNOWN_TOPIC:  {codes.NotFound, AppliedNo, final},
+	logstorepb.ErrorCode_UNKNOWN_TARGET: {codes.NotFound, AppliedNo, final},
 
 	logstorepb.ErrorCode_UNAUTHENTICATED:   {codes.Unauthenticated, AppliedNo, final},
 	logstorepb.ErrorCode_PERMISSION_DENIED: {codes.PermissionDenied, AppliedNo, final},

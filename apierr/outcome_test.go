@@ -51,6 +51,7 @@ var wantByCode = map[logstorepb.ErrorCode]contract{
 	logstorepb.ErrorCode_TABLE_FULL:              {codes.ResourceExhausted, AppliedNo, Final},
 
 	logstorepb.ErrorCode_BELOW_RETENTION: {codes.OutOfRange, AppliedNo, Final},
+	logstorepb.ErrorCode_TIER_CHECKSUM:   {codes.DataLoss, AppliedNo, NodeFault},
 	logstorepb.ErrorCode_UNKNOWN_TOPIC:   {codes.NotFound, AppliedNo, Final},
 	logstorepb.ErrorCode_UNKNOWN_TARGET:  {codes.NotFound, AppliedNo, Final},
 

@@ -98,6 +98,18 @@
 //     node and the LogPlayer in its own network namespace on one bridge
 //     (in a hub namespace), cut with iptables DROP rules inside the cut
 //     node's namespace (nemesis_netns_test.go).
+//   - TestTieredHistory, TestTieredHistoryNewTarget (go test ./e2e -run
+//     TieredHistory, about 1-2 minutes; tier_test.go): one store node with
+//     tiered storage (16 KiB segments, 64 KiB retention) and an S3 server
+//     (internal/fakes3, gofakes3 on a bbolt file) as its own process on
+//     loopback. After retention trimmed the local log, Read from LSN 1 and
+//     a TopicReader from offset 0 return exactly what was written; the S3
+//     process is killed (retention keeps every segment not uploaded, the
+//     upload lag and errors show it), the node is killed -9 and restarted
+//     with uploads pending, S3 comes back, and the whole log reads back
+//     again. The second test starts a LogPlayer with a new events target
+//     after retention trimmed the log: the target's file ends up holding
+//     every message of its topic from offset 0, read through the tier.
 //
 // Goroutines (test code): one waiter per child process (reaps it, closes
 // its done channel); the workload's producers (demo.Run) and one

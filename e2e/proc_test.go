@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ var binaryRace = flag.Bool("binary-race", false, "build the logplayer binary wit
 // builtBinary is a logplayer binary, built once per test binary run.
 type builtBinary struct {
 	tags string // go build -tags (empty: none)
+	pkg  string // the main package to build (empty: ../cmd/logplayer)
 	once sync.Once
 	dir  string
 	path string
@@ -40,7 +42,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, b := range []*builtBinary{build, nemesisBuild} {
+	for _, b := range []*builtBinary{build, nemesisBuild, fakeS3Build} {
 		if b.dir != "" {
 			os.RemoveAll(b.dir)
 		}
@@ -72,7 +74,7 @@ func (b *builtBinary) get(t testing.TB) string {
 		if *binaryRace {
 			args, cgo = append(args, "-race"), "CGO_ENABLED=1"
 		}
-		cmd := exec.Command("go", append(args, "../cmd/logplayer")...)
+		cmd := exec.Command("go", append(args, cmp.Or(b.pkg, "../cmd/logplayer"))...)
 		cmd.Env = append(os.Environ(), cgo)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

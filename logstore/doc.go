@@ -89,6 +89,8 @@
 //     durable snapshot, and never above the lowest delivery-consumer acked
 //     LSN unless RetentionCapBytes (8 GiB) or RetentionCapAge (30 days)
 //     forces it (warning + logstore_retention_forced_deletes_total).
+//     With tiered storage (Config.Tier, tiering.go), never a segment the
+//     tier does not hold yet, caps or not.
 //   - Edge validation (package api, validate.go): topics are 1..249 characters of
 //     [a-zA-Z0-9._-]; a message (value+key+headers) is at most
 //     MaxMessageBytes (1 MiB), a request at most MaxRequestBytes (4 MiB),
@@ -105,7 +107,9 @@
 // BELOW_RETENTION with oldest_lsn; a ReadTopic below the topic's oldest
 // retained offset (also when retention removed all of the topic) gets
 // BELOW_RETENTION with oldest_offset too, the offset Status reports as the
-// topic's first_offset on this node (retention is local).
+// topic's first_offset on this node (retention is local). With tiered
+// storage, "oldest" is the segment log's OldestReadable: the segment log
+// reads below its first LSN from the tier (segment.Below, logstore/tier).
 //
 // # Goroutines
 //
@@ -122,6 +126,8 @@
 //   - Node.watchLeadership: fed by raft.LeaderCh; registers member addresses
 //     when this node becomes leader.
 //   - Node.retentionLoop: a ticker; deletes old segments.
+//   - With Config.Tier: tier.Tier.Run, the uploader (logstore/tier's
+//     package doc), and one goroutine that cancels it on Close.
 //
 // The node is a library: it listens only for Raft (Config.RaftAddr, or an
 // injected RaftListener or RaftStream). The binary serves its API

@@ -103,7 +103,7 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.retentionBytes, "retention-bytes", "keep at most this many `bytes` of segments (unacked data of registered consumers is kept longer, up to a cap)")
 	fs.DurationVar(&c.retentionAge, "retention-age", logstore.DefaultRetentionAge, "keep segments at most this long")
 	c.segmentBytes.bytes = logstore.DefaultSegmentBytes
-	fs.Var(&c.segmentBytes, "segment-bytes", "seal a segment file at this many `bytes` (retention deletes whole sealed segments)")
+	fs.Var(&c.segmentBytes, "segment-bytes", "seal a segment file at this many `bytes` (retention deletes whole sealed segments; with --tier-url they are uploaded first); every node must use the same value")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", logstore.DefaultRetentionInterval, "how often retention runs")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", logstore.DefaultSnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", logstore.DefaultHeartbeatTimeout, "Raft heartbeat timeout")

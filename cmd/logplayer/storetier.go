@@ -2,19 +2,17 @@ package main
 
 import (
 	"flag"
-	"time"
 
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/tier"
 )
 
 // storeTierFlags are the store's tiered-storage flags (issue #29,
-// logstore/tier) and the segment flags that go with them.
+// logstore/tier) and the snapshot threshold that goes with them
+// (--segment-bytes and --retention-interval are store.go's).
 type storeTierFlags struct {
 	url, endpoint     string
 	cacheBytes        sizeValue
-	segmentBytes      sizeValue
-	retentionInterval time.Duration
 	snapshotThreshold uint64
 }
 
@@ -23,15 +21,11 @@ func (f *storeTierFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.endpoint, "tier-endpoint", "", "S3 endpoint `URL` for --tier-url, http(s)://host:port (default AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, then AWS S3)")
 	f.cacheBytes.bytes = tier.DefaultCacheBytes
 	fs.Var(&f.cacheBytes, "tier-cache-bytes", "local copies of segments downloaded from the tier, in `bytes` at most (in DATA_DIR/tier-cache)")
-	f.segmentBytes.bytes = logstore.DefaultSegmentBytes
-	fs.Var(&f.segmentBytes, "segment-bytes", "seal a segment file (and make it eligible for upload and retention) at this many `bytes`; every node must use the same value")
-	fs.DurationVar(&f.retentionInterval, "retention-interval", logstore.DefaultRetentionInterval, "how often retention runs")
 	fs.Uint64Var(&f.snapshotThreshold, "snapshot-threshold", logstore.DefaultSnapshotThreshold, "Raft `entries` since the last snapshot before the next (retention never deletes above the newest snapshot)")
 }
 
-// apply sets cfg's tier and segment fields.
+// apply sets cfg's tier fields and snapshot threshold.
 func (f *storeTierFlags) apply(cfg *logstore.Config) {
-	cfg.SegmentBytes, cfg.RetentionInterval = f.segmentBytes.bytes, f.retentionInterval
 	cfg.SnapshotThreshold = f.snapshotThreshold
 	if f.url != "" {
 		cfg.Tier = &tier.Config{URL: f.url, Endpoint: f.endpoint, CacheBytes: f.cacheBytes.bytes}

@@ -71,7 +71,9 @@ func (c *cache) add(e *cacheEntry) []*cacheEntry {
 // keeping the most recently used one.
 func (c *cache) trim() []*cacheEntry {
 	var out []*cacheEntry
-	for el := c.lru.Back(); el != nil && c.bytes > c.maxBytes && c.lru.Len() > 1; {
+	// Never the front: the segment just added (or used) is about to be
+	// read, and evicting it would only make its reader download it again.
+	for el := c.lru.Back(); el != nil && el != c.lru.Front() && c.bytes > c.maxBytes; {
 		prev := el.Prev()
 		if e := el.Value.(*cacheEntry); e.refs == 0 {
 			c.lru.Remove(el)

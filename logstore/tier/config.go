@@ -26,6 +26,11 @@ const (
 	DefaultReadTimeout = 5 * time.Minute
 	// DefaultOpTimeout bounds one object operation of the uploader.
 	DefaultOpTimeout = 2 * time.Minute
+	// DefaultRelistInterval: how often the uploader lists the manifests
+	// again, to learn the segments other nodes sharing the prefix
+	// uploaded (a node that installs a snapshot from the leader may need
+	// them); only new manifests are read.
+	DefaultRelistInterval = 5 * time.Minute
 )
 
 // ErrConfig: a Config that cannot work.
@@ -41,12 +46,13 @@ type Config struct {
 	// AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN; AWS_REGION is the region.
 	Endpoint string
 	// CacheDir holds downloaded segments; required. Emptied at New.
-	CacheDir     string
-	CacheBytes   int64
-	ScanInterval time.Duration
-	RetryMax     time.Duration
-	ReadTimeout  time.Duration
-	OpTimeout    time.Duration
+	CacheDir       string
+	CacheBytes     int64
+	ScanInterval   time.Duration
+	RelistInterval time.Duration
+	RetryMax       time.Duration
+	ReadTimeout    time.Duration
+	OpTimeout      time.Duration
 	// Node names the uploader in manifests (for people reading them).
 	Node   string
 	Logger *slog.Logger
@@ -86,7 +92,7 @@ func (c *Config) validate() (location, error) {
 	if c.CacheDir == "" {
 		return loc, fmt.Errorf("%w: CacheDir is required", ErrConfig)
 	}
-	if c.CacheBytes < 0 || c.ScanInterval < 0 || c.RetryMax < 0 || c.ReadTimeout < 0 || c.OpTimeout < 0 {
+	if c.CacheBytes < 0 || c.ScanInterval < 0 || c.RelistInterval < 0 || c.RetryMax < 0 || c.ReadTimeout < 0 || c.OpTimeout < 0 {
 		return loc, fmt.Errorf("%w: negative size or duration", ErrConfig)
 	}
 	def := func(d *time.Duration, v time.Duration) {
@@ -98,6 +104,7 @@ func (c *Config) validate() (location, error) {
 		c.CacheBytes = DefaultCacheBytes
 	}
 	def(&c.ScanInterval, DefaultScanInterval)
+	def(&c.RelistInterval, DefaultRelistInterval)
 	def(&c.RetryMax, DefaultRetryMax)
 	def(&c.ReadTimeout, DefaultReadTimeout)
 	def(&c.OpTimeout, DefaultOpTimeout)

@@ -47,7 +47,8 @@
 // its context): it lists the manifests once (retrying until the store
 // answers), then every Config.ScanInterval uploads the sealed segments of
 // the log not yet covered, oldest first, one at a time, each with its own
-// backoff loop. Readers (any number of goroutines) call Read and
+// backoff loop; every Config.RelistInterval (5 min) it lists again and
+// reads the manifests it does not know (other nodes' uploads). Readers (any number of goroutines) call Read and
 // TopicOffsetLSN; a download runs on the reader's goroutine, one per
 // segment at a time (singleflight), bounded by Config.ReadTimeout.
 //

@@ -18,16 +18,16 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/types"
 )
 
 var (
 	// ErrChecksum: an object in the tier does not match its manifest (size
 	// or SHA-256), or a manifest is malformed. The object is not served.
-	ErrChecksum = errors.New("tier: object fails its checksum")
-	// ErrNotReady: the uploader has not listed the tier's manifests yet
-	// (the object store has not answered since the node started).
-	ErrNotReady = errors.New("tier: catalog not loaded yet")
+	// It wraps apierr.ErrTierChecksum, which the API answers as
+	// TIER_CHECKSUM.
+	ErrChecksum = fmt.Errorf("tier: object fails its checksum: %w", apierr.ErrTierChecksum)
 )
 
 // ChecksumError is a tier object whose bytes differ from its manifest.
@@ -42,8 +42,9 @@ func (e *ChecksumError) Error() string {
 		e.Key, e.GotBytes, e.GotSHA256, e.WantBytes, e.WantSHA256)
 }
 
-// Is makes errors.Is(err, ErrChecksum) true.
-func (e *ChecksumError) Is(target error) bool { return target == ErrChecksum }
+// Unwrap makes errors.Is(err, ErrChecksum) (and apierr.ErrTierChecksum)
+// true.
+func (e *ChecksumError) Unwrap() error { return ErrChecksum }
 
 // Stats are the tier's figures for metrics (the caller exports them).
 type Stats struct {
@@ -89,6 +90,9 @@ type Tier struct {
 		sync.Mutex
 		loaded bool
 		cat    catalog
+		// listed holds the manifest keys in cat (listed, uploaded or
+		// adopted), so a new listing reads only the others.
+		listed map[string]bool
 		cache  cache
 	}
 }
@@ -119,6 +123,7 @@ func New(cfg Config) (*Tier, error) {
 	}
 	t := &Tier{cfg: cfg, loc: loc, client: client, log: cfg.Logger.With("tier", cfg.URL)}
 	t.mu.cache = newCache(cfg.CacheBytes)
+	t.mu.listed = map[string]bool{}
 	return t, nil
 }
 
@@ -146,7 +151,8 @@ func (t *Tier) Uploaded(first, last types.LSN) bool {
 	return t.mu.loaded && t.mu.cat.covers(first, last)
 }
 
-// loadCatalog lists the manifests under the prefix and reads each.
+// loadCatalog lists the manifests under the prefix and reads each one not
+// in the catalog yet (other nodes' uploads since the last listing).
 func (t *Tier) loadCatalog(ctx context.Context) error {
 	if err := t.ensureBucket(ctx); err != nil {
 		return err
@@ -156,7 +162,10 @@ func (t *Tier) loadCatalog(ctx context.Context) error {
 		if obj.Err != nil {
 			return fmt.Errorf("tier: list: %w", obj.Err)
 		}
-		if !strings.HasSuffix(obj.Key, ".json") {
+		t.mu.Lock()
+		known := t.mu.listed[obj.Key]
+		t.mu.Unlock()
+		if known || !strings.HasSuffix(obj.Key, ".json") {
 			continue
 		}
 		b, err := t.getSmall(ctx, obj.Key)
@@ -173,12 +182,21 @@ func (t *Tier) loadCatalog(ctx context.Context) error {
 	}
 	t.mu.Lock()
 	for _, m := range ms {
-		t.mu.cat.add(m)
+		t.addLocked(m)
 	}
+	first := !t.mu.loaded
 	t.mu.loaded = true
 	t.mu.Unlock()
-	t.log.Info("tier catalog loaded", "segments", len(ms))
+	if first || len(ms) > 0 {
+		t.log.Info("tier catalog listed", "new_segments", len(ms))
+	}
 	return nil
+}
+
+// addLocked adds m to the catalog. Under mu.
+func (t *Tier) addLocked(m *Manifest) {
+	t.mu.cat.add(m)
+	t.mu.listed[m.metaKey(t.loc.prefix)] = true
 }
 
 // ensureBucket creates the bucket when it does not exist.

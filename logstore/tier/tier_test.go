@@ -19,6 +19,7 @@ import (
 	"github.com/minio/minio-go/v7"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -33,7 +34,7 @@ type fakeS3 struct {
 	down atomic.Bool
 }
 
-func newFakeS3(t *testing.T) *fakeS3 {
+func newFakeS3(t testing.TB) *fakeS3 {
 	t.Helper()
 	f := &fakeS3{}
 	h := gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
@@ -51,7 +52,7 @@ func newFakeS3(t *testing.T) *fakeS3 {
 	return f
 }
 
-func newTier(t *testing.T, f *fakeS3) *Tier {
+func newTier(t testing.TB, f *fakeS3) *Tier {
 	t.Helper()
 	tr, err := New(Config{URL: "s3://logs/cluster-a", Endpoint: f.srv.URL, CacheDir: t.TempDir(), CacheBytes: 64 << 10,
 		ScanInterval: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, Node: "n1", Logger: quiet})
@@ -62,7 +63,7 @@ func newTier(t *testing.T, f *fakeS3) *Tier {
 }
 
 // run starts the uploader until the test ends.
-func run(t *testing.T, tr *Tier, src Source) {
+func run(t testing.TB, tr *Tier, src Source) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); tr.Run(ctx, src) }()
@@ -71,7 +72,7 @@ func run(t *testing.T, tr *Tier, src Source) {
 
 // openLog opens a segment log with small segments and appends n
 // transactions (two topics).
-func openLog(t *testing.T, n int) (*segment.Log, []*logstorepb.Transaction) {
+func openLog(t testing.TB, n int) (*segment.Log, []*logstorepb.Transaction) {
 	t.Helper()
 	l, err := segment.Open(segment.Options{Dir: t.TempDir(), SegmentBytes: 8 << 10, IndexIntervalBytes: 1 << 10,
 		TopicIndexIntervalBytes: 1 << 10, Logger: quiet})
@@ -110,7 +111,7 @@ func lastSealed(l *segment.Log) types.LSN {
 	return last
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
@@ -217,6 +218,9 @@ func TestCorruptObjectIsNotServed(t *testing.T) {
 	}
 	if served != 0 {
 		t.Fatalf("served %d records of a corrupted segment", served)
+	}
+	if code := apierr.CodeOf(apierr.Status(err)); code != logstorepb.ErrorCode_TIER_CHECKSUM {
+		t.Fatalf("the API answers a corrupted object with %v, want TIER_CHECKSUM", code)
 	}
 	if tr.Stats().ChecksumFailures == 0 {
 		t.Fatal("checksum failure not counted")
@@ -351,4 +355,45 @@ func TestCatalogOldestAndCovers(t *testing.T) {
 	if !c.covers(1, 30) || c.covers(1, 31) || !c.covers(40, 50) || c.covers(39, 40) {
 		t.Error("covers wrong")
 	}
+}
+
+func TestCacheEvictsLeastRecentlyUsedUnreferenced(t *testing.T) {
+	c := newCache(100)
+	add := func(name string) []string {
+		var out []string
+		for _, e := range c.add(&cacheEntry{name: name, bytes: 60}) {
+			out = append(out, e.name)
+		}
+		return out
+	}
+	if ev := add("a"); len(ev) != 0 {
+		t.Fatalf("evicted %v", ev)
+	}
+	c.acquire("a") // a is being read
+	if ev := add("b"); len(ev) != 0 {
+		t.Fatalf("evicted %v while a is read and b is new", ev)
+	}
+	if ev := c.release("a"); len(ev) != 1 || ev[0].name != "a" {
+		t.Fatalf("release of a evicted %v, want a (least recently used)", ev)
+	}
+	if ev := add("c"); len(ev) != 1 || ev[0] != "b" {
+		t.Fatalf("adding c evicted %v, want b", ev)
+	}
+}
+
+// TestRelistLearnsOtherUploads: a node sharing the prefix learns of the
+// segments another node uploaded after it started, at its next listing.
+func TestRelistLearnsOtherUploads(t *testing.T) {
+	f := newFakeS3(t)
+	l, _ := openLog(t, 200)
+	other := newTier(t, f)
+	other.cfg.RelistInterval = 50 * time.Millisecond
+	empty, _ := openLog(t, 0)
+	run(t, other, empty) // lists (nothing), then uploads nothing of its own
+	waitFor(t, "the first listing", func() bool { return other.Stats().Loaded })
+	tr := newTier(t, f)
+	run(t, tr, l)
+	last := lastSealed(l)
+	waitFor(t, "upload", func() bool { return tr.Uploaded(1, last) })
+	waitFor(t, "the other node's relisting", func() bool { return other.Uploaded(1, last) })
 }

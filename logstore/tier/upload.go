@@ -40,6 +40,9 @@ const retryInitial = 200 * time.Millisecond
 // ctx is done.
 func (t *Tier) Run(ctx context.Context, src Source) {
 	if err := t.retry(ctx, "list manifests", func() error {
+		// Until the catalog is loaded every sealed segment is lag:
+		// retention keeps them all.
+		t.setLag(t.pending(src))
 		opCtx, cancel := context.WithTimeout(ctx, t.cfg.OpTimeout)
 		defer cancel()
 		return t.loadCatalog(opCtx)
@@ -48,12 +51,20 @@ func (t *Tier) Run(ctx context.Context, src Source) {
 	}
 	tick := time.NewTicker(t.cfg.ScanInterval)
 	defer tick.Stop()
+	relist := time.NewTicker(t.cfg.RelistInterval)
+	defer relist.Stop()
 	for {
 		t.scan(ctx, src)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-relist.C:
+			opCtx, cancel := context.WithTimeout(ctx, t.cfg.OpTimeout)
+			if err := t.loadCatalog(opCtx); err != nil && ctx.Err() == nil {
+				t.log.Warn("tier listing failed: trying again at the next", "err", err, "in", t.cfg.RelistInterval)
+			}
+			cancel()
 		}
 	}
 }
@@ -94,16 +105,8 @@ func (t *Tier) pending(src Source) []segment.SegmentInfo {
 // figures current.
 func (t *Tier) scan(ctx context.Context, src Source) {
 	todo := t.pending(src)
-	setLag := func(rest []segment.SegmentInfo) {
-		var b int64
-		for _, s := range rest {
-			b += s.Bytes
-		}
-		t.stats.lagSegs.Store(int64(len(rest)))
-		t.stats.lagBytes.Store(b)
-	}
 	for i, s := range todo {
-		setLag(todo[i:])
+		t.setLag(todo[i:])
 		err := t.retry(ctx, "upload", func() error {
 			opCtx, cancel := context.WithTimeout(ctx, t.cfg.OpTimeout)
 			defer cancel()
@@ -118,7 +121,17 @@ func (t *Tier) scan(ctx context.Context, src Source) {
 			return
 		}
 	}
-	setLag(nil)
+	t.setLag(nil)
+}
+
+// setLag sets the lag figures to the segments in rest.
+func (t *Tier) setLag(rest []segment.SegmentInfo) {
+	var b int64
+	for _, s := range rest {
+		b += s.Bytes
+	}
+	t.stats.lagSegs.Store(int64(len(rest)))
+	t.stats.lagBytes.Store(b)
 }
 
 // upload copies one sealed segment and its index to the tier, verifies
@@ -180,7 +193,7 @@ func (t *Tier) upload(ctx context.Context, src Source, s segment.SegmentInfo) er
 		return fmt.Errorf("%w: manifest %s read back differs", ErrChecksum, key)
 	}
 	t.mu.Lock()
-	t.mu.cat.add(m)
+	t.addLocked(m)
 	t.mu.Unlock()
 	t.stats.uploadedBytes.Add(m.SegBytes + m.IdxBytes)
 	t.stats.uploadedSegs.Add(1)
@@ -202,7 +215,7 @@ func (t *Tier) adopt(ctx context.Context, m *Manifest) bool {
 		return false
 	}
 	t.mu.Lock()
-	t.mu.cat.add(have)
+	t.addLocked(have)
 	t.mu.Unlock()
 	t.log.Info("tier segment already uploaded", "first_lsn", m.FirstLSN, "lsn", m.LastLSN, "by", have.UploadedBy)
 	return true

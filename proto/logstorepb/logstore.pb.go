@@ -128,6 +128,11 @@ const (
 	ErrorCode_TARGET_NOT_EMPTY     ErrorCode = 80
 	ErrorCode_SNAPSHOT_UNSUPPORTED ErrorCode = 81
 	ErrorCode_SNAPSHOT_MISMATCH    ErrorCode = 82
+	// Tiered storage (issue #29, logstore/tier): a read below local
+	// retention needed an object of the tier whose size or SHA-256 differs
+	// from its manifest; nothing of it was served. DATA_LOSS. Another node
+	// may still hold the LSNs on its own disk.
+	ErrorCode_TIER_CHECKSUM ErrorCode = 85
 )
 
 // Enum value maps for ErrorCode.
@@ -173,6 +178,7 @@ var (
 		80: "TARGET_NOT_EMPTY",
 		81: "SNAPSHOT_UNSUPPORTED",
 		82: "SNAPSHOT_MISMATCH",
+		85: "TIER_CHECKSUM",
 	}
 	ErrorCode_value = map[string]int32{
 		"ERROR_CODE_UNSPECIFIED":  0,
@@ -215,6 +221,7 @@ var (
 		"TARGET_NOT_EMPTY":        80,
 		"SNAPSHOT_UNSUPPORTED":    81,
 		"SNAPSHOT_MISMATCH":       82,
+		"TIER_CHECKSUM":           85,
 	}
 )
 
@@ -4861,7 +4868,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12C\n" +
 	"\bpatterns\x18\x03 \x03(\v2'.logplayer.logstore.v1.TopicDeclarationR\bpatterns\x12\x1f\n" +
 	"\vtopic_count\x18\x04 \x01(\x04R\n" +
-	"topicCount*\xc9\x06\n" +
+	"topicCount*\xdc\x06\n" +
 	"\tErrorCode\x12\x1a\n" +
 	"\x16ERROR_CODE_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -4909,7 +4916,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\tOTHER_LOG\x103\x12\x14\n" +
 	"\x10TARGET_NOT_EMPTY\x10P\x12\x18\n" +
 	"\x14SNAPSHOT_UNSUPPORTED\x10Q\x12\x15\n" +
-	"\x11SNAPSHOT_MISMATCH\x10R\x1a\x02\x10\x01*V\n" +
+	"\x11SNAPSHOT_MISMATCH\x10R\x12\x11\n" +
+	"\rTIER_CHECKSUM\x10U\x1a\x02\x10\x01*V\n" +
 	"\aApplied\x12\x17\n" +
 	"\x13APPLIED_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
