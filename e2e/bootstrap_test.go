@@ -249,7 +249,14 @@ func TestTargetBootstrapShard(t *testing.T) {
 	if !strings.Contains(out, "cloned "+sibling.id+" into "+fresh.id) {
 		t.Fatalf("clone output: %s", out)
 	}
-	e.write(40, "c") // the tail, delivered by the LogPlayer
+	e.write(20, "c") // the tail, delivered by the LogPlayer
+	// A rerun (as after a clone killed between its restore and its
+	// registration) does not restore again: it registers the target.
+	out = e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
+	if !strings.Contains(out, fresh.id+" already held applied lsn") {
+		t.Fatalf("clone rerun output: %s", out)
+	}
+	e.write(20, "d")
 	e.waitApplied(sibling)
 	e.waitApplied(fresh)
 
