@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -245,9 +247,18 @@ func TestTargetBootstrapShard(t *testing.T) {
 		t.Fatalf("clone from a sibling below retention: %v\n%s", err, out)
 	}
 	e.write(40, "b")
+	// What a restore killed mid-stream leaves: half a staged file. The
+	// clone discards it.
+	staged := filepath.Join(fresh.dir, shard.StagingFileName)
+	if err := os.WriteFile(staged, bytes.Repeat([]byte{0xbb}, 40<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out = e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
 	if !strings.Contains(out, "cloned "+sibling.id+" into "+fresh.id) {
 		t.Fatalf("clone output: %s", out)
+	}
+	if _, err := os.Stat(staged); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the staged leftover after the clone: %v", err)
 	}
 	e.write(20, "c") // the tail, delivered by the LogPlayer
 	// A rerun (as after a clone killed between its restore and its
