@@ -60,6 +60,9 @@ var (
 	// ErrSnapshotMismatch: a snapshot of another format, or whose data
 	// disagrees with its header or its end marker (SNAPSHOT_MISMATCH).
 	ErrSnapshotMismatch = errors.New("target: snapshot does not match")
+	// ErrSnapshotUnsupported: a Snapshotter that cannot snapshot as
+	// configured (a SQL store without its tables) (SNAPSHOT_UNSUPPORTED).
+	ErrSnapshotUnsupported = errors.New("target: snapshots not supported as configured")
 )
 
 // snapshotChunkBytes is the size of one Snapshot data chunk: well below
@@ -131,6 +134,9 @@ func (s *Server) Snapshot(req *targetpb.SnapshotRequest, ss targetpb.Target_Snap
 			return ss.Context().Err()
 		}
 		r := s.storeFailure(fmt.Errorf("snapshot: %w", err))
+		if errors.Is(err, ErrSnapshotUnsupported) {
+			r = refuse(reasonUnsupported, logstorepb.ErrorCode_SNAPSHOT_UNSUPPORTED, beforeHello(), "target %s: %v", s.cfg.TargetID, err)
+		}
 		s.countRefusal(nil, r)
 		return r.status()
 	}
@@ -246,6 +252,9 @@ func (s *Server) restore(ctx context.Context, snap Snapshotter, st State, r io.R
 		case errors.Is(err, ErrSnapshotMismatch):
 			return State{}, refuse(reasonMismatch, logstorepb.ErrorCode_SNAPSHOT_MISMATCH, beforeHello(),
 				"target %s: %v; nothing restored", s.cfg.TargetID, err)
+		case errors.Is(err, ErrSnapshotUnsupported):
+			return State{}, refuse(reasonUnsupported, logstorepb.ErrorCode_SNAPSHOT_UNSUPPORTED, beforeHello(),
+				"target %s: %v", s.cfg.TargetID, err)
 		case ctx.Err() != nil:
 			return State{}, refuse("", logstorepb.ErrorCode_INVALID_ARGUMENT, beforeHello(),
 				"target %s: the Restore stream ended before its end marker (%v); nothing restored", s.cfg.TargetID, err)

@@ -70,7 +70,8 @@ func (m *Mapping) Tables() []string {
 }
 
 // errNoTables: Snapshot or Restore of a store configured without tables.
-var errNoTables = errors.New("sqlstore: Config.SnapshotTables is empty: the store does not know which tables are its data")
+var errNoTables = fmt.Errorf("%w: sqlstore: Config.SnapshotTables is empty: the store does not know which tables are its data",
+	target.ErrSnapshotUnsupported)
 
 // Snapshot implements target.Snapshotter (see the file comment).
 func (s *Store) Snapshot(ctx context.Context, begin func(target.State) (io.Writer, error)) error {

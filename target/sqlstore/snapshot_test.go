@@ -142,3 +142,18 @@ func first(rows [][]string) []string {
 	}
 	return rows[0]
 }
+
+// TestSnapshotWithoutTables: a store not told its tables refuses to
+// snapshot or restore (target.ErrSnapshotUnsupported: the RPCs answer
+// SNAPSHOT_UNSUPPORTED) rather than copy nothing.
+func TestSnapshotWithoutTables(t *testing.T) {
+	d := (&env{name: "sqlite"}).newDB(t)
+	s := d.open("a", mapping(t, "a", sqlstore.MappingConfig{Topics: []string{"x"}}))
+	err := s.Snapshot(ctxT(t), func(target.State) (io.Writer, error) { return io.Discard, nil })
+	if !errors.Is(err, target.ErrSnapshotUnsupported) {
+		t.Fatalf("Snapshot: %v, want ErrSnapshotUnsupported", err)
+	}
+	if _, err := s.Restore(ctxT(t), target.State{}, bytes.NewReader(nil)); !errors.Is(err, target.ErrSnapshotUnsupported) {
+		t.Fatalf("Restore: %v, want ErrSnapshotUnsupported", err)
+	}
+}
