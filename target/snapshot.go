@@ -177,10 +177,7 @@ func (s *Server) Restore(rs targetpb.Target_RestoreServer) error {
 		return r.status()
 	}
 	hdr := first.Chunk.GetHeader()
-	cr := &chunkReader{recv: func() (*targetpb.SnapshotChunk, error) {
-		req, err := rs.Recv()
-		return req.GetChunk(), err
-	}, crc: crc32.New(castagnoli)}
+	cr := &chunkReader{recv: func() (*targetpb.SnapshotChunk, error) { return s.recvChunk(rs) }, crc: crc32.New(castagnoli)}
 	type result struct {
 		st State
 		r  *refusal
@@ -214,6 +211,29 @@ func (s *Server) Restore(rs targetpb.Target_RestoreServer) error {
 	s.log.Info("restored from a snapshot", "from", hdr.TargetId, "lsn", res.st.AppliedLSN, "epoch", res.st.Epoch,
 		"bytes", cr.n)
 	return rs.SendAndClose(&targetpb.RestoreResponse{State: StateToProto(res.st)})
+}
+
+// recvChunk receives the next Restore chunk, or fails when the Server
+// closes: the Store's Restore blocks the applier goroutine while it reads,
+// and Close waits for the applier, so a client that streams slowly (or
+// stalls) must not hold a shutdown. The receive that Close abandons ends
+// with the RPC, which ends when the handler returns.
+func (s *Server) recvChunk(rs targetpb.Target_RestoreServer) (*targetpb.SnapshotChunk, error) {
+	type received struct {
+		c   *targetpb.SnapshotChunk
+		err error
+	}
+	got := make(chan received, 1) // written once by the receiving goroutine
+	go func() {
+		req, err := rs.Recv()
+		got <- received{req.GetChunk(), err}
+	}()
+	select {
+	case r := <-got:
+		return r.c, r.err
+	case <-s.quit:
+		return nil, errShuttingDown
+	}
 }
 
 // checkRestoreHeader checks the first Restore chunk: a header of the
