@@ -45,27 +45,7 @@ func TestSnapshotRestoreRPC(t *testing.T) {
 
 	// The cut: header and one data chunk, then the clone dies.
 	ctx, cancel := context.WithCancel(ctxT(t))
-	src, err := targetpb.NewTargetClient(a.cc).Snapshot(ctx, &targetpb.SnapshotRequest{TargetId: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := targetpb.NewTargetClient(b.cc).Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		c, err := src.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		req := &targetpb.RestoreRequest{Chunk: c}
-		if i == 0 {
-			req.TargetId = "b"
-		}
-		if err := dst.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	halfRestore(t, ctx, a, b)
 	cancel()
 	// A Hello queues behind the interrupted restore on b's applier: it
 	// sees what the restore left.
@@ -127,27 +107,7 @@ func TestStalledRestoreDoesNotHoldShutdown(t *testing.T) {
 	a := start(t, shard.Config{Dir: t.TempDir(), ID: "a", Topics: []string{topic}})
 	dir := t.TempDir()
 	b := start(t, shard.Config{Dir: dir, ID: "b", Topics: []string{topic}})
-	src, err := targetpb.NewTargetClient(a.cc).Snapshot(ctxT(t), &targetpb.SnapshotRequest{TargetId: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := targetpb.NewTargetClient(b.cc).Restore(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 { // the header and the first data chunk, then silence
-		c, err := src.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		req := &targetpb.RestoreRequest{Chunk: c}
-		if i == 0 {
-			req.TargetId = "b"
-		}
-		if err := dst.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dst := halfRestore(t, ctxT(t), a, b) // then silence
 	// The restore is running on b's applier when a Hello queued behind it
 	// would wait; give the server a moment to take the item.
 	time.Sleep(200 * time.Millisecond)
@@ -165,4 +125,32 @@ func TestStalledRestoreDoesNotHoldShutdown(t *testing.T) {
 	if err != nil || st.AppliedLSN != 0 {
 		t.Fatalf("after the stopped restore: State %+v, %v", st, err)
 	}
+}
+
+// halfRestore starts a Restore of a's snapshot into b (ids "a", "b") and
+// forwards only the header and the first data chunk.
+func halfRestore(t *testing.T, ctx context.Context, a, b *running) targetpb.Target_RestoreClient {
+	t.Helper()
+	src, err := targetpb.NewTargetClient(a.cc).Snapshot(ctx, &targetpb.SnapshotRequest{TargetId: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := targetpb.NewTargetClient(b.cc).Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		c, err := src.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &targetpb.RestoreRequest{Chunk: c}
+		if i == 0 {
+			req.TargetId = "b"
+		}
+		if err := dst.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
 }
