@@ -240,12 +240,23 @@ func TestTargetBootstrapShard(t *testing.T) {
 		t.Fatalf("%s applied lsn %d before the clone, want 0", fresh.id, lsn)
 	}
 
-	// A sibling that is not current enough (the refused, empty shard) is
-	// refused, and nothing changes on the target.
-	out, err := e.cli("target", "clone", "--from", fresh.id, "--to", sibling.id)
-	if err == nil || !strings.Contains(out, "SIBLING_BEHIND") {
-		t.Fatalf("clone from a sibling below retention: %v\n%s", err, out)
+	// Typed refusals, each changing nothing: a sibling that is not current
+	// enough (the refused, empty shard), an unknown sibling, a target of
+	// other topics (registered with an address nobody serves: the topics
+	// are checked before anything is dialed).
+	e.mustCLI("target", "add", "--id", "other", "--target-addr", freeAddr(t), "--topics", "other-topic")
+	for _, c := range []struct{ from, to, want string }{
+		{fresh.id, sibling.id, "SIBLING_BEHIND"},
+		{"nosuch", fresh.id, "UNKNOWN_SIBLING"},
+		{sibling.id, "other", "TOPICS_DIFFER"},
+		{sibling.id, sibling.id, "INVALID"},
+	} {
+		out, err := e.cli("target", "clone", "--from", c.from, "--to", c.to)
+		if err == nil || !strings.Contains(out, "refused: "+c.want+":") {
+			t.Fatalf("clone --from %s --to %s: %v, want %s\n%s", c.from, c.to, err, c.want, out)
+		}
 	}
+	e.mustCLI("target", "remove", "--id", "other")
 	e.write(40, "b")
 	// What a restore killed mid-stream leaves: half a staged file. The
 	// clone discards it.
@@ -253,7 +264,7 @@ func TestTargetBootstrapShard(t *testing.T) {
 	if err := os.WriteFile(staged, bytes.Repeat([]byte{0xbb}, 40<<10), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out = e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
+	out := e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
 	if !strings.Contains(out, "cloned "+sibling.id+" into "+fresh.id) {
 		t.Fatalf("clone output: %s", out)
 	}
