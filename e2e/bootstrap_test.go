@@ -3,9 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/security"
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/target/sqlstore" // also registers the "sqlite" driver
 )
 
 // Bootstrapping a target after retention trimmed the log (issue #29, item
@@ -42,7 +46,14 @@ type bootEnv struct {
 	t     *testing.T
 	c     *cluster
 	model map[string]string // the log's content: key -> value after every acknowledged Append
+	msgs  []bootMsg         // the log's content: bootTopic's messages by offset
 	head  uint64            // LSN of the last acknowledged Append
+}
+
+// bootMsg is one acknowledged message of bootTopic.
+type bootMsg struct {
+	lsn   uint64
+	value []byte
 }
 
 func startBootEnv(t *testing.T) *bootEnv {
@@ -126,6 +137,7 @@ func (e *bootEnv) write(n int, round string) {
 			e.model[key] = round + value
 		}
 		e.head = resp.Lsn
+		e.msgs = append(e.msgs, bootMsg{lsn: resp.Lsn, value: msg})
 	}
 }
 
@@ -181,6 +193,41 @@ func (e *bootEnv) trim() uint64 {
 	return first
 }
 
+// waitBelowRetention waits for the LogPlayer's refusal of target id: the
+// LogStore no longer holds what it needs (the fetcher's
+// ErrBelowRetention: BELOW_RETENTION).
+func (e *bootEnv) waitBelowRetention(id string) {
+	e.t.Helper()
+	var refusal string
+	e.c.waitFor(progressMax, "the LogPlayer refusing "+id+" below retention", func() error {
+		if refusal = sinkLogLine(e.c.player, "no longer holds"); !strings.Contains(refusal, "target="+id+" ") {
+			return fmt.Errorf("no refusal logged yet")
+		}
+		return nil
+	})
+	e.t.Logf("the LogPlayer refuses the new target: %s", refusal)
+	if !strings.Contains(refusal, "below LogStore retention") {
+		e.t.Fatalf("the refusal does not say the LogStore's retention: %s", refusal)
+	}
+}
+
+// refusedAfterTrim registers the sibling, writes the log's beginning,
+// waits until the sibling applied it (caughtUp), lets retention trim it,
+// then registers the new target and waits for the LogPlayer to refuse it
+// below retention: it cannot be delivered from LSN 0. It returns the
+// first retained LSN.
+func (e *bootEnv) refusedAfterTrim(sibling, siblingAddr, fresh, freshAddr string, caughtUp func()) uint64 {
+	e.t.Helper()
+	e.mustCLI("target", "add", "--id", sibling, "--target-addr", siblingAddr, "--topics", bootTopic)
+	e.write(300, "a")
+	caughtUp()
+	first := e.trim()
+	e.t.Logf("log trimmed: first retained lsn %d, head %d", first, e.head)
+	e.mustCLI("target", "add", "--id", fresh, "--target-addr", freshAddr, "--topics", bootTopic)
+	e.waitBelowRetention(fresh)
+	return first
+}
+
 // TestTargetBootstrapShard: a shard added after retention trimmed the log
 // is refused BELOW_RETENTION; cloning it from its sibling shard makes it
 // reach exactly the log's content, and the tail keeps flowing to both.
@@ -188,41 +235,50 @@ func TestTargetBootstrapShard(t *testing.T) {
 	e := startBootEnv(t)
 	sibling := e.addShard("shard-0")
 	fresh := e.addShard("shard-1")
-	e.mustCLI("target", "add", "--id", sibling.id, "--target-addr", sibling.addr, "--topics", bootTopic)
-	e.write(300, "a")
-	e.waitApplied(sibling)
-	first := e.trim()
-	t.Logf("log trimmed: first retained lsn %d, head %d", first, e.head)
-
-	// The new shard, registered now, cannot be delivered from LSN 0.
-	e.mustCLI("target", "add", "--id", fresh.id, "--target-addr", fresh.addr, "--topics", bootTopic)
-	var refusal string
-	e.c.waitFor(progressMax, "the LogPlayer refusing shard-1 below retention", func() error {
-		if refusal = sinkLogLine(e.c.player, "no longer holds"); !strings.Contains(refusal, fresh.id) {
-			return fmt.Errorf("no refusal logged yet")
-		}
-		return nil
-	})
-	t.Logf("the LogPlayer refuses the new target: %s", refusal)
-	if !strings.Contains(refusal, "below LogStore retention") { // the fetcher's ErrBelowRetention (BELOW_RETENTION)
-		t.Fatalf("the refusal does not say BELOW_RETENTION: %s", refusal)
-	}
+	first := e.refusedAfterTrim(sibling.id, sibling.addr, fresh.id, fresh.addr, func() { e.waitApplied(sibling) })
 	if _, lsn := e.data(fresh); lsn != 0 {
 		t.Fatalf("%s applied lsn %d before the clone, want 0", fresh.id, lsn)
 	}
 
-	// A sibling that is not current enough (the refused, empty shard) is
-	// refused, and nothing changes on the target.
-	out, err := e.cli("target", "clone", "--from", fresh.id, "--to", sibling.id)
-	if err == nil || !strings.Contains(out, "SIBLING_BEHIND") {
-		t.Fatalf("clone from a sibling below retention: %v\n%s", err, out)
+	// Typed refusals, each changing nothing: a sibling that is not current
+	// enough (the refused, empty shard), an unknown sibling, a target of
+	// other topics (registered with an address nobody serves: the topics
+	// are checked before anything is dialed).
+	e.mustCLI("target", "add", "--id", "other", "--target-addr", freeAddr(t), "--topics", "other-topic")
+	for _, c := range []struct{ from, to, want string }{
+		{fresh.id, sibling.id, "SIBLING_BEHIND"},
+		{"nosuch", fresh.id, "UNKNOWN_SIBLING"},
+		{sibling.id, "other", "TOPICS_DIFFER"},
+		{sibling.id, sibling.id, "INVALID"},
+	} {
+		out, err := e.cli("target", "clone", "--from", c.from, "--to", c.to)
+		if err == nil || !strings.Contains(out, "refused: "+c.want+":") {
+			t.Fatalf("clone --from %s --to %s: %v, want %s\n%s", c.from, c.to, err, c.want, out)
+		}
 	}
+	e.mustCLI("target", "remove", "--id", "other")
 	e.write(40, "b")
-	out = e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
+	// What a restore killed mid-stream leaves: half a staged file. The
+	// clone discards it.
+	staged := filepath.Join(fresh.dir, shard.StagingFileName)
+	if err := os.WriteFile(staged, bytes.Repeat([]byte{0xbb}, 40<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
 	if !strings.Contains(out, "cloned "+sibling.id+" into "+fresh.id) {
 		t.Fatalf("clone output: %s", out)
 	}
-	e.write(40, "c") // the tail, delivered by the LogPlayer
+	if _, err := os.Stat(staged); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the staged leftover after the clone: %v", err)
+	}
+	e.write(20, "c") // the tail, delivered by the LogPlayer
+	// A rerun (as after a clone killed between its restore and its
+	// registration) does not restore again: it registers the target.
+	out = e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
+	if !strings.Contains(out, fresh.id+" already held applied lsn") {
+		t.Fatalf("clone rerun output: %s", out)
+	}
+	e.write(20, "d")
 	e.waitApplied(sibling)
 	e.waitApplied(fresh)
 
@@ -277,4 +333,123 @@ func checkRetainedLog(t *testing.T, e *bootEnv, first uint64) {
 			t.Fatalf("the log's last write of %s in [%d, %d] is %.20q, the model says %.20q (present %v)", k, st.FirstLsn, e.head, v, w, ok)
 		}
 	}
+}
+
+// sqliteSink is a `logplayer sink sqlite` process.
+type sqliteSink struct {
+	id, addr, path string
+	proc           *proc
+}
+
+// addSQLiteSink starts a SQLite sink id storing bootTopic (not registered).
+func (e *bootEnv) addSQLiteSink(id string) *sqliteSink {
+	e.t.Helper()
+	s := &sqliteSink{id: id, addr: freeAddr(e.t), path: filepath.Join(e.c.dir, id+".db")}
+	args := []string{"sink", "sqlite", "--id", id, "--addr", s.addr, "--path", s.path, "--topics", bootTopic}
+	// The sinks serve with the events target's certificate: the bundle's
+	// identities are fixed, and the LogPlayer checks the CA and the host.
+	s.proc = newProc(e.t, e.c.dir, id, append(args, e.c.tls.args(eventsTarget)...)...)
+	s.proc.start()
+	return s
+}
+
+// open opens the sink's database file read-only (SQLite's WAL lets it
+// read beside the sink).
+func (s *sqliteSink) open() (*sql.DB, error) {
+	return sql.Open("sqlite", "file:"+s.path+"?mode=ro&_pragma=busy_timeout(5000)")
+}
+
+// sinkRowOf is one row of the sink's table.
+type sinkRowOf struct {
+	lsn, offset int64
+	value       []byte
+}
+
+// rows reads the sink's table in offset order.
+func (s *sqliteSink) rows() ([]sinkRowOf, error) {
+	db, err := s.open()
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.Query("SELECT lsn, topic_offset, value FROM " + sqlstore.TableName(bootTopic, "") + " ORDER BY topic_offset")
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sinkRowOf
+	for rows.Next() {
+		var r sinkRowOf
+		if err := rows.Scan(&r.lsn, &r.offset, &r.value); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// waitSink waits until s's state row says the head is applied.
+func (e *bootEnv) waitSink(s *sqliteSink) {
+	e.t.Helper()
+	e.c.waitFor(progressMax, fmt.Sprintf("%s applied lsn %d", s.id, e.head), func() error {
+		if s.proc.exited() {
+			e.t.Fatalf("%s exited", s.id)
+		}
+		db, err := s.open()
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		var lsn int64
+		if err := db.QueryRow("SELECT applied_lsn FROM "+sqlstore.StateTable+" WHERE target_id = $1", s.id).Scan(&lsn); err != nil {
+			return err
+		}
+		if lsn < int64(e.head) {
+			return fmt.Errorf("applied lsn %d", lsn)
+		}
+		return nil
+	})
+}
+
+// checkSink fails unless s's table holds exactly the log's messages: one
+// row per offset, with its LSN and value.
+func (e *bootEnv) checkSink(s *sqliteSink) {
+	e.t.Helper()
+	rows, err := s.rows()
+	if err != nil {
+		e.t.Fatalf("%s: %v", s.id, err)
+	}
+	if len(rows) != len(e.msgs) {
+		e.t.Fatalf("%s holds %d rows, the log %d messages", s.id, len(rows), len(e.msgs))
+	}
+	for i, r := range rows {
+		m := e.msgs[i]
+		if r.lsn != int64(m.lsn) || r.offset != int64(i) || !bytes.Equal(r.value, m.value) {
+			e.t.Fatalf("%s row %d is (lsn %d, offset %d, %.20q), the log has lsn %d offset %d %.20q",
+				s.id, i, r.lsn, r.offset, r.value, m.lsn, i, m.value)
+		}
+	}
+}
+
+// TestTargetBootstrapSQLite: TestTargetBootstrapShard with SQLite sinks:
+// the restored sink's table holds every message of the log, from offset
+// 0, although the log kept only its tail.
+func TestTargetBootstrapSQLite(t *testing.T) {
+	e := startBootEnv(t)
+	sibling := e.addSQLiteSink("sq-0")
+	fresh := e.addSQLiteSink("sq-1")
+	first := e.refusedAfterTrim(sibling.id, sibling.addr, fresh.id, fresh.addr, func() { e.waitSink(sibling) })
+
+	e.write(40, "b")
+	out := e.mustCLI("target", "clone", "--from", sibling.id, "--to", fresh.id)
+	if !strings.Contains(out, "cloned "+sibling.id+" into "+fresh.id) {
+		t.Fatalf("clone output: %s", out)
+	}
+	e.write(40, "c")
+	e.waitSink(sibling)
+	e.waitSink(fresh)
+	e.checkSink(sibling)
+	e.checkSink(fresh)
+	t.Logf("both sinks hold the log's %d messages (head %d; first retained %d)", len(e.msgs), e.head, first)
+	checkRetainedLog(t, e, first)
 }

@@ -110,6 +110,14 @@
 //     again. The second test starts a LogPlayer with a new events target
 //     after retention trimmed the log: the target's file ends up holding
 //     every message of its topic from offset 0, read through the tier.
+//   - TestTargetBootstrapShard, TestTargetBootstrapSQLite (go test ./e2e
+//     -run TestTargetBootstrap, about 30 s each on a loaded machine;
+//     bootstrap_test.go, issue #29): one store node whose retention trims
+//     16 KiB segments, a LogPlayer group member, and two shards (or SQLite
+//     sinks) registered with `logplayer target add`; the one registered
+//     after the trim is refused below retention, `logplayer target clone`
+//     seeds it from its sibling, and both end holding exactly the log's
+//     content.
 //
 // Goroutines (test code): one waiter per child process (reaps it, closes
 // its done channel); the workload's producers (demo.Run) and one

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
@@ -44,27 +45,7 @@ func TestSnapshotRestoreRPC(t *testing.T) {
 
 	// The cut: header and one data chunk, then the clone dies.
 	ctx, cancel := context.WithCancel(ctxT(t))
-	src, err := targetpb.NewTargetClient(a.cc).Snapshot(ctx, &targetpb.SnapshotRequest{TargetId: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst, err := targetpb.NewTargetClient(b.cc).Restore(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 2 {
-		c, err := src.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		req := &targetpb.RestoreRequest{Chunk: c}
-		if i == 0 {
-			req.TargetId = "b"
-		}
-		if err := dst.Send(req); err != nil {
-			t.Fatal(err)
-		}
-	}
+	halfRestore(t, ctx, a, b)
 	cancel()
 	// A Hello queues behind the interrupted restore on b's applier: it
 	// sees what the restore left.
@@ -115,4 +96,61 @@ func TestSnapshotRestoreRPC(t *testing.T) {
 	if scans[0] != scans[1] {
 		t.Fatalf("after the tail the shards differ:\n a: %s\n b: %s", scans[0], scans[1])
 	}
+}
+
+// TestStalledRestoreDoesNotHoldShutdown: a Restore whose client stalls
+// mid-stream blocks the shard's applier; stopping the shard must still
+// end it (the restore fails, nothing restored) instead of waiting for the
+// client.
+func TestStalledRestoreDoesNotHoldShutdown(t *testing.T) {
+	const topic = "s"
+	a := start(t, shard.Config{Dir: t.TempDir(), ID: "a", Topics: []string{topic}})
+	dir := t.TempDir()
+	b := start(t, shard.Config{Dir: dir, ID: "b", Topics: []string{topic}})
+	dst := halfRestore(t, ctxT(t), a, b) // then silence
+	// The restore is running on b's applier when a Hello queued behind it
+	// would wait; give the server a moment to take the item.
+	time.Sleep(200 * time.Millisecond)
+	stopped := make(chan struct{})
+	go func() { b.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shard did not stop within 10 s while a Restore stalled")
+	}
+	if _, err := dst.CloseAndRecv(); err == nil {
+		t.Fatal("the stalled Restore succeeded")
+	}
+	_, st, err := shard.ReadDir(dir)
+	if err != nil || st.AppliedLSN != 0 {
+		t.Fatalf("after the stopped restore: State %+v, %v", st, err)
+	}
+}
+
+// halfRestore starts a Restore of a's snapshot into b (ids "a", "b") and
+// forwards only the header and the first data chunk.
+func halfRestore(t *testing.T, ctx context.Context, a, b *running) targetpb.Target_RestoreClient {
+	t.Helper()
+	src, err := targetpb.NewTargetClient(a.cc).Snapshot(ctx, &targetpb.SnapshotRequest{TargetId: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := targetpb.NewTargetClient(b.cc).Restore(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		c, err := src.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &targetpb.RestoreRequest{Chunk: c}
+		if i == 0 {
+			req.TargetId = "b"
+		}
+		if err := dst.Send(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
 }

@@ -91,6 +91,16 @@
 //     PermanentRetry (a minute by default); removing and re-adding the target
 //     through the admin API (logplayer.AddTarget/RemoveTarget) resumes it at once.
 //
+// # Snapshot and Restore
+//
+// A Store that also implements Snapshotter (target/snapshot.go; the shard
+// and the SQL store do) answers the Snapshot and Restore RPCs, with which
+// Clone (`logplayer target clone`) seeds a new target from a sibling once
+// retention trimmed the log (docs/ARCHITECTURE.md "Bootstrapping a target
+// from a sibling"). Restore runs on the applier goroutine, into an empty
+// target only (TARGET_NOT_EMPTY), and ends the active stream so that the
+// LogPlayer handshakes again from the restored applied LSN.
+//
 // # Goroutines
 //
 //   - applier (one per Server, started by NewServer, stopped by Close): the
@@ -99,7 +109,8 @@
 //     queueBatches) with Hellos, batches and end-of-stream marks. A Hello is
 //     handled alone; batches are grouped with everything queued while the
 //     previous Apply ran (group commit, bounded by MaxGroupDeliveries and
-//     MaxGroupBytes), checked, applied in one Apply, then acked.
+//     MaxGroupBytes), checked, applied in one Apply, then acked. A Restore
+//     is queued as an item too and runs alone.
 //   - Deliver handler (one per stream, gRPC's goroutine): owns Send. It waits
 //     for the Hello, sends the HelloAck and then the acks the applier
 //     publishes (coalesced: acks are cumulative), and returns the stream's

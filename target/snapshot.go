@@ -60,6 +60,9 @@ var (
 	// ErrSnapshotMismatch: a snapshot of another format, or whose data
 	// disagrees with its header or its end marker (SNAPSHOT_MISMATCH).
 	ErrSnapshotMismatch = errors.New("target: snapshot does not match")
+	// ErrSnapshotUnsupported: a Snapshotter that cannot snapshot as
+	// configured (a SQL store without its tables) (SNAPSHOT_UNSUPPORTED).
+	ErrSnapshotUnsupported = errors.New("target: snapshots not supported as configured")
 )
 
 // snapshotChunkBytes is the size of one Snapshot data chunk: well below
@@ -131,6 +134,9 @@ func (s *Server) Snapshot(req *targetpb.SnapshotRequest, ss targetpb.Target_Snap
 			return ss.Context().Err()
 		}
 		r := s.storeFailure(fmt.Errorf("snapshot: %w", err))
+		if errors.Is(err, ErrSnapshotUnsupported) {
+			r = refuse(reasonUnsupported, logstorepb.ErrorCode_SNAPSHOT_UNSUPPORTED, beforeHello(), "target %s: %v", s.cfg.TargetID, err)
+		}
 		s.countRefusal(nil, r)
 		return r.status()
 	}
@@ -171,10 +177,7 @@ func (s *Server) Restore(rs targetpb.Target_RestoreServer) error {
 		return r.status()
 	}
 	hdr := first.Chunk.GetHeader()
-	cr := &chunkReader{recv: func() (*targetpb.SnapshotChunk, error) {
-		req, err := rs.Recv()
-		return req.GetChunk(), err
-	}, crc: crc32.New(castagnoli)}
+	cr := &chunkReader{recv: func() (*targetpb.SnapshotChunk, error) { return s.recvChunk(rs) }, crc: crc32.New(castagnoli)}
 	type result struct {
 		st State
 		r  *refusal
@@ -208,6 +211,29 @@ func (s *Server) Restore(rs targetpb.Target_RestoreServer) error {
 	s.log.Info("restored from a snapshot", "from", hdr.TargetId, "lsn", res.st.AppliedLSN, "epoch", res.st.Epoch,
 		"bytes", cr.n)
 	return rs.SendAndClose(&targetpb.RestoreResponse{State: StateToProto(res.st)})
+}
+
+// recvChunk receives the next Restore chunk, or fails when the Server
+// closes: the Store's Restore blocks the applier goroutine while it reads,
+// and Close waits for the applier, so a client that streams slowly (or
+// stalls) must not hold a shutdown. The receive that Close abandons ends
+// with the RPC, which ends when the handler returns.
+func (s *Server) recvChunk(rs targetpb.Target_RestoreServer) (*targetpb.SnapshotChunk, error) {
+	type received struct {
+		c   *targetpb.SnapshotChunk
+		err error
+	}
+	got := make(chan received, 1) // written once by the receiving goroutine
+	go func() {
+		req, err := rs.Recv()
+		got <- received{req.GetChunk(), err}
+	}()
+	select {
+	case r := <-got:
+		return r.c, r.err
+	case <-s.quit:
+		return nil, errShuttingDown
+	}
 }
 
 // checkRestoreHeader checks the first Restore chunk: a header of the
@@ -246,6 +272,9 @@ func (s *Server) restore(ctx context.Context, snap Snapshotter, st State, r io.R
 		case errors.Is(err, ErrSnapshotMismatch):
 			return State{}, refuse(reasonMismatch, logstorepb.ErrorCode_SNAPSHOT_MISMATCH, beforeHello(),
 				"target %s: %v; nothing restored", s.cfg.TargetID, err)
+		case errors.Is(err, ErrSnapshotUnsupported):
+			return State{}, refuse(reasonUnsupported, logstorepb.ErrorCode_SNAPSHOT_UNSUPPORTED, beforeHello(),
+				"target %s: %v", s.cfg.TargetID, err)
 		case ctx.Err() != nil:
 			return State{}, refuse("", logstorepb.ErrorCode_INVALID_ARGUMENT, beforeHello(),
 				"target %s: the Restore stream ended before its end marker (%v); nothing restored", s.cfg.TargetID, err)

@@ -124,7 +124,7 @@ func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sql
 	}
 	st, err := sqlstore.Open(ctx, sqlstore.Config{
 		TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
-		Apply: m.Apply, Setup: m.Setup,
+		Apply: m.Apply, Setup: m.Setup, SnapshotTables: m.Tables(),
 		Timeout: c.timeout, LockTimeout: c.lockWait,
 		Registerer: reg,
 	})

@@ -90,6 +90,14 @@
 // redelivery after a crash finds the applied LSN moved and is never applied
 // twice.
 //
+// # Snapshot and restore
+//
+// Store implements target.Snapshotter (snapshot.go) over the tables named
+// by Config.SnapshotTables (Mapping.Tables): a snapshot is one read
+// transaction's rows and State, a restore one SQL transaction into an
+// empty target, so `logplayer target clone` can seed a new sink from a
+// sibling after retention trimmed the log.
+//
 // # Goroutines
 //
 // None of its own. The target SDK's applier goroutine is the only caller of

@@ -80,6 +80,10 @@ type Config struct {
 	Apply ApplyFunc
 	// Setup prepares the application's tables; optional.
 	Setup SetupFunc
+	// SnapshotTables are the tables holding the target's data, carried by
+	// a snapshot (target.Snapshotter, snapshot.go; Mapping.Tables for the
+	// built-in mapping). Empty: Snapshot and Restore fail.
+	SnapshotTables []string
 	// Timeout, LockTimeout, IdleInTxTimeout: see the Default constants.
 	Timeout, LockTimeout, IdleInTxTimeout time.Duration
 	// Registerer receives sqlstore_commit_duration_seconds and
