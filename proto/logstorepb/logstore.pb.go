@@ -2208,8 +2208,12 @@ type StatusResponse struct {
 	// incarnation empty while a restore's or recovery's new one is pending.
 	LogClusterId   string `protobuf:"bytes,40,opt,name=log_cluster_id,json=logClusterId,proto3" json:"log_cluster_id,omitempty"`
 	LogIncarnation string `protobuf:"bytes,41,opt,name=log_incarnation,json=logIncarnation,proto3" json:"log_incarnation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The leader's JSON-over-HTTP API address (its --http-addr, registered
+	// as a member's http_address when it became leader); empty when unknown
+	// or the leader serves no HTTP.
+	LeaderHttpAddress string `protobuf:"bytes,50,opt,name=leader_http_address,json=leaderHttpAddress,proto3" json:"leader_http_address,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2399,6 +2403,13 @@ func (x *StatusResponse) GetLogClusterId() string {
 func (x *StatusResponse) GetLogIncarnation() string {
 	if x != nil {
 		return x.LogIncarnation
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetLeaderHttpAddress() string {
+	if x != nil {
+		return x.LeaderHttpAddress
 	}
 	return ""
 }
@@ -2695,9 +2706,12 @@ type ErrorDetail struct {
 	LogHeadLsn uint64 `protobuf:"varint,23,opt,name=log_head_lsn,json=logHeadLsn,proto3" json:"log_head_lsn,omitempty"`
 	// The log identity a target's State holds, "cluster_id/incarnation"
 	// (OTHER_LOG).
-	LogIdentity   string `protobuf:"bytes,24,opt,name=log_identity,json=logIdentity,proto3" json:"log_identity,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogIdentity string `protobuf:"bytes,24,opt,name=log_identity,json=logIdentity,proto3" json:"log_identity,omitempty"`
+	// NOT_LEADER: the leader's JSON-over-HTTP API address, when it serves
+	// one (the hint an HTTP client follows; leader_address is the gRPC one).
+	LeaderHttpAddress string `protobuf:"bytes,36,opt,name=leader_http_address,json=leaderHttpAddress,proto3" json:"leader_http_address,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2859,6 +2873,13 @@ func (x *ErrorDetail) GetLogHeadLsn() uint64 {
 func (x *ErrorDetail) GetLogIdentity() string {
 	if x != nil {
 		return x.LogIdentity
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetLeaderHttpAddress() string {
+	if x != nil {
+		return x.LeaderHttpAddress
 	}
 	return ""
 }
@@ -4609,7 +4630,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12$\n" +
-	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xb4\a\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xe4\a\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -4635,7 +4656,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\x11supported_version\x18\x1e \x01(\rR\x10supportedVersion\x12'\n" +
 	"\x0fcluster_version\x18\x1f \x01(\rR\x0eclusterVersion\x12$\n" +
 	"\x0elog_cluster_id\x18( \x01(\tR\flogClusterId\x12'\n" +
-	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\"e\n" +
+	"\x0flog_incarnation\x18) \x01(\tR\x0elogIncarnation\x12.\n" +
+	"\x13leader_http_address\x182 \x01(\tR\x11leaderHttpAddress\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
@@ -4647,7 +4669,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\x9f\x05\n" +
+	"\x1aTransferLeadershipResponse\"\xcf\x05\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -4671,7 +4693,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\aapplied\x18\x13 \x01(\x0e2\x1e.logplayer.logstore.v1.AppliedR\aapplied\x12 \n" +
 	"\flog_head_lsn\x18\x17 \x01(\x04R\n" +
 	"logHeadLsn\x12!\n" +
-	"\flog_identity\x18\x18 \x01(\tR\vlogIdentity\")\n" +
+	"\flog_identity\x18\x18 \x01(\tR\vlogIdentity\x12.\n" +
+	"\x13leader_http_address\x18$ \x01(\tR\x11leaderHttpAddress\")\n" +
 	"\x13InitProducerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +
