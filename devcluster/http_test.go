@@ -2,40 +2,27 @@ package devcluster_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/logplayer/logplayer/devcluster"
+	"github.com/logplayer/logplayer/internal/testhttp"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
-// postJSON sends body to url and decodes the JSON answer.
-func postJSON(t *testing.T, hc *http.Client, method, url, body string) (int, map[string]any) {
+// startPlain starts a dev cluster on random ports without TLS, stopped at
+// the test's end.
+func startPlain(t *testing.T, ctx context.Context) *devcluster.Cluster {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	c, err := devcluster.Start(ctx, devcluster.Config{Logger: logstoretest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("%s %s: %s: not JSON: %q", method, url, resp.Status, b)
-	}
-	return resp.StatusCode, out
+	t.Cleanup(c.Stop)
+	return c
 }
 
 // TestNotLeaderOverHTTPNamesLeaderHTTP: a follower's NOT_LEADER over HTTP
@@ -45,18 +32,14 @@ func postJSON(t *testing.T, hc *http.Client, method, url, body string) (int, map
 func TestNotLeaderOverHTTPNamesLeaderHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Config{Logger: logstoretest.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startPlain(t, ctx)
 	hc := &http.Client{Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
 
 	var leader int
 	testwait.For(t, 60*time.Second, "every node's Status naming the leader's HTTP address", func() bool {
 		for i := range c.HTTPAddrs {
-			code, st := postJSON(t, hc, "GET", "http://"+c.HTTPAddrs[i]+"/v1/status", "")
+			code, st := testhttp.Call(t, hc, "GET", "http://"+c.HTTPAddrs[i]+"/v1/status", "", "")
 			id, _ := st["leaderId"].(string)
 			leader = slices.Index([]string{devcluster.NodeID(0), devcluster.NodeID(1), devcluster.NodeID(2)}, id)
 			if code != http.StatusOK || leader < 0 || st["leaderHttpAddress"] != c.HTTPAddrs[leader] {
@@ -67,7 +50,7 @@ func TestNotLeaderOverHTTPNamesLeaderHTTP(t *testing.T) {
 	})
 	follower := (leader + 1) % devcluster.Stores
 	const txn = `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`
-	code, resp := postJSON(t, hc, "POST", "http://"+c.HTTPAddrs[follower]+"/v1/append", txn)
+	code, resp := testhttp.Call(t, hc, "POST", "http://"+c.HTTPAddrs[follower]+"/v1/append", "", txn)
 	ds, _ := resp["details"].([]any)
 	if code != http.StatusServiceUnavailable || len(ds) != 1 {
 		t.Fatalf("append on follower %s: %d %v", devcluster.NodeID(follower), code, resp)
@@ -76,7 +59,7 @@ func TestNotLeaderOverHTTPNamesLeaderHTTP(t *testing.T) {
 	if d["code"] != "NOT_LEADER" || d["applied"] != "APPLIED_NO" || d["leaderAddress"] != c.StoreAddrs[leader] || d["leaderHttpAddress"] != c.HTTPAddrs[leader] {
 		t.Fatalf("NOT_LEADER detail %v: want leader %s's addresses %s and %s", d, devcluster.NodeID(leader), c.StoreAddrs[leader], c.HTTPAddrs[leader])
 	}
-	code, resp = postJSON(t, hc, "POST", "http://"+d["leaderHttpAddress"].(string)+"/v1/append", txn)
+	code, resp = testhttp.Call(t, hc, "POST", "http://"+d["leaderHttpAddress"].(string)+"/v1/append", "", txn)
 	if code != http.StatusOK || resp["lsn"] == nil {
 		t.Fatalf("append at the hinted leader: %d %v", code, resp)
 	}
