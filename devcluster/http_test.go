@@ -38,15 +38,9 @@ func TestNotLeaderOverHTTPNamesLeaderHTTP(t *testing.T) {
 
 	var leader int
 	testwait.For(t, 60*time.Second, "every node's Status naming the leader's HTTP address", func() bool {
-		for i := range c.HTTPAddrs {
-			code, st := testhttp.Call(t, hc, "GET", "http://"+c.HTTPAddrs[i]+"/v1/status", "", "")
-			id, _ := st["leaderId"].(string)
-			leader = slices.Index([]string{devcluster.NodeID(0), devcluster.NodeID(1), devcluster.NodeID(2)}, id)
-			if code != http.StatusOK || leader < 0 || st["leaderHttpAddress"] != c.HTTPAddrs[leader] {
-				return false
-			}
-		}
-		return true
+		var ok bool
+		leader, ok = leaderOverHTTP(t, c, hc)
+		return ok
 	})
 	follower := (leader + 1) % devcluster.Stores
 	const txn = `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`
@@ -63,4 +57,33 @@ func TestNotLeaderOverHTTPNamesLeaderHTTP(t *testing.T) {
 	if code != http.StatusOK || resp["lsn"] == nil {
 		t.Fatalf("append at the hinted leader: %d %v", code, resp)
 	}
+
+	// A new leader registers its own HTTP address (the bootstrap list does
+	// not name it): the hint follows the leadership.
+	if err := c.Client.TransferLeadership(ctx, devcluster.NodeID(follower)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, 60*time.Second, "the leadership moving to "+devcluster.NodeID(follower), func() bool {
+		l, ok := leaderOverHTTP(t, c, hc)
+		return ok && l == follower
+	})
+}
+
+// leaderOverHTTP returns the index of the leader every node's GET
+// /v1/status names together with that leader's HTTP address; false while
+// they do not all agree.
+func leaderOverHTTP(t *testing.T, c *devcluster.Cluster, hc *http.Client) (int, bool) {
+	t.Helper()
+	ids := []string{devcluster.NodeID(0), devcluster.NodeID(1), devcluster.NodeID(2)}
+	leader := -1
+	for i := range c.HTTPAddrs {
+		code, st := testhttp.Call(t, hc, "GET", "http://"+c.HTTPAddrs[i]+"/v1/status", "", "")
+		id, _ := st["leaderId"].(string)
+		l := slices.Index(ids, id)
+		if code != http.StatusOK || l < 0 || (i > 0 && l != leader) || st["leaderHttpAddress"] != c.HTTPAddrs[l] {
+			return -1, false
+		}
+		leader = l
+	}
+	return leader, true
 }
