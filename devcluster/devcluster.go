@@ -361,6 +361,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			Dir:          filepath.Join(c.Dir, NodeID(i)),
 			RaftListener: lis.storeRaft[i],
 			APIAddr:      peers[i].APIAddr,
+			HTTPAddr:     stores[i].HTTP,
 			Bootstrap:    peers,
 			Logger:       log,
 			Registry:     reg,

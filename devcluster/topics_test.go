@@ -8,8 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/logplayer/logplayer/devcluster"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -21,11 +19,7 @@ import (
 func TestDevRefusesMalformedShardMessage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Config{Logger: logstoretest.QuietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startPlain(t, ctx)
 	before, err := c.Client.LeaderStatus(ctx)
 	if err != nil {
 		t.Fatal(err)

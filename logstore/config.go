@@ -143,6 +143,11 @@ type Config struct {
 	// see internal/serve), but advertises it to the cluster so NOT_LEADER
 	// errors name the leader's API address.
 	APIAddr string
+	// HTTPAddr is the address the node's API is served on as JSON over
+	// HTTP (internal/serve's StoreHTTP; empty: none). Like APIAddr it is
+	// only advertised: a leader registers it, so NOT_LEADER errors and
+	// Status name the leader's HTTP address for HTTP clients.
+	HTTPAddr string
 
 	// Bootstrap lists the initial voters (including this node). A node with
 	// existing Raft state ignores it; an empty list means "join later via

@@ -259,8 +259,9 @@ func (t tcpStreamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (ne
 }
 
 // watchLeadership keeps the leader gauge and health status current, and
-// when this node becomes leader registers the API addresses of itself and
-// the bootstrap peers (so NOT_LEADER errors can name the leader's address).
+// when this node becomes leader registers the API addresses of itself (with
+// its HTTP address) and the bootstrap peers (so NOT_LEADER errors can name
+// the leader's addresses).
 func (n *Node) watchLeadership() {
 	ch := n.raft.LeaderCh()
 	for {
@@ -320,20 +321,22 @@ func (n *Node) catchUp(ready func()) {
 const catchUpRetry = 50 * time.Millisecond
 
 func (n *Node) registerMembers() {
-	want := []Peer{{ID: n.cfg.ID, RaftAddr: string(n.transport.LocalAddr()), APIAddr: n.APIAddr()}}
+	want := []*logstorepb.MemberCommand{{Id: n.cfg.ID, RaftAddress: string(n.transport.LocalAddr()), ApiAddress: n.APIAddr(), HttpAddress: n.cfg.HTTPAddr}}
 	for _, p := range n.cfg.Bootstrap {
 		if p.ID != n.cfg.ID && p.APIAddr != "" {
-			want = append(want, p)
+			want = append(want, &logstorepb.MemberCommand{Id: p.ID, RaftAddress: p.RaftAddr, ApiAddress: p.APIAddr})
 		}
 	}
-	for _, p := range want {
+	for i, m := range want {
 		var known *logstorepb.MemberCommand
-		n.fsm.withState(func(st *fsm.State) { known = st.Member(p.ID) })
-		if known != nil && known.ApiAddress == p.APIAddr && known.RaftAddress == p.RaftAddr {
+		n.fsm.withState(func(st *fsm.State) { known = st.Member(m.Id) })
+		// A peer's HTTP address is not in the bootstrap list: each node
+		// registers its own (i == 0) when it leads.
+		if known != nil && known.ApiAddress == m.ApiAddress && known.RaftAddress == m.RaftAddress && (i > 0 || known.HttpAddress == m.HttpAddress) {
 			continue
 		}
-		if err := n.commitMember(context.Background(), &logstorepb.MemberCommand{Id: p.ID, RaftAddress: p.RaftAddr, ApiAddress: p.APIAddr}); err != nil {
-			n.log.Warn("registering member", "member", p.ID, "err", err)
+		if err := n.commitMember(context.Background(), m); err != nil {
+			n.log.Warn("registering member", "member", m.Id, "err", err)
 		}
 	}
 }

@@ -30,16 +30,18 @@ type server struct {
 // notLeader is the NOT_LEADER error naming the leader when known.
 func (s *server) notLeader() error {
 	_, id := s.n.raft.LeaderWithID()
-	var api string
+	var api, httpAPI string
 	if id != "" {
 		s.n.fsm.withState(func(st *fsm.State) {
 			if m := st.Member(string(id)); m != nil {
-				api = m.ApiAddress
+				api, httpAPI = m.ApiAddress, m.HttpAddress
 			}
 		})
 	}
 	return apierr.New(logstorepb.ErrorCode_NOT_LEADER, fmt.Sprintf("node %s is not the leader (leader %q at %q)", s.n.cfg.ID, id, api),
-		func(d *logstorepb.ErrorDetail) { d.LeaderId, d.LeaderAddress = string(id), api })
+		func(d *logstorepb.ErrorDetail) {
+			d.LeaderId, d.LeaderAddress, d.LeaderHttpAddress = string(id), api, httpAPI
+		})
 }
 
 // submit sends one command through the aggregator (leader only).
@@ -198,7 +200,7 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 	s.statusTopics(resp) // bounded: topics.go
 	n.statusTier(resp)   // tiering.go
 	if m := members[string(id)]; m != nil {
-		resp.LeaderAddress = m.ApiAddress
+		resp.LeaderAddress, resp.LeaderHttpAddress = m.ApiAddress, m.HttpAddress
 	}
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, srv := range f.Configuration().Servers {

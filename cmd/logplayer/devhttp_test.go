@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testhttp"
 	"github.com/logplayer/logplayer/security"
 )
 
@@ -49,22 +48,9 @@ func devHTTPWorks(t *testing.T, banner []string) {
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cli.Config("127.0.0.1"), ForceAttemptHTTP2: true}}
 	defer hc.CloseIdleConnections()
 	for node, addr := range addrs {
-		req, err := http.NewRequest("GET", "https://"+addr+"/v1/status", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("GET /v1/status of %s at %s: %v", node, addr, err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		var st struct {
-			NodeID string `json:"nodeId"`
-		}
-		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &st) != nil || st.NodeID != node {
-			t.Fatalf("GET /v1/status of %s at %s: %s %s", node, addr, resp.Status, b)
+		code, st := testhttp.Call(t, hc, "GET", "https://"+addr+"/v1/status", strings.TrimSpace(string(tok)), "")
+		if code != http.StatusOK || st["nodeId"] != node {
+			t.Fatalf("GET /v1/status of %s at %s: %d %v", node, addr, code, st)
 		}
 	}
 }

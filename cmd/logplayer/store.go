@@ -82,7 +82,7 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.raftAddr, "raft-addr", "Raft TCP `address` to bind and advertise")
 	fs.Var(&c.apiAddr, "api-addr", "gRPC API `address` to serve")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
-	fs.Var(&c.httpAddr, "http-addr", "also serve the API as JSON over HTTP (Connect, gRPC-Web, REST /v1/...) on this `address`, with the API's TLS and authorization (off when empty)")
+	fs.Var(&c.httpAddr, "http-addr", "also serve the API as JSON over HTTP (Connect, gRPC-Web, REST /v1/...) on this `address`, with the API's TLS and authorization; advertised, like --api-addr, in NOT_LEADER answers when this node leads (off when empty)")
 	fs.BoolVar(&c.recoverQuorum, "recover", false,
 		"once, on the one survivor of a quorum lost for good: make this node the only voter (acknowledged writes it lacked are lost); grow it again with cluster add")
 	fs.Var(&c.peers, "peer", "initial voter `ID=RAFT_ADDR/API_ADDR` (repeat for each; ignored once the node has Raft state)")
@@ -120,6 +120,7 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		RaftLogStore:         logstore.RaftLogStore(c.raftLogStore),
 		RaftAddr:             c.raftAddr.addr,
 		APIAddr:              c.apiAddr.addr,
+		HTTPAddr:             c.httpAddr.addr,
 		Logger:               s.log,
 		Registry:             serve.ProcessRegistry(),
 		IntakeQueue:          c.intakeQueue,

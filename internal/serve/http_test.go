@@ -2,9 +2,7 @@ package serve_test
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/testhttp"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
@@ -89,36 +88,6 @@ func httpClient(t *testing.T, dir, cert string) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}}
 }
 
-// call sends one request and decodes its JSON answer; a path naming a
-// gRPC method is sent with the Connect protocol's version header.
-func call(t *testing.T, hc *http.Client, method, url, token, contentType, body string) (int, map[string]any) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	if strings.Contains(url, "/logplayer.logstore.v1.") {
-		req.Header.Set("Connect-Protocol-Version", "1")
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatalf("%s %s: %s: not JSON: %q", method, url, resp.Status, b)
-	}
-	return resp.StatusCode, out
-}
-
 // errorDetail is the ErrorDetail of a REST error body (a google.rpc.Status).
 func errorDetail(t *testing.T, body map[string]any) map[string]any {
 	t.Helper()
@@ -139,55 +108,54 @@ func errorDetail(t *testing.T, body map[string]any) map[string]any {
 func TestStoreHTTP(t *testing.T) {
 	base, dir, token := httpStore(t)
 	hc := httpClient(t, dir, "")
-	const js = "application/json"
 
 	testwait.For(t, 30*time.Second, "cluster version 3 (InitProducer)", func() bool {
-		code, st := call(t, hc, "GET", base+"/v1/status", token, "", "")
+		code, st := testhttp.Call(t, hc, "GET", base+"/v1/status", token, "")
 		return code == http.StatusOK && st["role"] == "leader" && st["clusterVersion"].(float64) >= 3
 	})
 
-	code, resp := call(t, hc, "POST", base+"/v1/append", token, js,
+	code, resp := testhttp.Call(t, hc, "POST", base+"/v1/append", token,
 		`{"slices": [{"topic": "orders", "messages": [{"value": "eyJpZCI6MX0="}]}]}`)
 	if code != http.StatusOK || resp["lsn"] != "1" {
 		t.Fatalf("POST /v1/append: %d %v", code, resp)
 	}
 
-	code, resp = call(t, hc, "POST", base+"/v1/append", token, js,
+	code, resp = testhttp.Call(t, hc, "POST", base+"/v1/append", token,
 		`{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}], "conditions": [{"topic": "orders", "expectedNextOffset": "0"}]}`)
 	d := errorDetail(t, resp)
 	if code != http.StatusBadRequest || d["code"] != "CONDITION_FAILED" || d["applied"] != "APPLIED_NO" || d["actualNextOffset"] != "1" {
 		t.Fatalf("failed condition: %d %v", code, resp)
 	}
 
-	code, resp = call(t, hc, "POST", base+"/v1/producers", token, js, `{"name": "billing"}`)
+	code, resp = testhttp.Call(t, hc, "POST", base+"/v1/producers", token, `{"name": "billing"}`)
 	if code != http.StatusOK || resp["producerId"] == "" || resp["epoch"] != "1" {
 		t.Fatalf("POST /v1/producers: %d %v", code, resp)
 	}
 	producer := `{"slices": [{"topic": "orders", "messages": [{"value": "eQ=="}]}], "producerId": "` + resp["producerId"].(string) + `", "producerEpoch": "1", "sequence": "1"}`
-	_, first := call(t, hc, "POST", base+"/v1/append", token, js, producer)
-	_, again := call(t, hc, "POST", base+"/v1/append", token, js, producer)
+	_, first := testhttp.Call(t, hc, "POST", base+"/v1/append", token, producer)
+	_, again := testhttp.Call(t, hc, "POST", base+"/v1/append", token, producer)
 	if first["lsn"] != "2" || again["lsn"] != "2" || again["duplicate"] != true {
 		t.Fatalf("producer retry over HTTP: first %v, again %v", first, again)
 	}
 
 	// Connect protocol, JSON: the gRPC method's path.
-	code, resp = call(t, hc, "POST", base+"/logplayer.logstore.v1.LogStore/DescribeTopic", token, js, `{"topic": "orders"}`)
+	code, resp = testhttp.Call(t, hc, "POST", base+"/logplayer.logstore.v1.LogStore/DescribeTopic", token, `{"topic": "orders"}`)
 	if code != http.StatusOK || resp["topic"].(map[string]any)["nextOffset"] != "2" {
 		t.Fatalf("Connect DescribeTopic: %d %v", code, resp)
 	}
-	code, resp = call(t, hc, "POST", base+"/logplayer.logstore.v1.LogStore/Append", token, js,
+	code, resp = testhttp.Call(t, hc, "POST", base+"/logplayer.logstore.v1.LogStore/Append", token,
 		`{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}], "conditions": [{"topic": "orders", "expectedNextOffset": "0"}]}`)
 	if code != http.StatusBadRequest || resp["code"] != "failed_precondition" ||
 		!strings.Contains(fmt.Sprint(resp["details"]), "debug:map[actualNextOffset:2 applied:APPLIED_NO code:CONDITION_FAILED") {
 		t.Fatalf("Connect Append with a failed condition: %d %v", code, resp)
 	}
-	code, resp = call(t, hc, "GET", base+"/v1/topics", token, "", "")
+	code, resp = testhttp.Call(t, hc, "GET", base+"/v1/topics", token, "")
 	if code != http.StatusOK || resp["topicCount"] != "1" {
 		t.Fatalf("GET /v1/topics: %d %v", code, resp)
 	}
 
 	// Messages by offset, a long poll, and errors of the stream.
-	code, resp = call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=1&limit=5", token, "", "")
+	code, resp = testhttp.Call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=1&limit=5", token, "")
 	msgs, _ := resp["messages"].([]any)
 	if code != http.StatusOK || len(msgs) != 1 || resp["nextOffset"] != "2" ||
 		msgs[0].(map[string]any)["offset"] != "1" || msgs[0].(map[string]any)["message"].(map[string]any)["value"] != "eQ==" {
@@ -195,35 +163,35 @@ func TestStoreHTTP(t *testing.T) {
 	}
 	polled := make(chan map[string]any, 1)
 	go func() {
-		_, resp := call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=2&wait=30s", token, "", "")
+		_, resp := testhttp.Call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=2&wait=30s", token, "")
 		polled <- resp
 	}()
-	code, resp = call(t, hc, "POST", base+"/v1/append", token, js, `{"slices": [{"topic": "orders", "messages": [{"value": "eg=="}]}]}`)
+	code, resp = testhttp.Call(t, hc, "POST", base+"/v1/append", token, `{"slices": [{"topic": "orders", "messages": [{"value": "eg=="}]}]}`)
 	if code != http.StatusOK {
 		t.Fatalf("append during the long poll: %d %v", code, resp)
 	}
 	if resp := <-polled; resp["nextOffset"] != "3" {
 		t.Fatalf("long poll answered %v, want the message at offset 2", resp)
 	}
-	code, resp = call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=3&wait=100ms", token, "", "")
+	code, resp = testhttp.Call(t, hc, "GET", base+"/v1/topics/orders/messages?offset=3&wait=100ms", token, "")
 	if msgs, _ := resp["messages"].([]any); code != http.StatusOK || len(msgs) != 0 || resp["nextOffset"] != "3" {
 		t.Fatalf("long poll past the end: %d %v", code, resp)
 	}
-	code, resp = call(t, hc, "GET", base+"/v1/topics/nothing-here/messages", token, "", "")
+	code, resp = testhttp.Call(t, hc, "GET", base+"/v1/topics/nothing-here/messages", token, "")
 	if d := errorDetail(t, resp); code != http.StatusNotFound || d["code"] != "UNKNOWN_TOPIC" || d["applied"] != "APPLIED_NO" {
 		t.Fatalf("messages of an unknown topic: %d %v", code, resp)
 	}
-	code, resp = call(t, hc, "GET", base+"/v1/topics/orders/messages", "", "", "")
+	code, resp = testhttp.Call(t, hc, "GET", base+"/v1/topics/orders/messages", "", "")
 	if d := errorDetail(t, resp); code != http.StatusUnauthorized || d["code"] != "UNAUTHENTICATED" {
 		t.Fatalf("messages without a token: %d %v", code, resp)
 	}
 
 	// Authorization is the gRPC server's: no identity, or one without a grant.
-	code, resp = call(t, hc, "POST", base+"/v1/append", "", js, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
+	code, resp = testhttp.Call(t, hc, "POST", base+"/v1/append", "", `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
 	if d := errorDetail(t, resp); code != http.StatusUnauthorized || d["code"] != "UNAUTHENTICATED" || d["applied"] != "APPLIED_NO" {
 		t.Fatalf("no token: %d %v", code, resp)
 	}
-	code, resp = call(t, httpClient(t, dir, "nobody"), "POST", base+"/v1/append", "", js, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
+	code, resp = testhttp.Call(t, httpClient(t, dir, "nobody"), "POST", base+"/v1/append", "", `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
 	if d := errorDetail(t, resp); code != http.StatusForbidden || d["code"] != "PERMISSION_DENIED" {
 		t.Fatalf("client certificate without a grant: %d %v", code, resp)
 	}
@@ -236,13 +204,12 @@ func TestStoreHTTP(t *testing.T) {
 func TestStoreHTTPAppendBatch(t *testing.T) {
 	base, dir, token := httpStore(t)
 	hc := httpClient(t, dir, "")
-	const js = "application/json"
 	batch := `{"requests": [
   {"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]},
   {"slices": [{"topic": "orders", "messages": [{"value": "eQ=="}]}], "conditions": [{"topic": "orders", "expectedNextOffset": "7"}]},
   {"slices": [{"topic": "orders", "messages": [{"value": "eg=="}]}]}]}`
 	for _, url := range []string{base + "/v1/append-batch", base + "/logplayer.logstore.v1.LogStore/AppendBatch"} {
-		code, resp := call(t, hc, "POST", url, token, js, batch)
+		code, resp := testhttp.Call(t, hc, "POST", url, token, batch)
 		results, _ := resp["results"].([]any)
 		if code != http.StatusOK || len(results) != 3 {
 			t.Fatalf("POST %s: %d %v", url, code, resp)
@@ -256,7 +223,7 @@ func TestStoreHTTPAppendBatch(t *testing.T) {
 		}
 	}
 	// Append keeps its own route beside AppendBatch's.
-	code, resp := call(t, hc, "POST", base+"/v1/append", token, js, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
+	code, resp := testhttp.Call(t, hc, "POST", base+"/v1/append", token, `{"slices": [{"topic": "orders", "messages": [{"value": "eA=="}]}]}`)
 	if code != http.StatusOK || resp["lsn"] != "5" {
 		t.Fatalf("POST /v1/append after the batches: %d %v", code, resp)
 	}

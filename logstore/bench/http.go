@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,33 +57,62 @@ func (c *Cluster) leaderHTTP() string {
 	return ""
 }
 
-// httpAppend returns the op that POSTs body to base's /v1/append on an
-// HTTP client of its own, and the client's close.
+// httpAppend returns the op that POSTs body to /v1/append of base (the
+// leader's URL, https when sec is not nil) on an HTTP client of its own,
+// and the client's close. A NOT_LEADER answer (nothing written) that names
+// the leader's HTTP address is followed, at most httpLeaderHops times per
+// op: a leadership change during the row moves the client as it moves
+// the gRPC client.
 func httpAppend(base string, body []byte, sec *Security) (op, func()) {
 	tr := &http.Transport{ForceAttemptHTTP2: true}
+	scheme := "http://"
 	if sec != nil {
 		tr.TLSClientConfig = sec.HTTPClient.Clone()
+		scheme = "https://"
 	}
 	hc := &http.Client{Transport: tr, Timeout: httpClientTimeout}
-	url := base + "/v1/append"
 	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			return err
+		for hop := 0; ; hop++ {
+			leader, err := postAppend(ctx, hc, base+"/v1/append", body)
+			if leader == "" || hop == httpLeaderHops {
+				return err
+			}
+			base = scheme + leader
 		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("bench: POST /v1/append: %s: %s", resp.Status, b)
-		}
-		return nil
 	}, tr.CloseIdleConnections
+}
+
+// httpLeaderHops bounds the NOT_LEADER hints one op follows.
+const httpLeaderHops = 2
+
+// postAppend POSTs body to url; on an error answer it returns the leader
+// HTTP address a NOT_LEADER detail names, if any.
+func postAppend(ctx context.Context, hc *http.Client, url string, body []byte) (leader string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode == http.StatusOK {
+		return "", nil
+	}
+	var st struct {
+		Details []struct {
+			Code              string `json:"code"`
+			LeaderHTTPAddress string `json:"leaderHttpAddress"`
+		} `json:"details"`
+	}
+	if json.Unmarshal(b, &st) == nil && len(st.Details) > 0 && st.Details[0].Code == "NOT_LEADER" {
+		leader = st.Details[0].LeaderHTTPAddress
+	}
+	return leader, fmt.Errorf("bench: POST %s: %s: %s", url, resp.Status, b)
 }

@@ -2244,6 +2244,10 @@ type StatusResponse struct {
 	TierUploadedBytes uint64 `protobuf:"varint,57,opt,name=tier_uploaded_bytes,json=tierUploadedBytes,proto3" json:"tier_uploaded_bytes,omitempty"`
 	TierLagSegments   uint64 `protobuf:"varint,58,opt,name=tier_lag_segments,json=tierLagSegments,proto3" json:"tier_lag_segments,omitempty"`
 	TierLagBytes      uint64 `protobuf:"varint,59,opt,name=tier_lag_bytes,json=tierLagBytes,proto3" json:"tier_lag_bytes,omitempty"`
+	// The leader's JSON-over-HTTP API address (its --http-addr, registered
+	// as a member's http_address when it became leader); empty when unknown
+	// or the leader serves no HTTP.
+	LeaderHttpAddress string `protobuf:"bytes,50,opt,name=leader_http_address,json=leaderHttpAddress,proto3" json:"leader_http_address,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -2479,6 +2483,13 @@ func (x *StatusResponse) GetTierLagBytes() uint64 {
 		return x.TierLagBytes
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetLeaderHttpAddress() string {
+	if x != nil {
+		return x.LeaderHttpAddress
+	}
+	return ""
 }
 
 type AddVoterRequest struct {
@@ -2773,9 +2784,12 @@ type ErrorDetail struct {
 	LogHeadLsn uint64 `protobuf:"varint,23,opt,name=log_head_lsn,json=logHeadLsn,proto3" json:"log_head_lsn,omitempty"`
 	// The log identity a target's State holds, "cluster_id/incarnation"
 	// (OTHER_LOG).
-	LogIdentity   string `protobuf:"bytes,24,opt,name=log_identity,json=logIdentity,proto3" json:"log_identity,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogIdentity string `protobuf:"bytes,24,opt,name=log_identity,json=logIdentity,proto3" json:"log_identity,omitempty"`
+	// NOT_LEADER: the leader's JSON-over-HTTP API address, when it serves
+	// one (the hint an HTTP client follows; leader_address is the gRPC one).
+	LeaderHttpAddress string `protobuf:"bytes,36,opt,name=leader_http_address,json=leaderHttpAddress,proto3" json:"leader_http_address,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ErrorDetail) Reset() {
@@ -2937,6 +2951,13 @@ func (x *ErrorDetail) GetLogHeadLsn() uint64 {
 func (x *ErrorDetail) GetLogIdentity() string {
 	if x != nil {
 		return x.LogIdentity
+	}
+	return ""
+}
+
+func (x *ErrorDetail) GetLeaderHttpAddress() string {
+	if x != nil {
+		return x.LeaderHttpAddress
 	}
 	return ""
 }
@@ -4687,7 +4708,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12$\n" +
-	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xa8\t\n" +
+	"\rreassignments\x18\x05 \x01(\x04R\rreassignments\"\xd8\t\n" +
 	"\x0eStatusResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1b\n" +
@@ -4719,7 +4740,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\rtier_last_lsn\x188 \x01(\x04R\vtierLastLsn\x12.\n" +
 	"\x13tier_uploaded_bytes\x189 \x01(\x04R\x11tierUploadedBytes\x12*\n" +
 	"\x11tier_lag_segments\x18: \x01(\x04R\x0ftierLagSegments\x12$\n" +
-	"\x0etier_lag_bytes\x18; \x01(\x04R\ftierLagBytes\"e\n" +
+	"\x0etier_lag_bytes\x18; \x01(\x04R\ftierLagBytes\x12.\n" +
+	"\x13leader_http_address\x182 \x01(\tR\x11leaderHttpAddress\"e\n" +
 	"\x0fAddVoterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
@@ -4731,7 +4753,7 @@ const file_logstore_proto_rawDesc = "" +
 	"\x14RemoveServerResponse\"+\n" +
 	"\x19TransferLeadershipRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1c\n" +
-	"\x1aTransferLeadershipResponse\"\x9f\x05\n" +
+	"\x1aTransferLeadershipResponse\"\xcf\x05\n" +
 	"\vErrorDetail\x124\n" +
 	"\x04code\x18\x01 \x01(\x0e2 .logplayer.logstore.v1.ErrorCodeR\x04code\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12%\n" +
@@ -4755,7 +4777,8 @@ const file_logstore_proto_rawDesc = "" +
 	"\aapplied\x18\x13 \x01(\x0e2\x1e.logplayer.logstore.v1.AppliedR\aapplied\x12 \n" +
 	"\flog_head_lsn\x18\x17 \x01(\x04R\n" +
 	"logHeadLsn\x12!\n" +
-	"\flog_identity\x18\x18 \x01(\tR\vlogIdentity\")\n" +
+	"\flog_identity\x18\x18 \x01(\tR\vlogIdentity\x12.\n" +
+	"\x13leader_http_address\x18$ \x01(\tR\x11leaderHttpAddress\")\n" +
 	"\x13InitProducerRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"M\n" +
 	"\x14InitProducerResponse\x12\x1f\n" +

@@ -887,11 +887,14 @@ func (x *SetClusterVersion) GetVersion() uint32 {
 }
 
 type MemberCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftAddress   string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
-	ApiAddress    string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
-	Remove        bool                   `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftAddress string                 `protobuf:"bytes,2,opt,name=raft_address,json=raftAddress,proto3" json:"raft_address,omitempty"`
+	ApiAddress  string                 `protobuf:"bytes,3,opt,name=api_address,json=apiAddress,proto3" json:"api_address,omitempty"`
+	Remove      bool                   `protobuf:"varint,4,opt,name=remove,proto3" json:"remove,omitempty"`
+	// The member's JSON-over-HTTP API address (logstore.Config.HTTPAddr;
+	// empty: none). A leader registers its own when elected.
+	HttpAddress   string `protobuf:"bytes,50,opt,name=http_address,json=httpAddress,proto3" json:"http_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -952,6 +955,13 @@ func (x *MemberCommand) GetRemove() bool {
 		return x.Remove
 	}
 	return false
+}
+
+func (x *MemberCommand) GetHttpAddress() string {
+	if x != nil {
+		return x.HttpAddress
+	}
+	return ""
 }
 
 // ProducerState is one idempotent producer's row: its last applied sequence,
@@ -1555,13 +1565,14 @@ const file_raftcmd_proto_rawDesc = "" +
 	"generation\x12$\n" +
 	"\rreassignments\x18\x03 \x01(\x04R\rreassignments\"-\n" +
 	"\x11SetClusterVersion\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\rR\aversion\"{\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\x9e\x01\n" +
 	"\rMemberCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fraft_address\x18\x02 \x01(\tR\vraftAddress\x12\x1f\n" +
 	"\vapi_address\x18\x03 \x01(\tR\n" +
 	"apiAddress\x12\x16\n" +
-	"\x06remove\x18\x04 \x01(\bR\x06remove\"\xba\x02\n" +
+	"\x06remove\x18\x04 \x01(\bR\x06remove\x12!\n" +
+	"\fhttp_address\x182 \x01(\tR\vhttpAddress\"\xba\x02\n" +
 	"\rProducerState\x12\x1f\n" +
 	"\vproducer_id\x18\x01 \x01(\tR\n" +
 	"producerId\x12#\n" +

@@ -351,12 +351,15 @@ class Client:
                 time.sleep(backoff)
                 backoff = min(2 * backoff, BACKOFF_MAX)
 
-    def producer(self, name: Optional[str] = None) -> "Producer":
-        """A registered producer called ``name`` (default: a random name).
+    def producer(self, name: Optional[str] = None, max_in_flight: int = 5) -> "Producer":
+        """A registered producer called ``name`` (default: a random name),
+        with up to ``max_in_flight`` (1..5) appends of concurrent threads
+        pipelined.
 
         It registers on first use; registering a name fences every older
         instance of it (they get :class:`ProducerFenced`)."""
-        return Producer(self, name or "p-" + "".join(random.choice("0123456789abcdef") for _ in range(32)))
+        return Producer(self, name or "p-" + "".join(random.choice("0123456789abcdef") for _ in range(32)),
+                        max_in_flight)
 
     def _find_leader(self) -> None:
         """Learns the leader when none is known, so reads see every
@@ -549,6 +552,42 @@ def _request(slices: Mapping[str, Sequence[bytes]], expect: Optional[Mapping[str
     return req
 
 
+# MAX_PRODUCER_IN_FLIGHT is the cluster's window of remembered results per
+# producer (docs/PRODUCER-PROTOCOL.md §4, Go's client.MaxProducerInFlight):
+# a producer never has more sequences unanswered than the cluster can
+# answer a retry of.
+MAX_PRODUCER_IN_FLIGHT = 5
+
+
+@dataclasses.dataclass(eq=False)
+class _Registration:
+    """One InitProducer answer."""
+
+    id: str
+    epoch: int
+
+
+@dataclasses.dataclass(eq=False)
+class _Flight:
+    """One transaction the producer sends; its request carries reg's fields."""
+
+    req: pb.AppendRequest
+    reg: Optional[_Registration] = None
+    maybe: bool = False  # some attempt may have committed
+    lost: bool = False  # maybe, and the cluster forgot reg
+    resolving: bool = False  # sent by resolve()
+    # started is set when the request was first handed to the connection:
+    # its successor waits for it, so the requests leave in sequence order
+    # and few are refused as gaps.
+    started: threading.Event = dataclasses.field(default_factory=threading.Event)
+    after: int = 0  # the producer's last LSN when it was assigned
+    attempt: Optional[_Attempt] = None  # the last failed attempt (in doubt)
+
+
+class _Deadline(Exception):
+    """The caller's deadline passed while waiting (internal)."""
+
+
 class Producer:
     """A registered producer: appends each transaction exactly once.
 
@@ -556,37 +595,56 @@ class Producer:
     (InitProducer) and numbers its transactions 1, 2, 3, …; it resends a
     transaction with its sequence until the cluster answers, so a retry
     after a lost answer or a leader change returns the first result
-    instead of writing again (docs/PRODUCER-PROTOCOL.md §4). One
-    transaction in flight at a time (calls are serialised by a lock), so
-    the 5-in-flight window is never reached.
+    instead of writing again (docs/PRODUCER-PROTOCOL.md §4).
+
+    Up to ``max_in_flight`` (at most 5, the cluster's window) appends from
+    concurrent threads are sent without waiting for the earlier ones'
+    answers; the cluster applies a producer's sequences in order (one that
+    arrives before its predecessor is refused as a gap and resent once the
+    predecessor was answered), so the log holds them in the order their
+    sequences were assigned. A sequence that will never be written while
+    later ones were handed out (a hole) makes the producer register again
+    (a new epoch fences what is still on the network) and resend the later
+    ones under the new registration.
 
     States: ready; in doubt (an append raised :class:`InDoubt`: the next
-    append raises it again until :meth:`resolve` settles it); fenced
+    append raises it again until :meth:`resolve` settled every one); fenced
     (:class:`ProducerFenced`) or broken (:class:`ProducerBroken`): every
     call raises that error.
     """
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client, name: str, max_in_flight: int = MAX_PRODUCER_IN_FLIGHT) -> None:
         if not name or len(name.encode()) > MAX_NAME_BYTES:
             raise ValueError(f"logplayer: producer name must be 1..{MAX_NAME_BYTES} bytes")
+        if not 1 <= max_in_flight <= MAX_PRODUCER_IN_FLIGHT:
+            raise ValueError(f"logplayer: max_in_flight {max_in_flight}, want 1..{MAX_PRODUCER_IN_FLIGHT}")
         self.client = client
         self.name = name
-        self._lock = threading.Lock()
-        self._id: Optional[str] = None
-        self._epoch = 0
-        self._next = 1
-        self._last_lsn = 0
-        self._pending: Optional[pb.AppendRequest] = None  # the in-doubt transaction
+        self._window = max_in_flight
+        # Everything below is guarded by _cv; waiters wake on every change.
+        self._cv = threading.Condition()
+        self._reg: Optional[_Registration] = None  # None: register before the next send
+        self._registering = False
+        self._next = 1  # the next sequence of _reg
+        # _hole: the lowest sequence of _reg that will never be written
+        # although later ones were handed out (0: none).
+        self._hole = 0
+        self._live: List[_Flight] = []  # sent, not settled
+        self._pending: List[_Flight] = []  # in doubt, in sequence order
         self._broken: Optional[LogPlayerError] = None
+        self._last_lsn = 0
+        self._changes = 0  # _notify calls
 
     @property
     def registered(self) -> tuple[Optional[str], int]:
         """(id, epoch) the cluster gave this producer (``(None, 0)`` before)."""
-        return self._id, self._epoch
+        with self._cv:
+            return (self._reg.id, self._reg.epoch) if self._reg is not None else (None, 0)
 
     def append(self, slices: Mapping[str, Sequence[bytes]], expect: Optional[Mapping[str, int]] = None,
                key: Optional[bytes] = None, timeout: Optional[float] = None) -> int:
-        """Commits one transaction exactly once and returns its LSN.
+        """Commits one transaction exactly once and returns its LSN. Safe to
+        call from several threads: up to ``max_in_flight`` are pipelined.
 
         Args:
             slices: topic → the message values to append to it (all topics
@@ -605,100 +663,244 @@ class Producer:
             ProducerFenced: a newer instance took the name; stop.
             ProducerBroken: the producer is unusable; make a new one.
         """
-        req = _request(slices, expect, key)
-        with self._lock:
-            if self._broken is not None:
-                raise self._broken
-            if self._pending is not None:
-                raise self._in_doubt(self._pending, "an earlier transaction is in doubt; resolve() it first", None)
-            return self._run(req, False, timeout)
+        f = _Flight(_request(slices, expect, key))
+        deadline = time.monotonic() + (timeout if timeout is not None else self.client.timeout)
+        self._assign(f, deadline)
+        return self._run(f, deadline)
 
     def resolve(self, timeout: Optional[float] = None) -> Optional[int]:
-        """Sends the in-doubt transaction again with its sequence and returns
-        its LSN (whether this call or an earlier one committed it), or
-        ``None`` when nothing is in doubt. Raises as :meth:`append`."""
-        with self._lock:
-            if self._broken is not None:
-                raise self._broken
-            req, self._pending = self._pending, None
-            if req is None:
-                return None
-            return self._run(req, True, timeout)
+        """Sends the in-doubt transactions again, in sequence order, each with
+        its sequence, and returns the last one's LSN (whether this call or an
+        earlier one committed it), or ``None`` when nothing is in doubt.
+        Raises as :meth:`append`; what it did not settle stays in doubt."""
+        deadline = time.monotonic() + (timeout if timeout is not None else self.client.timeout)
+        lsn: Optional[int] = None
+        while True:
+            with self._cv:
+                if self._broken is not None:
+                    raise self._broken
+                if not self._pending:
+                    return lsn
+                f = self._pending.pop(0)
+                f.resolving, f.started = True, threading.Event()
+                self._live.append(f)
+                self._notify()
+            lsn = self._run(f, deadline)
 
-    def _register(self) -> None:
-        self._id, self._epoch = self.client.init_producer(self.name)
-        self._next = 1
+    # --- internals (the *_locked methods expect _cv held) ---
 
-    def _in_doubt(self, req: pb.AppendRequest, why: str, a: Optional[_Attempt], lost: bool = False) -> InDoubt:
+    def _notify(self) -> None:
+        self._changes += 1
+        self._cv.notify_all()
+
+    def _wait_locked(self, deadline: float) -> None:
+        """Waits for the next change; raises _Deadline when deadline passed."""
+        left = deadline - time.monotonic()
+        if left <= 0 or not self._cv.wait(left):
+            raise _Deadline()
+
+    def _in_doubt(self, f: _Flight, why: str) -> InDoubt:
+        a, req = f.attempt, f.req
         fields = a.fields() if a is not None else {}
         return InDoubt(f"logplayer: producer {self.name!r} (id {req.producer_id} epoch {req.producer_epoch}) "
                        f"sequence {req.sequence}: {why}" + (f": {a.message()}" if a else ""),
                        producer_id=req.producer_id, epoch=req.producer_epoch, sequence=req.sequence,
-                       lost=lost, after_lsn=self._last_lsn, **fields)
+                       lost=f.lost, after_lsn=f.after, **fields)
 
-    def _run(self, req: pb.AppendRequest, maybe: bool, timeout: Optional[float]) -> int:
-        """Sends req until it is settled (the lock is held)."""
-        deadline = time.monotonic() + (timeout if timeout is not None else self.client.timeout)
-        if not req.producer_id:
-            if self._id is None:
+    def _assign(self, f: _Flight, deadline: float) -> None:
+        """Gives f the next sequence of the current registration, registering
+        first when there is none (first use, the cluster forgot the
+        producer, or a hole). Raises when nothing of f can be sent."""
+        with self._cv:
+            while True:
+                if self._broken is not None:
+                    raise self._broken
+                if self._pending:
+                    raise self._in_doubt(self._pending[0], "an earlier transaction is in doubt; resolve() it first")
+                if self._reg is not None and self._hole == 0 and not self._window_full_locked():
+                    f.reg, f.maybe, f.lost, f.after, f.attempt = self._reg, False, False, self._last_lsn, None
+                    f.req.producer_id, f.req.producer_epoch, f.req.sequence = self._reg.id, self._reg.epoch, self._next
+                    f.started = threading.Event()
+                    self._next += 1
+                    self._live.append(f)
+                    return
+                if (self._reg is not None and self._hole == 0) or self._registering or self._live:
+                    # The window is full, or what was sent under the old
+                    # registration must settle first (a new epoch fences it).
+                    try:
+                        self._wait_locked(deadline)
+                    except _Deadline:
+                        raise NotWritten(f"logplayer: producer {self.name!r}: deadline passed waiting to send "
+                                         "(nothing sent)") from None
+                    continue
+                self._registering = True
+                self._cv.release()
                 try:
-                    self._register()
+                    rid, epoch = self.client.init_producer(self.name)
                 except LogPlayerError as e:
                     raise NotWritten(f"{e} (nothing sent)", **_fields_of(e)) from None
-            req.producer_id, req.producer_epoch, req.sequence = self._id, self._epoch, self._next
+                finally:
+                    self._cv.acquire()
+                    self._registering = False
+                    self._notify()
+                self._reg, self._next, self._hole = _Registration(rid, epoch), 1, 0
+
+    def _window_full_locked(self) -> bool:
+        """Whether the next sequence would push the oldest unanswered one of
+        the registration out of the cluster's window of remembered results."""
+        return any(g.reg is self._reg and self._next >= g.req.sequence + self._window for g in self._live)
+
+    def _settle_locked(self, f: _Flight) -> None:
+        f.started.set()  # a successor waiting for f's first send goes on
+        if f in self._live:
+            self._live.remove(f)
+        self._notify()
+
+    def _doubt_locked(self, f: _Flight, why: str) -> InDoubt:
+        """Settles f as in doubt (kept for resolve) and returns its error."""
+        self._settle_locked(f)
+        err = self._in_doubt(f, why)
+        if f.lost and f.resolving:
+            return err  # settled: its outcome cannot be learned
+        i = 0
+        while i < len(self._pending) and self._pending[i].req.sequence < f.req.sequence:
+            i += 1
+        self._pending.insert(i, f)
+        return err
+
+    def _unused_locked(self, f: _Flight) -> None:
+        """Settles f as never written: its sequence is free again when it was
+        the last one handed out, else it is a hole."""
+        self._settle_locked(f)
+        if f.reg is not self._reg:
+            return
+        if f.req.sequence == self._next - 1:
+            self._next -= 1
+        elif self._hole == 0 or f.req.sequence < self._hole:
+            self._hole = f.req.sequence
+
+    def _blocked_locked(self, f: _Flight) -> str:
+        """Why f, refused as a gap, cannot be applied under its registration
+        any more ("" while it may be once the earlier flights are answered)."""
+        if f.reg is not self._reg:
+            return "registration replaced"
+        if self._hole and self._hole < f.req.sequence:
+            return "hole"
+        if any(d.reg is f.reg and d.req.sequence < f.req.sequence for d in self._pending):
+            return "earlier in doubt"
+        return ""
+
+    def _give_up_locked(self, f: _Flight, a: _Attempt) -> LogPlayerError:
+        """Settles f after its last attempt failed: in doubt when an attempt
+        may have committed, else unused (the error to raise)."""
+        if f.maybe:
+            return self._doubt_locked(f, "outcome unknown, call resolve()")
+        self._unused_locked(f)
+        cls = Unavailable if a.transient else NotWritten
+        return cls(f"logplayer: append: {a.message()}", **a.fields())
+
+    def _send_once(self, f: _Flight, deadline: float) -> pb.AppendResponse:
+        """Sends f's request until the cluster answers (retrying what is safe
+        to retry) or the deadline passes; raises the last _Attempt."""
+        with self._cv:
+            prev = next((g.started for g in self._live
+                         if g.reg is f.reg and g.req.sequence + 1 == f.req.sequence), None)
+        if prev is not None:
+            prev.wait(max(0.0, deadline - time.monotonic()))
+
+        def send(stub: pb_grpc.LogStoreStub, t: float) -> pb.AppendResponse:
+            f.started.set()
+            return stub.Append(f.req, timeout=t)
+
+        out = _Outcome(f.maybe)
+        try:
+            return self.client._call(send, leader=True, retry_maybe=True,
+                                     timeout=max(0.001, deadline - time.monotonic()), outcome=out)
+        finally:
+            f.maybe = f.maybe or out.maybe
+
+    def _run(self, f: _Flight, deadline: float) -> int:
+        """Sends f until it is settled and returns its LSN or raises."""
         while True:
-            left = max(0.001, deadline - time.monotonic())
-            out = _Outcome(maybe)
+            with self._cv:
+                start = self._changes
+            before = f.maybe
             try:
-                resp = self.client._call(lambda s, t: s.Append(req, timeout=t), leader=True, retry_maybe=True,
-                                         timeout=left, outcome=out)
+                resp = self._send_once(f, deadline)
             except _Attempt as a:
-                maybe = maybe or out.maybe or a.applied != Applied.NO
-                code = a.detail.code if a.detail is not None else None
-                if code == pb.CONDITION_FAILED:  # the sequence is used up
-                    self._next = req.sequence + 1
-                    raise ConditionFailed(f"logplayer: condition failed: {a.message()}", topic=a.detail.topic,
-                                          actual=a.detail.actual_next_offset, **a.fields()) from None
-                if code == pb.PRODUCER_FENCED:
+                f.maybe = f.maybe or a.applied != Applied.NO
+                f.attempt = a
+                if self._failed(f, a, start, deadline):
+                    continue
+                raise AssertionError("unreachable: _failed raises or asks to resend")  # pragma: no cover
+            with self._cv:
+                self._last_lsn = max(self._last_lsn, resp.lsn)
+                self._settle_locked(f)
+                if resp.duplicate and not before and not f.maybe:
+                    self._broken = ProducerBroken(
+                        f"logplayer: producer {self.name!r} sequence {f.req.sequence} was already committed by "
+                        "another producer with the same id", applied=Applied.NO)
+                    raise self._broken
+                return resp.lsn
+
+    def _failed(self, f: _Flight, a: _Attempt, start: int, deadline: float) -> bool:
+        """Handles f's failed attempt a: True to send f again, else raises."""
+        req, code = f.req, (a.detail.code if a.detail is not None else None)
+        reassign = False
+        with self._cv:
+            if code == pb.CONDITION_FAILED:  # the sequence is used up
+                self._settle_locked(f)
+                raise ConditionFailed(f"logplayer: condition failed: {a.message()}", topic=a.detail.topic,
+                                      actual=a.detail.actual_next_offset, **a.fields()) from None
+            if code == pb.PRODUCER_FENCED:
+                self._settle_locked(f)
+                if self._broken is None:
                     self._broken = ProducerFenced(
                         f"logplayer: producer {self.name!r} epoch {req.producer_epoch} fenced by epoch "
                         f"{a.detail.epoch} (another instance registered the name): stop this one"
-                        + (f"; sequence {req.sequence} may have committed" if maybe else ""),
-                        current=a.detail.epoch, applied=Applied.MAYBE if maybe else Applied.NO, **a.fields())
-                    raise self._broken from None
-                if code == pb.UNKNOWN_PRODUCER:
-                    if req.producer_id == self._id:
-                        self._id = None
-                    if maybe:
-                        raise self._in_doubt(req, "outcome unknown and the cluster forgot the producer "
-                                             "(look for it in the log)", a, lost=True) from None
+                        + (f"; sequence {req.sequence} may have committed" if f.maybe else ""),
+                        current=a.detail.epoch, applied=Applied.MAYBE if f.maybe else Applied.NO, **a.fields())
+                raise self._broken from None
+            if code == pb.UNKNOWN_PRODUCER:
+                if self._reg is f.reg:
+                    self._reg = None  # register again before the next send
+                if f.maybe:
+                    f.lost = True
+                    raise self._doubt_locked(f, "outcome unknown and the cluster forgot the producer "
+                                                "(look for it in the log)") from None
+                self._settle_locked(f)  # nothing written: send it under the new registration
+                reassign = True
+            elif code == pb.SEQUENCE_MISMATCH and a.detail.expected_sequence < req.sequence:
+                # A gap: an earlier sequence has not been applied (yet).
+                why = self._blocked_locked(f)
+                if why:
+                    if f.maybe and why != "hole":
+                        f.lost = why == "registration replaced"
+                        raise self._doubt_locked(f, "outcome unknown, call resolve()") from None
+                    self._unused_locked(f)
+                    if why == "earlier in doubt":
+                        raise self._in_doubt(self._pending[0], "an earlier transaction is in doubt; resolve() it "
+                                                               "first (this one was not written)") from None
+                    reassign = True  # never written: send it under a new registration
+                elif self._changes == start:  # wait for an earlier flight's answer
                     try:
-                        self._register()
-                    except LogPlayerError as e:
-                        raise NotWritten(f"{e} (nothing of the transaction was written)", **_fields_of(e)) from None
-                    req.producer_id, req.producer_epoch, req.sequence = self._id, self._epoch, self._next
-                    continue
-                if code in (pb.SEQUENCE_REUSED, pb.SEQUENCE_TOO_OLD, pb.SEQUENCE_MISMATCH):
-                    self._broken = ProducerBroken(
-                        f"logplayer: producer {self.name!r} sequence {req.sequence} refused: {a.message()}"
-                        " (the producer is unusable; make a new one)",
-                        applied=Applied.MAYBE if maybe else Applied.NO, **a.fields())
-                    raise self._broken from None
-                if maybe:
-                    self._pending = req
-                    raise self._in_doubt(req, "outcome unknown, call resolve()", a) from None
-                # Nothing written: the sequence is free for the next transaction.
-                cls = Unavailable if a.transient else NotWritten
-                raise cls(f"logplayer: append: {a.message()}", **a.fields()) from None
-            maybe = maybe or out.maybe
-            if resp.duplicate and not maybe:
+                        self._wait_locked(deadline)
+                    except _Deadline:
+                        raise self._give_up_locked(f, a) from None
+            elif code in (pb.SEQUENCE_REUSED, pb.SEQUENCE_TOO_OLD, pb.SEQUENCE_MISMATCH):
+                self._settle_locked(f)
                 self._broken = ProducerBroken(
-                    f"logplayer: producer {self.name!r} sequence {req.sequence} was already committed by another "
-                    "producer with the same id", applied=Applied.NO)
-                raise self._broken
-            self._next = req.sequence + 1
-            self._last_lsn = max(self._last_lsn, resp.lsn)
-            return resp.lsn
+                    f"logplayer: producer {self.name!r} sequence {req.sequence} refused: {a.message()}"
+                    " (the producer is unusable; make a new one)",
+                    applied=Applied.MAYBE if f.maybe else Applied.NO, **a.fields())
+                raise self._broken from None
+            else:
+                # Any other refusal says only that the last attempt wrote
+                # nothing: an earlier one may have committed (f.maybe).
+                raise self._give_up_locked(f, a) from None
+        if reassign:
+            self._assign(f, deadline)
+        return True
 
 
 def _fields_of(e: LogPlayerError) -> dict:

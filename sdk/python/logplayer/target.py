@@ -30,15 +30,24 @@ APPLY_REJECTED with its LSN and stops delivering to this target. Any other
 exception is transient: the SDK reloads ``state()`` and the LogPlayer
 reconnects.
 
-Differences from the Go SDK: each batch is applied in its own ``apply``
-call (no group commit across batches), and a stream overtaken by a newer
-one is ended when it next sends a batch (its batches are never applied).
+Group commit, as the Go SDK: a reader thread per stream queues the
+batches the LogPlayer sends (at most ``QUEUE_BATCHES``; then gRPC flow
+control pushes back), and the batches queued while an ``apply`` ran go to
+the store in the next ``apply`` call together (at most
+``max_group_deliveries`` deliveries and ``max_group_bytes`` encoded
+bytes), acknowledged by one cumulative Ack. A stream that sends no Hello
+within ``hello_timeout`` seconds is refused (UNKNOWN_OUTCOME, nothing
+applied).
+
+Difference from the Go SDK: a stream overtaken by a newer one is ended
+when it next sends a batch (its batches are never applied).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
 import threading
 import uuid
 from concurrent import futures
@@ -57,6 +66,16 @@ __all__ = ["State", "Store", "PermanentError", "permanent", "serve", "Server"]
 log = logging.getLogger("logplayer.target")
 
 PemSource = Union[str, bytes, Path, None]
+
+# Defaults of serve(), as Go's target.Config.
+HELLO_TIMEOUT = 30.0  # seconds a new stream may take to send its Hello
+MAX_GROUP_DELIVERIES = 4096  # deliveries of one group commit (one apply call)
+MAX_GROUP_BYTES = 16 << 20  # encoded batch bytes of one group commit
+# QUEUE_BATCHES bounds a stream's queue of received batches: more than the
+# LogPlayer's in-flight window (32 batches), so the next group is ready when
+# an apply returns; when full the reader stops reading and gRPC flow control
+# pushes back on the LogPlayer.
+QUEUE_BATCHES = 64
 
 
 @dataclasses.dataclass
@@ -132,8 +151,12 @@ class _Servicer(tpb_grpc.TargetServicer):
     """The Target service over a Store (one lock serialises the store)."""
 
     def __init__(self, store: Store, target_id: str, topics: Optional[Iterable[str]],
-                 incarnation_id: str, skip_lsns: Iterable[int]) -> None:
+                 incarnation_id: str, skip_lsns: Iterable[int], hello_timeout: float = HELLO_TIMEOUT,
+                 max_group_deliveries: int = MAX_GROUP_DELIVERIES, max_group_bytes: int = MAX_GROUP_BYTES) -> None:
         self.store = store
+        self.hello_timeout = hello_timeout
+        self.max_group_deliveries = max_group_deliveries
+        self.max_group_bytes = max_group_bytes
         self.target_id = target_id
         self.topics = set(topics) if topics is not None else None
         self.skip = set(skip_lsns)
@@ -143,6 +166,10 @@ class _Servicer(tpb_grpc.TargetServicer):
         self.stale = False
         self.session = 0
         self.active: Optional[_Stream] = None
+        # received counts the requests the readers queued (Server.received),
+        # under its own lock: a reader must not wait for an apply (mu).
+        self.received_mu = threading.Lock()
+        self.received = 0
 
     # --- helpers (self.mu held) ---
 
@@ -246,37 +273,116 @@ class _Servicer(tpb_grpc.TargetServicer):
                 out.append(d)
         return out
 
-    def _apply(self, s: _Stream, batch: tpb.Batch) -> int:
-        """Checks and applies one batch of the active stream; returns the applied LSN."""
+    def _apply(self, s: _Stream, batches: List[tpb.Batch]) -> int:
+        """Checks and applies batches of the active stream in one store ``apply``
+        (group commit); returns the applied LSN. A batch that fails its checks
+        is refused after the batches before it were applied; a permanent store
+        failure of a group is retried batch by batch, so the refusal names the
+        batch that cannot be applied and the ones before it are applied."""
         with self.mu:
             if s.ended is not None:
                 raise s.ended
             if self.active is not s:
                 raise _Refusal(grpc.StatusCode.ABORTED, lpb.SUPERSEDED, "a newer stream took over")
             self._load()
-            if not batch.deliveries:
-                return self.st.applied_lsn
             nxt = self.st.clone()
-            ds = self._advance(nxt, list(batch.deliveries))
+            ds: List[tpb.Delivery] = []
+            checked: List[tpb.Batch] = []  # the batches that passed the checks
+            refused: Optional[_Refusal] = None
+            for b in batches:
+                step = nxt.clone()
+                try:
+                    more = self._advance(step, list(b.deliveries))
+                except _Refusal as r:
+                    refused = r
+                    break
+                nxt = step
+                ds += more
+                checked.append(b)
             try:
-                self.store.apply(ds, nxt)
+                if ds:
+                    try:
+                        self._store_apply(ds, nxt)
+                    except PermanentError:
+                        if len(checked) == 1:
+                            raise
+                        for b in checked:  # apply one by one up to the batch that cannot be
+                            one = self.st.clone()
+                            self._store_apply(self._advance(one, list(b.deliveries)), one)
             except PermanentError as e:
                 raise _Refusal(grpc.StatusCode.DATA_LOSS, lpb.APPLY_REJECTED,
                                f"lsn {e.lsn} cannot be applied ({e.cause}); nothing of its batch was applied. "
                                "Permanent: the LogPlayer must stop delivering to this target", lsn=e.lsn) from None
-            except Exception as e:  # noqa: BLE001
-                self.stale = True
-                raise self._store_failure(e) from None
-            self.st = nxt
-            return nxt.applied_lsn
+            if refused is not None:
+                raise refused
+            return self.st.applied_lsn
+
+    def _store_apply(self, ds: List[tpb.Delivery], nxt: State) -> None:
+        """store.apply(ds, nxt), then nxt is the state (self.mu held). A
+        PermanentError passes; any other failure is a store failure."""
+        try:
+            self.store.apply(ds, nxt)
+        except PermanentError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            self.stale = True
+            raise self._store_failure(e) from None
+        self.st = nxt
+
+    def _group(self, q: "queue.Queue[object]", first: tpb.Batch) -> tuple[List[tpb.Batch], object]:
+        """first and the batches queued behind it, within the group bounds,
+        and the item taken from q but not grouped (None when q ran empty)."""
+        group = [first]
+        n, size = len(first.deliveries), first.ByteSize()
+        while True:
+            try:
+                item = q.get_nowait()
+            except queue.Empty:
+                return group, None
+            if not isinstance(item, tpb.DeliverRequest) or not item.HasField("batch"):
+                return group, item
+            b = item.batch
+            if n + len(b.deliveries) > self.max_group_deliveries or size + b.ByteSize() > self.max_group_bytes:
+                return group, item
+            group.append(b)
+            n, size = n + len(b.deliveries), size + b.ByteSize()
 
     # --- the RPC ---
 
     def Deliver(self, request_iterator: Iterator[tpb.DeliverRequest],
                 context: grpc.ServicerContext) -> Iterator[tpb.DeliverResponse]:
+        # The reader thread queues what the stream sends: _END at its end, an
+        # exception when it broke. Bounded: a full queue stops the reading.
+        q: "queue.Queue[object]" = queue.Queue(maxsize=QUEUE_BATCHES)
+
+        def put(item: object) -> bool:
+            while True:
+                try:
+                    q.put(item, timeout=_READER_POLL)
+                    return True
+                except queue.Full:
+                    if not context.is_active():  # the handler is gone
+                        return False
+
+        def read() -> None:
+            try:
+                for req in request_iterator:
+                    if not put(req):
+                        return
+                    with self.received_mu:
+                        self.received += 1
+                put(_END)
+            except Exception as e:  # noqa: BLE001 - the stream broke or was cancelled
+                put(e)
+
+        threading.Thread(target=read, name="logplayer-target-reader", daemon=True).start()
         try:
-            first = next(request_iterator, None)
-            if first is None or not first.HasField("hello"):
+            try:
+                first = q.get(timeout=self.hello_timeout)
+            except queue.Empty:  # nothing applied: the abort ends the RPC and the reader
+                raise _Refusal(grpc.StatusCode.DEADLINE_EXCEEDED, lpb.UNKNOWN_OUTCOME,
+                               f"no Hello within {self.hello_timeout:g}s") from None
+            if not isinstance(first, tpb.DeliverRequest) or not first.HasField("hello"):
                 raise _invalid("first request is not a Hello")
             s = _Stream(first.hello)
             ack = self._accept(s)
@@ -284,16 +390,29 @@ class _Servicer(tpb_grpc.TargetServicer):
                      s.hello.session, ack.applied_lsn)
             yield tpb.DeliverResponse(hello_ack=ack)
             sent = ack.applied_lsn
-            for req in request_iterator:
-                if not req.HasField("batch"):
+            item: object = None
+            while True:
+                if item is None:
+                    item = q.get()
+                if not isinstance(item, tpb.DeliverRequest):
+                    return  # the stream ended (or broke)
+                if not item.HasField("batch"):
                     raise _invalid("request after Hello is not a Batch")
-                lsn = self._apply(s, req.batch)
+                group, item = self._group(q, item.batch)
+                lsn = self._apply(s, group)
                 if lsn > sent:
                     sent = lsn
                     yield tpb.DeliverResponse(ack=tpb.Ack(applied_lsn=lsn))
         except _Refusal as r:
             log.info("stream refused: %s", r)
             r.abort(context)
+
+
+# _END is what the reader queues when the stream ended.
+_END = object()
+# _READER_POLL: how often (seconds) a reader blocked on a full queue checks
+# that its RPC is still active.
+_READER_POLL = 0.5
 
 
 class Server:
@@ -309,6 +428,12 @@ class Server:
         """The state the target last applied (a copy)."""
         with self._servicer.mu:
             return self._servicer.st.clone()
+
+    @property
+    def received(self) -> int:
+        """How many requests (Hellos and batches) the streams' readers have queued."""
+        with self._servicer.received_mu:
+            return self._servicer.received
 
     def stop(self, grace: Optional[float] = None) -> None:
         """Stops serving (open streams end after ``grace`` seconds)."""
@@ -330,7 +455,8 @@ def _pem(src: PemSource) -> Optional[bytes]:
 def serve(store: Store, address: str, target_id: str, *, topics: Optional[Iterable[str]] = None,
           cert: PemSource = None, key: PemSource = None, client_ca: PemSource = None,
           incarnation_id: Optional[str] = None, skip_lsns: Iterable[int] = (),
-          max_workers: int = 16) -> Server:
+          max_workers: int = 16, hello_timeout: float = HELLO_TIMEOUT,
+          max_group_deliveries: int = MAX_GROUP_DELIVERIES, max_group_bytes: int = MAX_GROUP_BYTES) -> Server:
     """Serves the Target service for ``store`` on ``address`` and returns the running :class:`Server`.
 
     Args:
@@ -344,13 +470,20 @@ def serve(store: Store, address: str, target_id: str, *, topics: Optional[Iterab
             LogPlayer's): mutual TLS.
         incarnation_id: reported in the HelloAck (default: random, per start).
         skip_lsns: LSNs whose data an operator chose to drop (applied as progress markers).
-        max_workers: threads of the gRPC server (one per open stream).
+        max_workers: threads of the gRPC server (one per open stream; each
+            stream also has a reader thread of its own).
+        hello_timeout: seconds a new stream may take to send its Hello.
+        max_group_deliveries, max_group_bytes: bound one group commit (the
+            batches queued while an ``apply`` ran, applied in one call).
     """
     if (cert is None) != (key is None):
         raise ValueError("logplayer.target: cert and key go together")
     if client_ca is not None and cert is None:
         raise ValueError("logplayer.target: client_ca needs cert and key")
-    servicer = _Servicer(store, target_id, topics, incarnation_id or uuid.uuid4().hex, skip_lsns)
+    if hello_timeout <= 0 or max_group_deliveries < 1 or max_group_bytes < 1:
+        raise ValueError("logplayer.target: hello_timeout, max_group_deliveries and max_group_bytes must be positive")
+    servicer = _Servicer(store, target_id, topics, incarnation_id or uuid.uuid4().hex, skip_lsns,
+                         hello_timeout, max_group_deliveries, max_group_bytes)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                          options=[("grpc.max_receive_message_length", 64 << 20)])
     tpb_grpc.add_TargetServicer_to_server(servicer, server)

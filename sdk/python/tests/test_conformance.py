@@ -120,6 +120,57 @@ class ProducerTest(unittest.TestCase):
         for t in txs:
             self.assertEqual(sorted(s.topic for s in t.slices), ["conf-a", "conf-b"])
 
+    def test_pipelined_appends_exactly_once(self) -> None:
+        """Five threads share one producer (up to 5 in flight): every
+        transaction is written once, in the order of its sequence, and a
+        refused one in the middle of the window writes nothing."""
+        p = self.c.producer("conf-pipe")
+        results: dict = {}
+        errors: list = []
+        # Count the producer's calls that overlap (a serialised producer
+        # never has two).
+        mu, busy, most = threading.Lock(), [0], [0]
+        call = self.c._call
+
+        def counted(*args, **kw):
+            with mu:
+                busy[0] += 1
+                most[0] = max(most[0], busy[0])
+            try:
+                return call(*args, **kw)
+            finally:
+                with mu:
+                    busy[0] -= 1
+
+        self.c._call = counted
+
+        def worker(w: int) -> None:
+            for i in range(20):
+                v = b"w%d-%d" % (w, i)
+                try:
+                    if i == 10 and w == 0:  # an invalid one among the others: a hole
+                        p.append({"no spaces allowed": [v]})
+                    else:
+                        results[v] = p.append({"conf-pipe": [v]})
+                except logplayer.NotWritten as e:
+                    errors.append((v, e))
+
+        threads = [threading.Thread(target=worker, args=(w,)) for w in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        self.assertEqual([v for v, _ in errors], [b"w0-10"], errors)
+        self.assertGreater(most[0], 1, "no two appends were in flight at once")
+        self.assertLessEqual(most[0], 5 + 1, "more than the window in flight (+1: a registration)")
+        self.assertEqual(len(results), 99)
+        got = list(self.c.read_topic("conf-pipe"))
+        self.assertEqual(sorted(m.value for m in got), sorted(results), "each transaction exactly once")
+        self.assertEqual({m.value: m.lsn for m in got}, results, "the LSN each append returned")
+        for w in range(5):  # one thread's appends are in its order
+            mine = [m.value for m in got if m.value.startswith(b"w%d-" % w)]
+            self.assertEqual(mine, sorted(mine, key=lambda v: int(v.split(b"-")[1])))
+
     def test_condition_failed_writes_nothing(self) -> None:
         p = self.c.producer("conf-cond")
         p.append({"conf-cond": [b"first"]})

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import queue
+import threading
+import time
 import unittest
 from typing import List, Optional
 
@@ -140,6 +142,87 @@ class TargetProtocolTest(unittest.TestCase):
         self.assertEqual(self.store.applied, [], "an overtaken stream's batch is never applied")
         self.assertEqual(new.send(batch(delivery(1, "a", 0))).ack.applied_lsn, 1)
         new.close()
+
+    def test_group_commit(self) -> None:
+        """The batches received while an apply runs go to the store in one apply."""
+        entered, release = threading.Event(), threading.Event()
+        calls: List[List[int]] = []
+        orig = self.store.apply
+
+        def apply(deliveries, next_state) -> None:
+            calls.append([d.lsn for d in deliveries])
+            if deliveries and deliveries[0].lsn == 1:
+                entered.set()
+                release.wait(30)
+            orig(deliveries, next_state)
+
+        self.store.apply = apply
+        s = Stream(self.stub)
+        s.send(hello(5))
+        calls.clear()  # the Hello's epoch write
+        s.q.put(batch(delivery(1, "a", 0)))
+        self.assertTrue(entered.wait(30), "the first batch was not applied")
+        s.q.put(batch(delivery(2, "a", 1)))
+        s.q.put(batch(delivery(3, "b", 0), delivery(4)))
+        deadline = time.monotonic() + 30
+        while self.srv.received < 4:  # the Hello and 3 batches, queued behind the running apply
+            self.assertLess(time.monotonic(), deadline, "the reader did not queue the batches")
+            time.sleep(0.01)
+        release.set()
+        acks = [next(s.resp).ack.applied_lsn for _ in range(2)]
+        s.close()
+        self.assertEqual(acks, [1, 4])
+        self.assertEqual(calls, [[1], [2, 3, 4]], "one apply for the batches queued behind the first")
+        self.assertEqual(self.store.applied, [1, 2, 3, 4])
+
+    def test_group_commit_refusal_applies_what_came_before(self) -> None:
+        """A group whose store apply fails permanently is applied batch by batch:
+        the batches before the bad one are applied and acknowledged."""
+        srv = target.serve(self.store, "127.0.0.1:0", "t2", max_group_deliveries=10)
+        self.addCleanup(srv.stop, 0)
+        ch = grpc.insecure_channel("127.0.0.1:%d" % srv.port)
+        self.addCleanup(ch.close)
+        entered, release = threading.Event(), threading.Event()
+        orig = self.store.apply
+
+        def apply(deliveries, next_state) -> None:
+            if deliveries and deliveries[0].lsn == 1:
+                entered.set()
+                release.wait(30)
+            orig(deliveries, next_state)
+
+        self.store.apply, self.store.fail_at = apply, 3
+        s = Stream(tpb_grpc.TargetStub(ch))
+        s.send(hello(5, target_id="t2"))
+        s.q.put(batch(delivery(1, "a", 0)))
+        self.assertTrue(entered.wait(30))
+        s.q.put(batch(delivery(2, "a", 1)))
+        s.q.put(batch(delivery(3, "a", 2)))
+        deadline = time.monotonic() + 30
+        while srv.received < 4:
+            self.assertLess(time.monotonic(), deadline, "the reader did not queue the batches")
+            time.sleep(0.01)
+        release.set()
+        err = s.refused(batch(delivery(4, "a", 3)))
+        d = self.assertRefusal(err, grpc.StatusCode.DATA_LOSS, lpb.APPLY_REJECTED)
+        self.assertEqual(d.lsn, 3)
+        self.assertEqual(self.store.applied, [1, 2], "the batch before the bad one is applied")
+
+    def test_hello_timeout(self) -> None:
+        srv = target.serve(self.store, "127.0.0.1:0", "t1", hello_timeout=0.3)
+        self.addCleanup(srv.stop, 0)
+        ch = grpc.insecure_channel("127.0.0.1:%d" % srv.port)
+        self.addCleanup(ch.close)
+        s = Stream(tpb_grpc.TargetStub(ch))
+        try:
+            next(s.resp)
+        except grpc.RpcError as e:
+            d = self.assertRefusal(e, grpc.StatusCode.DEADLINE_EXCEEDED, lpb.UNKNOWN_OUTCOME)
+            self.assertIn("no Hello within", e.details())
+        else:
+            raise AssertionError("a stream without a Hello was not refused")
+        finally:
+            s.close()
 
 
 if __name__ == "__main__":
