@@ -59,7 +59,8 @@ type targetResetCmd struct {
 	confirm    confirmFlag
 }
 
-// optUint64 is a uint64 flag that remembers whether it was set.
+// optUint64 is a uint64 flag that remembers whether it was set; never read
+// from the environment (per-invocation data).
 type optUint64 struct {
 	v   uint64
 	set bool
@@ -71,6 +72,8 @@ func (o *optUint64) String() string {
 	}
 	return strconv.FormatUint(o.v, 10)
 }
+
+func (*optUint64) noEnv() {}
 
 func (o *optUint64) Set(s string) error {
 	v, err := strconv.ParseUint(s, 10, 64)

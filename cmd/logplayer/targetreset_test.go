@@ -82,7 +82,8 @@ func TestTargetReset(t *testing.T) {
 	if want := "3 events, lsn 3 epoch 4 log c1/i1 topics map[inventory:1 orders:2]"; before != want {
 		t.Fatalf("before the reset: %s, want %s", before, want)
 	}
-	code, out, errOut := runCLI(t, nil, "target", "reset", "--data-dir", dir, "--lsn", "2")
+	// LOGPLAYER_CONFIRM is not --confirm: nothing is written.
+	code, out, errOut := runCLI(t, map[string]string{"LOGPLAYER_CONFIRM": "true"}, "target", "reset", "--data-dir", dir, "--lsn", "2")
 	wantRuntimeError(t, code, errOut, "add --confirm")
 	for _, want := range []string{"now:   applied lsn 3, epoch 4, log c1/i1", "reset: applied lsn 2, epoch 4, log none", "events above lsn 2: 1 deleted"} {
 		if !strings.Contains(out, want) {
