@@ -304,9 +304,9 @@ func ReadEventLog(path string) ([]Event, target.State, error) {
 			return err
 		}
 		return tx.Bucket(elBucketEvents).ForEach(func(k, v []byte) error {
-			var d targetpb.Delivery
-			if len(k) != 8 || proto.Unmarshal(v, &d) != nil || d.Lsn != binary.BigEndian.Uint64(k) {
-				return fmt.Errorf("%w: undecodable event record under key %x", ErrNotEventLog, k)
+			d, err := decodeEvent(k, v)
+			if err != nil {
+				return err
 			}
 			for _, s := range d.Slices {
 				for i, m := range s.Messages {
@@ -321,6 +321,15 @@ func ReadEventLog(path string) ([]Event, target.State, error) {
 		return nil, target.State{}, fmt.Errorf("demo: event log %s: %w", path, err)
 	}
 	return out, st, nil
+}
+
+// decodeEvent decodes the events/ record k, v.
+func decodeEvent(k, v []byte) (*targetpb.Delivery, error) {
+	var d targetpb.Delivery
+	if len(k) != 8 || proto.Unmarshal(v, &d) != nil || d.Lsn != binary.BigEndian.Uint64(k) {
+		return nil, fmt.Errorf("%w: undecodable event record under key %x", ErrNotEventLog, k)
+	}
+	return &d, nil
 }
 
 // u64Key is v as 8 bytes big-endian: keys in this order sort by value.

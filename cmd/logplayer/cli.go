@@ -69,7 +69,7 @@ var helpOrder = []string{
 	"dev", "store", "player", "shard", "events", "sink postgres", "sink sqlite",
 	"append", "tail", "status", "cluster add", "cluster remove", "cluster transfer",
 	"group delete", "topic create", "topic describe", "topic list",
-	"target add", "target remove", "target list", "target describe", "players",
+	"target add", "target remove", "target list", "target describe", "target reset", "players",
 	"target clone", // issue #29 (cmd/logplayer/targetclone.go)
 	"backup save", "backup restore", "certs", "demo", "bench store", "bench player", "bench sink", "version",
 }

@@ -93,6 +93,12 @@ func (p *eventsProc) stop(t *testing.T) {
 // epoch, waiting for it to serve.
 func openEvents(t *testing.T, p *eventsProc, addr string, epoch types.Epoch) (*targettest.Sender, *targetpb.HelloAck) {
 	t.Helper()
+	return openEventsHello(t, p, addr, targettest.Hello("events", epoch, 1))
+}
+
+// openEventsHello is openEvents with the Hello h.
+func openEventsHello(t *testing.T, p *eventsProc, addr string, h *targetpb.Hello) (*targettest.Sender, *targetpb.HelloAck) {
+	t.Helper()
 	cc := targettest.Dial(t, addr)
 	var snd *targettest.Sender
 	var ack *targetpb.HelloAck
@@ -103,11 +109,23 @@ func openEvents(t *testing.T, p *eventsProc, addr string, epoch types.Epoch) (*t
 		default:
 		}
 		var err error
-		snd, ack, err = targettest.Open(context.Background(), cc, targettest.Hello("events", epoch, 1))
+		snd, ack, err = targettest.Open(context.Background(), cc, h)
 		return err
 	})
 	t.Cleanup(snd.Close)
 	return snd, ack
+}
+
+// deliverEvents sends ds on snd and waits for the ack of the last.
+func deliverEvents(t *testing.T, snd *targettest.Sender, ds ...*targetpb.Delivery) {
+	t.Helper()
+	if err := snd.Send(ds...); err != nil {
+		t.Fatal(err)
+	}
+	lsn := types.LSN(ds[len(ds)-1].Lsn)
+	if err := snd.WaitAck(targettest.Context(t), lsn); err != nil {
+		t.Fatalf("ack of lsn %d: %v", lsn, err)
+	}
 }
 
 // TestEventsServes runs `logplayer events`, delivers to it as a LogPlayer
@@ -130,14 +148,7 @@ func TestEventsServes(t *testing.T) {
 	d1.Slices[0].Messages[0].Headers = []*logstorepb.Header{{Key: "h", Value: []byte("v")}}
 	d2 := gen.Progress()
 	d3 := gen.Txn(targettest.Part{Topic: demo.OrdersTopic, Values: [][]byte{[]byte(`{"txn":"t2"}`)}})
-	if err := snd.Send(d1, d2, d3); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := snd.WaitAck(ctx, 3); err != nil {
-		t.Fatalf("ack of lsn 3: %v", err)
-	}
+	deliverEvents(t, snd, d1, d2, d3)
 	resp, err := http.Get("http://" + metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
