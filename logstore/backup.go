@@ -16,6 +16,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/internal/vfs"
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -47,7 +48,7 @@ const (
 	backupVersion    = 1
 	backupHeaderSize = len(backupMagic) + 4 + 5*8
 	backupTrailer    = 4
-	backupChunkBytes = 256 << 10
+	backupChunkBytes = api.BackupChunkBytes
 )
 
 // ErrBadBackup marks a backup file that is truncated, corrupt or of an
@@ -341,43 +342,26 @@ func (n *Node) backupSnapshot() (*raft.SnapshotMeta, io.ReadCloser, error) {
 	return n.snaps.Open(metas[0].ID)
 }
 
-// Backup implements the Cluster service's Backup: a snapshot-consistent
-// archive of the leader (followers answer NOT_LEADER, so the backup holds
-// every write acknowledged before it started), taken without stopping writes (segment.Checkpoint
-// hard-links sealed segments and copies the active one's prefix).
-func (s *server) Backup(_ *logstorepb.BackupRequest, stream logstorepb.Cluster_BackupServer) error {
-	if err := s.leaderOnly(); err != nil {
-		return err
-	}
-	meta, rc, err := s.n.backupSnapshot()
+// openBackup is api.Node's OpenBackup: the newest snapshot (taken now
+// when there is something new) as a backup's summary and a reader of the
+// whole archive, header included. The Cluster service's Backup
+// (logstore/api/backup.go) streams it in chunks.
+func (n *Node) openBackup() (*logstorepb.BackupInfo, io.ReadCloser, error) {
+	meta, rc, err := n.backupSnapshot()
 	if err != nil {
-		return apierr.Status(fmt.Errorf("backup: %w", err))
+		return nil, nil, err
 	}
-	defer rc.Close()
 	var hdr bytes.Buffer
 	h, _, err := readArchiveHeader(io.TeeReader(rc, &hdr), meta.Index)
 	if err != nil {
-		return apierr.Status(fmt.Errorf("backup: %w", err))
+		rc.Close()
+		return nil, nil, err
 	}
 	st, man := h.state, h.man
 	info := &logstorepb.BackupInfo{RaftIndex: meta.Index, RaftTerm: meta.Term,
 		FirstLsn: uint64(man.FirstLSN), LastLsn: uint64(st.LastLSN()), ArchiveBytes: uint64(meta.Size)}
-	if err := stream.Send(&logstorepb.BackupChunk{Info: info}); err != nil {
-		return err
-	}
-	buf := make([]byte, backupChunkBytes)
-	for r := io.MultiReader(&hdr, rc); ; {
-		n, err := io.ReadFull(r, buf)
-		if n > 0 {
-			if serr := stream.Send(&logstorepb.BackupChunk{Data: buf[:n]}); serr != nil {
-				return serr
-			}
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil
-		}
-		if err != nil {
-			return apierr.Status(fmt.Errorf("backup: %w", err))
-		}
-	}
+	return info, struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(&hdr, rc), rc}, nil
 }

@@ -5,7 +5,8 @@
 //
 // # Write path
 //
-//	gRPC Append, or each request of an AppendBatch (batch.go)
+//	gRPC Append, or each request of an AppendBatch (package api, the edge:
+//	  handlers, aggregator and error mapping; the node behind api.Node, edge.go)
 //	  ─ admit (package api: a retry answered from the state, then validate,
 //	    then schemas; on a leader caught up with its term, leaderready.go)
 //	  ─▶ aggregator intake (bounded)
@@ -16,7 +17,7 @@
 //	  ─▶ the visible head advances once per entry; readers wake
 //
 // Decisions (the design's choices, fixed here):
-//   - Aggregation (aggregator.go): one goroutine drains the intake queue
+//   - Aggregation (api/aggregator.go): one goroutine drains the intake queue
 //     (Config.IntakeQueue, default 8192) into one logstorepb.Entry bounded by
 //     MaxBatchTxns (1024) and MaxBatchBytes (1 MiB, soft), with at most
 //     MaxInflightEntries (4) entries in flight. No idle linger: when
@@ -113,13 +114,9 @@
 //
 // # Goroutines
 //
-//   - aggregator.run: fed by Append/AppendBatch/NextEpoch/ReportConsumer
-//     handlers through the intake channel; owns the batch being built, the
-//     convoy hold and the last timestamp.
-//   - aggregator.complete: fed by run through the inflight channel; owns the
-//     Raft futures, answers each waiting request. It waits on each future
-//     through a short-lived goroutine (aggregator.await) so that, once
-//     closed, it abandons a future hashicorp/raft will never resolve.
+//   - The edge's (package api, listed in its doc): Aggregator.run and
+//     Aggregator.complete, started by NewNode and stopped by Close after
+//     Raft; the gRPC handlers run on the API server's goroutines.
 //   - Raft's own goroutines, among them the FSM goroutine that calls
 //     raftFSM.Apply / Snapshot / Restore (owns the fsm.Machine and the segment writer)
 //     and the snapshot goroutine that calls fsmSnapshot.Persist.

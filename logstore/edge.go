@@ -1,6 +1,14 @@
 package logstore
 
-import "github.com/logplayer/logplayer/logstore/api"
+import (
+	"context"
+	"io"
+
+	"github.com/logplayer/logplayer/logstore/api"
+	"github.com/logplayer/logplayer/logstore/fsm"
+	"github.com/logplayer/logplayer/proto/logstorepb"
+	"github.com/logplayer/logplayer/types"
+)
 
 // Limits of the edge, defined in package api (the edge) and kept here
 // under their old names for the package's users.
@@ -42,3 +50,31 @@ func (c *Config) aggregatorConfig() api.AggregatorConfig {
 		RaftTimeout: c.RaftTimeout, Limits: c.applyLimits(),
 	}
 }
+
+// edgeConfig is the edge's part of c.
+func (c *Config) edgeConfig() api.Config {
+	return api.Config{
+		ID: c.ID, Limits: c.edgeLimits(), MaxBatchCallBytes: c.maxBatchCallBytes(),
+		ReadBatchTxns: c.ReadBatchTxns, ReadBatchBytes: c.ReadBatchBytes,
+		RaftTimeout: c.RaftTimeout, GroupLease: c.GroupLease, Registry: c.Registry, Logger: c.Logger.With("node", c.ID),
+	}
+}
+
+// edgeNode is the Node as the edge (package api) sees it: api.Node, read
+// views only; writes go through the aggregator the edge is given.
+type edgeNode struct{ n *Node }
+
+var _ api.Node = edgeNode{}
+
+func (e edgeNode) Raft() api.Raft                     { return e.n.raft }
+func (e edgeNode) View(fn func(st *fsm.State))        { e.n.fsm.withState(fn) }
+func (e edgeNode) Head() types.LSN                    { return e.n.fsm.head.Load() }
+func (e edgeNode) HeadChanged() <-chan struct{}       { return e.n.fsm.waitChan() }
+func (e edgeNode) Log() api.Log                       { return e.n.seg }
+func (e edgeNode) CaughtUp(ctx context.Context) error { return e.n.caught.wait(ctx) }
+func (e edgeNode) SupportedVersion() uint32           { return e.n.advertisedVersion() }
+func (e edgeNode) ReadsEnded() <-chan struct{}        { return e.n.reads }
+func (e edgeNode) OpenBackup() (*logstorepb.BackupInfo, io.ReadCloser, error) {
+	return e.n.openBackup()
+}
+func (e edgeNode) StatusTier(resp *logstorepb.StatusResponse) { e.n.statusTier(resp) }

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/logplayer/logplayer/logstore/fsm"
-	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 // The log's identity (logstore/fsm/identity.go, docs/ARCHITECTURE.md "The
@@ -55,16 +54,6 @@ func randomID() string {
 
 // newIncarnation marks a state a restore or recovery starts from.
 func newIncarnation(st *fsm.State) { st.MarkNewIncarnation() }
-
-// statusLogIdentity fills the identity of Status: empty parts while not
-// set, and no incarnation while a new one is pending.
-func statusLogIdentity(resp *logstorepb.StatusResponse, st *fsm.State) {
-	clusterID, incarnation, stale := st.LogIdentity()
-	resp.LogClusterId = clusterID
-	if !stale {
-		resp.LogIncarnation = incarnation
-	}
-}
 
 // recoveringFSM is the FSM raft.RecoverCluster applies the log to: its
 // Snapshot, taken once every entry is applied, starts the new incarnation.

@@ -11,41 +11,26 @@ var latencyBuckets = api.LatencyBuckets
 
 // metrics are a node's Prometheus collectors, registered on Config.Registry.
 type metrics struct {
-	appendDuration *prometheus.HistogramVec // by result code
-	// appendBatchRequests is requests per AppendBatch call.
-	appendBatchRequests prometheus.Histogram
-	applyDuration       prometheus.Histogram
-	headLSN             prometheus.Gauge
-	firstLSN            prometheus.Gauge
-	segmentBytes        prometheus.Gauge
-	retentionDeleted    prometheus.Counter
-	forcedDeletes       prometheus.Counter
-	snapshotDuration    prometheus.Histogram
-	snapshotBytes       prometheus.Gauge
+	applyDuration    prometheus.Histogram
+	headLSN          prometheus.Gauge
+	firstLSN         prometheus.Gauge
+	segmentBytes     prometheus.Gauge
+	retentionDeleted prometheus.Counter
+	forcedDeletes    prometheus.Counter
+	snapshotDuration prometheus.Histogram
+	snapshotBytes    prometheus.Gauge
 	// snapshotOrphanBytes is what the snapshot store holds on disk that
 	// no snapshot accounts for (snapshotStore.countOrphans).
 	snapshotOrphanBytes prometheus.Gauge
 	isLeader            prometheus.Gauge
-	readStreams         prometheus.Gauge
 	// registeredProducers is the rows of the registered producer table
 	// (InitProducer), set after every apply on every node.
 	registeredProducers prometheus.Gauge
-	// producerRefusals counts the registered-producer refusals this node
-	// answered as the leader, by code (producerRefusalCodes).
-	producerRefusals *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 	labels := prometheus.Labels{"node": node}
 	m := &metrics{
-		appendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "logstore_append_duration_seconds", Help: "Append latency at the leader, from intake to apply result, by result code.",
-			Buckets: latencyBuckets, ConstLabels: labels,
-		}, []string{"code"}),
-		appendBatchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_append_batch_requests", Help: "Requests per AppendBatch call (clients coalescing concurrent Appends).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11), ConstLabels: labels,
-		}),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "logstore_apply_duration_seconds", Help: "FSM apply time of one Raft entry.",
 			Buckets: latencyBuckets, ConstLabels: labels,
@@ -78,23 +63,13 @@ func newMetrics(reg prometheus.Registerer, node string) (*metrics, error) {
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_is_leader", Help: "1 when this node is the Raft leader.", ConstLabels: labels,
 		}),
-		readStreams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_read_streams", Help: "Open Read and ReadTopic streams.", ConstLabels: labels,
-		}),
 		registeredProducers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "logstore_registered_producers", Help: "Rows of the registered producer table (InitProducer; cap MaxProducers).", ConstLabels: labels,
 		}),
-		producerRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logstore_producer_refusals_total", Help: "Registered-producer refusals answered by this node as the leader, by code: unknown_producer, producer_fenced, table_full (InitProducer), sequence_too_old, sequence_reused.", ConstLabels: labels,
-		}, []string{"code"}),
-	}
-	for _, c := range producerRefusalCodes {
-		m.producerRefusals.WithLabelValues(producerRefusalLabel(c)) // exported at 0 from the start
 	}
 	for _, c := range []prometheus.Collector{
-		m.appendDuration, m.appendBatchRequests,
 		m.applyDuration, m.headLSN, m.firstLSN, m.segmentBytes, m.retentionDeleted, m.forcedDeletes,
-		m.snapshotDuration, m.snapshotBytes, m.snapshotOrphanBytes, m.isLeader, m.readStreams, m.registeredProducers, m.producerRefusals,
+		m.snapshotDuration, m.snapshotBytes, m.snapshotOrphanBytes, m.isLeader, m.registeredProducers,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/internal/grpcedge"
 	"github.com/logplayer/logplayer/internal/grpcwindow"
@@ -54,7 +53,8 @@ type Node struct {
 	transport *raft.NetworkTransport
 	raft      *raft.Raft
 	agg       *api.Aggregator
-	// edge are the edge's metrics (the aggregator's, for now).
+	// edge are the edge's metrics (package api: its handlers' and the
+	// aggregator's).
 	edge *api.Metrics
 	// caught tells the edge when a new leader has applied every earlier
 	// entry (leaderready.go).
@@ -342,11 +342,7 @@ func (n *Node) registerMembers() {
 }
 
 func (n *Node) commitMember(ctx context.Context, m *logstorepb.MemberCommand) error {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.RaftTimeout)
-	defer cancel()
-	cmd := &logstorepb.Command{Kind: &logstorepb.Command_Member{Member: m}}
-	_, err := n.agg.Submit(ctx, cmd, proto.Size(cmd))
-	return err
+	return api.CommitMember(ctx, n.agg, n.cfg.RaftTimeout, m)
 }
 
 // ID returns the node's Raft server id.
@@ -359,10 +355,7 @@ func (n *Node) APIAddr() string { return n.cfg.APIAddr }
 // PlayerGroup) on s. Serve s with ServerOptions; stop it before Close
 // (after EndReads, so its read streams end at once).
 func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
-	srv := &server{n: n}
-	logstorepb.RegisterLogStoreServer(s, srv)
-	logstorepb.RegisterClusterServer(s, srv)
-	logstorepb.RegisterPlayerGroupServer(s, newGroupServer(srv))
+	api.Register(s, edgeNode{n}, n.agg, n.cfg.edgeConfig(), n.edge)
 }
 
 // ServerOptions are the gRPC server options the node's services need: a

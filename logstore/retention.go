@@ -106,15 +106,3 @@ func (n *Node) RunRetention() (int64, error) {
 	n.metrics.segmentBytes.Set(float64(after))
 	return freed, nil
 }
-
-// oldestOffset is the oldest offset of a topic this node can still read:
-// first, the topic's first retained offset (TopicFirstOffset), when
-// retained; next, the topic's next offset from the state read before the
-// lookup, when retention removed every message of the topic (or messages
-// appended since the state was read are all that is retained).
-func oldestOffset(first types.Offset, retained bool, next types.Offset) types.Offset {
-	if retained && first < next {
-		return first
-	}
-	return next
-}

@@ -116,15 +116,6 @@ func (n *Node) minSupportedVersion(conns map[string]*grpc.ClientConn) (uint32, b
 	return low, true
 }
 
-// gate refuses cmd with FEATURE_NOT_ENABLED while the committed cluster
-// version is below what it needs (fsm.Gate): at the edge, before it
-// enters the log.
-func (n *Node) gate(cmd *logstorepb.Command) error {
-	var err error
-	n.fsm.withState(func(st *fsm.State) { err = fsm.Gate(st, cmd) })
-	return err
-}
-
 // ClusterVersion is the committed cluster version this node has applied.
 func (n *Node) ClusterVersion() uint32 {
 	var v uint32

@@ -61,7 +61,7 @@ var methods = map[string]rule{
 	// consumers too), under a name its grants bind (Grant.Producers).
 	// Registering fences the name's older instance, so another identity's
 	// name is refused without a word of its state. An Append's producer id
-	// is checked by the LogStore (logstore/producerauth.go: the id's name is
+	// is checked by the LogStore (logstore/api/producerauth.go: the id's name is
 	// in the replicated producer table), with Access.MayUseProducer.
 	logstorepb.LogStore_InitProducer_FullMethodName: {roles: []Role{RoleProducer, RoleConsumer}, check: checkOf(checkInitProducer)},
 

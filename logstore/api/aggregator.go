@@ -14,8 +14,8 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// Pending is one request waiting for its Raft entry to apply.
-type Pending struct {
+// pending is one request waiting for its Raft entry to apply.
+type pending struct {
 	cmd  *logstorepb.Command
 	size int
 	// done has capacity 1 so the completer never blocks on a requester
@@ -31,7 +31,7 @@ type Applier interface {
 // inflightEntry is one Raft entry the Aggregator handed to Raft.
 type inflightEntry struct {
 	future raft.ApplyFuture
-	batch  []*Pending
+	batch  []*pending
 	start  time.Time
 }
 
@@ -148,7 +148,7 @@ type Aggregator struct {
 	// (defaultHoldWindow; tests change it).
 	holdWindow func(c *convoy) time.Duration
 
-	intake   chan *Pending       // capacity AggregatorConfig.IntakeQueue: the back-pressure bound
+	intake   chan *pending       // capacity AggregatorConfig.IntakeQueue: the back-pressure bound
 	inflight chan *inflightEntry // capacity MaxInflightEntries: run never has more outstanding
 	freed    chan resolution     // capacity MaxInflightEntries: one per resolved entry
 	stop     chan struct{}
@@ -198,7 +198,7 @@ func buildAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
 		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
 		limits: cfg.Limits,
-		intake: make(chan *Pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
+		intake: make(chan *pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),
 		stop:     make(chan struct{}),
@@ -219,17 +219,17 @@ func (a *Aggregator) start() {
 // be applied: the error wraps apierr.ErrUnknownOutcome's meaning through the
 // context error.
 func (a *Aggregator) Submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
-	p, err := a.Enqueue(cmd, size)
+	p, err := a.enqueue(cmd, size)
 	if err != nil {
 		return nil, err
 	}
-	return a.Wait(ctx, p)
+	return a.wait(ctx, p)
 }
 
-// Enqueue queues cmd without waiting: a full intake is ErrQueueFull at
+// enqueue queues cmd without waiting: a full intake is ErrQueueFull at
 // once. Requests enqueued by one goroutine reach the intake in that order.
-func (a *Aggregator) Enqueue(cmd *logstorepb.Command, size int) (*Pending, error) {
-	p := &Pending{cmd: cmd, size: size, done: make(chan fsm.Result, 1)}
+func (a *Aggregator) enqueue(cmd *logstorepb.Command, size int) (*pending, error) {
+	p := &pending{cmd: cmd, size: size, done: make(chan fsm.Result, 1)}
 	select {
 	case <-a.stop:
 		return nil, apierr.ErrShuttingDown
@@ -248,8 +248,8 @@ func (a *Aggregator) Enqueue(cmd *logstorepb.Command, size int) (*Pending, error
 	}
 }
 
-// Wait returns p's result (see Submit for a ctx that ends first).
-func (a *Aggregator) Wait(ctx context.Context, p *Pending) (proto.Message, error) {
+// wait returns p's result (see Submit for a ctx that ends first).
+func (a *Aggregator) wait(ctx context.Context, p *pending) (proto.Message, error) {
 	select {
 	case r := <-p.done:
 		return r.Resp, r.Err
@@ -268,7 +268,7 @@ func (a *Aggregator) Wait(ctx context.Context, p *Pending) (proto.Message, error
 // batcher is run's state: the batch being built and what decides when it
 // goes out.
 type batcher struct {
-	batch       []*Pending
+	batch       []*pending
 	bytes       int
 	outstanding int
 	// target is how many commands the batch waits for while nothing is in
@@ -382,7 +382,7 @@ func (a *Aggregator) run() {
 }
 
 // send hands one entry of batch to Raft.
-func (a *Aggregator) send(batch []*Pending) {
+func (a *Aggregator) send(batch []*pending) {
 	ts := max(a.now().UnixNano(), a.lastTS)
 	a.lastTS = ts
 	e := &logstorepb.Entry{TimestampUnixNano: ts, Limits: a.limits, Commands: make([]*logstorepb.Command, len(batch))}

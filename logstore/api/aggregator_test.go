@@ -310,7 +310,7 @@ func TestAggregatorPipelines(t *testing.T) {
 func TestAggregatorQueueFull(t *testing.T) {
 	a, r := testAggregator(t, func(a *Aggregator) {
 		a.maxTxns, a.maxInflight = 1, 1
-		a.intake = make(chan *Pending, 1)
+		a.intake = make(chan *pending, 1)
 	})
 	res := []<-chan submitted{submitAsync(a, "a")}
 	e1 := r.next(t)

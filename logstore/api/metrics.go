@@ -11,18 +11,39 @@ var LatencyBuckets = []float64{
 
 // Metrics are the edge's Prometheus collectors, labelled with the node.
 type Metrics struct {
-	batchTxns       prometheus.Histogram
-	batchBytes      prometheus.Histogram
-	intakeDepth     prometheus.Gauge
-	intakeBytes     prometheus.Gauge
-	inflightEntries prometheus.Gauge
-	commitDuration  prometheus.Histogram
+	appendDuration *prometheus.HistogramVec // by result code
+	// appendBatchRequests is requests per AppendBatch call.
+	appendBatchRequests prometheus.Histogram
+	readStreams         prometheus.Gauge
+	// producerRefusals counts the registered-producer refusals this node
+	// answered as the leader, by code (producerRefusalCodes).
+	producerRefusals *prometheus.CounterVec
+	batchTxns        prometheus.Histogram
+	batchBytes       prometheus.Histogram
+	intakeDepth      prometheus.Gauge
+	intakeBytes      prometheus.Gauge
+	inflightEntries  prometheus.Gauge
+	commitDuration   prometheus.Histogram
 }
 
 // NewMetrics registers the edge's collectors for node on reg.
 func NewMetrics(reg prometheus.Registerer, node string) (*Metrics, error) {
 	labels := prometheus.Labels{"node": node}
 	m := &Metrics{
+		appendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "logstore_append_duration_seconds", Help: "Append latency at the leader, from intake to apply result, by result code.",
+			Buckets: LatencyBuckets, ConstLabels: labels,
+		}, []string{"code"}),
+		appendBatchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "logstore_append_batch_requests", Help: "Requests per AppendBatch call (clients coalescing concurrent Appends).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11), ConstLabels: labels,
+		}),
+		readStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "logstore_read_streams", Help: "Open Read and ReadTopic streams.", ConstLabels: labels,
+		}),
+		producerRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "logstore_producer_refusals_total", Help: "Registered-producer refusals answered by this node as the leader, by code: unknown_producer, producer_fenced, table_full (InitProducer), sequence_too_old, sequence_reused.", ConstLabels: labels,
+		}, []string{"code"}),
 		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "logstore_aggregation_batch_txns", Help: "Commands per Raft entry written by the aggregator.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12), ConstLabels: labels,
@@ -45,7 +66,11 @@ func NewMetrics(reg prometheus.Registerer, node string) (*Metrics, error) {
 			Buckets: LatencyBuckets, ConstLabels: labels,
 		}),
 	}
+	for _, c := range producerRefusalCodes {
+		m.producerRefusals.WithLabelValues(producerRefusalLabel(c)) // exported at 0 from the start
+	}
 	for _, c := range []prometheus.Collector{
+		m.appendDuration, m.appendBatchRequests, m.readStreams, m.producerRefusals,
 		m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
 	} {
 		if err := reg.Register(c); err != nil {

@@ -81,7 +81,7 @@ func (s *State) RegisteredProducers() int { return len(s.registered) }
 
 // ProducerName returns the name registered under id, and whether the
 // table holds id (the edge checks that the caller may use the name:
-// logstore/producerauth.go).
+// logstore/api/producerauth.go).
 func (s *State) ProducerName(id uint64) (string, bool) {
 	if p := s.registered[id]; p != nil {
 		return p.Name, true

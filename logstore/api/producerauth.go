@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"context"
@@ -39,9 +39,9 @@ func (s *server) authorizeProducers(ctx context.Context, reqs ...*logstorepb.App
 				continue // validateRegisteredProducer refuses it
 			}
 			var known bool
-			s.n.fsm.withState(func(st *fsm.State) { name, known = st.ProducerName(id) })
+			s.node.View(func(st *fsm.State) { name, known = st.ProducerName(id) })
 			if !known {
-				if !s.n.IsLeader() {
+				if !s.isLeader() {
 					return s.notLeader()
 				}
 				return apierr.Newf(logstorepb.ErrorCode_UNKNOWN_PRODUCER,

@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
-	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -16,7 +15,7 @@ import (
 // them, so the aggregator can carry the whole call in one Raft entry. The
 // call fails as a whole only before any request is looked at.
 func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchRequest) (*logstorepb.AppendBatchResponse, error) {
-	if err := api.ValidateBatch(req, s.n.cfg.maxBatchCallBytes()); err != nil {
+	if err := ValidateBatch(req, s.cfg.MaxBatchCallBytes); err != nil {
 		return nil, err
 	}
 	n := len(req.Requests)
@@ -30,10 +29,10 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 	if !leader {
 		return nil, s.notLeader()
 	}
-	s.n.metrics.appendBatchRequests.Observe(float64(n))
+	s.metrics.appendBatchRequests.Observe(float64(n))
 	start := time.Now()
 	results := make([]*logstorepb.AppendResult, n)
-	queued := make([]*api.Pending, n)
+	queued := make([]*pending, n)
 	for i, r := range req.Requests {
 		a, err := s.admitAppend(r, true)
 		if err == nil && a.cmd == nil {
@@ -41,7 +40,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 			continue
 		}
 		if err == nil {
-			queued[i], err = s.n.agg.Enqueue(a.cmd, a.size)
+			queued[i], err = s.agg.enqueue(a.cmd, a.size)
 		}
 		if err != nil {
 			results[i] = s.appendResult(nil, s.submitErr(err), start)
@@ -51,7 +50,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 		if p == nil {
 			continue
 		}
-		resp, err := s.n.agg.Wait(ctx, p)
+		resp, err := s.agg.wait(ctx, p)
 		results[i] = s.appendResult(resp, s.submitErr(err), start)
 	}
 	return &logstorepb.AppendBatchResponse{Results: results}, nil
@@ -60,8 +59,8 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 // appendResult records one request's outcome in the append latency metric
 // and wraps it for the response.
 func (s *server) appendResult(resp any, err error, start time.Time) *logstorepb.AppendResult {
-	s.n.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
-	s.n.metrics.countProducerRefusal(err)
+	s.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	s.metrics.countProducerRefusal(err)
 	if err != nil {
 		return &logstorepb.AppendResult{Error: apierr.Encode(err)}
 	}

@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"github.com/logplayer/logplayer/apierr"

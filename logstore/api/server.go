@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"context"
@@ -12,33 +12,24 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
-	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
 
-// server implements the LogStore and Cluster gRPC services of a Node. Every
-// error it returns goes through apierr.
-type server struct {
-	logstorepb.UnimplementedLogStoreServer
-	logstorepb.UnimplementedClusterServer
-	n *Node
-}
-
 // notLeader is the NOT_LEADER error naming the leader when known.
 func (s *server) notLeader() error {
-	_, id := s.n.raft.LeaderWithID()
+	_, id := s.raft.LeaderWithID()
 	var api, httpAPI string
 	if id != "" {
-		s.n.fsm.withState(func(st *fsm.State) {
+		s.node.View(func(st *fsm.State) {
 			if m := st.Member(string(id)); m != nil {
 				api, httpAPI = m.ApiAddress, m.HttpAddress
 			}
 		})
 	}
-	return apierr.New(logstorepb.ErrorCode_NOT_LEADER, fmt.Sprintf("node %s is not the leader (leader %q at %q)", s.n.cfg.ID, id, api),
+	return apierr.New(logstorepb.ErrorCode_NOT_LEADER, fmt.Sprintf("node %s is not the leader (leader %q at %q)", s.cfg.ID, id, api),
 		func(d *logstorepb.ErrorDetail) {
 			d.LeaderId, d.LeaderAddress, d.LeaderHttpAddress = string(id), api, httpAPI
 		})
@@ -46,13 +37,13 @@ func (s *server) notLeader() error {
 
 // submit sends one command through the aggregator (leader only).
 func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
-	if s.n.raft.State() != raft.Leader {
+	if s.raft.State() != raft.Leader {
 		return nil, s.notLeader()
 	}
-	if err := s.n.gate(cmd); err != nil {
+	if err := s.gate(cmd); err != nil {
 		return nil, err
 	}
-	resp, err := s.n.agg.Submit(ctx, cmd, size)
+	resp, err := s.agg.Submit(ctx, cmd, size)
 	return resp, s.submitErr(err)
 }
 
@@ -67,8 +58,8 @@ func (s *server) submitErr(err error) error {
 func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	start := time.Now()
 	resp, err := s.append(ctx, req)
-	s.n.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
-	s.n.metrics.countProducerRefusal(err)
+	s.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
+	s.metrics.countProducerRefusal(err)
 	return resp, err
 }
 
@@ -95,10 +86,10 @@ func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 // committed before its term (caughtUp), so admission reads a state that
 // knows every committed sequence. leader is false on a follower.
 func (s *server) awaitCaughtUp(ctx context.Context) (leader bool, err error) {
-	if s.n.raft.State() != raft.Leader {
+	if s.raft.State() != raft.Leader {
 		return false, nil
 	}
-	switch err := s.n.caught.wait(ctx); {
+	switch err := s.node.CaughtUp(ctx); {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, apierr.ErrNotLeader):
@@ -116,16 +107,16 @@ type admission struct {
 	answer *logstorepb.AppendResponse
 }
 
-// admitAppend decides on req before the log (api.Admission: producer
+// admitAppend decides on req before the log (Admission: producer
 // dedup, then validation, then schemas, from one read of the state).
 func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admission, error) {
-	var a api.Admission
-	s.n.fsm.withState(func(st *fsm.State) { a = api.Read(st, req, leader) })
+	var a Admission
+	s.node.View(func(st *fsm.State) { a = Read(st, req, leader) })
 	if a.IsRetry() {
 		resp, err := a.Answer()
 		return admission{answer: resp}, err
 	}
-	size, err := a.Check(req, s.n.cfg.edgeLimits())
+	size, err := a.Check(req, s.cfg.Limits)
 	if err != nil {
 		return admission{}, err
 	}
@@ -141,7 +132,7 @@ func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest
 }
 
 func (s *server) ReportConsumer(ctx context.Context, req *logstorepb.ReportConsumerRequest) (*logstorepb.ReportConsumerResponse, error) {
-	if err := api.ValidName("consumer", req.Consumer); err != nil {
+	if err := ValidName("consumer", req.Consumer); err != nil {
 		return nil, err
 	}
 	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: req}}, proto.Size(req))
@@ -152,19 +143,19 @@ func (s *server) ReportConsumer(ctx context.Context, req *logstorepb.ReportConsu
 }
 
 func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsRequest) (*logstorepb.FetchOffsetsResponse, error) {
-	if err := api.ValidName("group", req.Group); err != nil {
+	if err := ValidName("group", req.Group); err != nil {
 		return nil, err
 	}
-	if err := api.ValidateTopics(req.Topics); err != nil {
+	if err := ValidateTopics(req.Topics); err != nil {
 		return nil, err
 	}
 	var out []*logstorepb.OffsetCommit
-	s.n.fsm.withState(func(st *fsm.State) { out = st.GroupOffsets(req.Group, req.Topics) })
+	s.node.View(func(st *fsm.State) { out = st.GroupOffsets(req.Group, req.Topics) })
 	return &logstorepb.FetchOffsetsResponse{Offsets: out}, nil
 }
 
 func (s *server) DeleteGroup(ctx context.Context, req *logstorepb.DeleteGroupRequest) (*logstorepb.DeleteGroupResponse, error) {
-	if err := api.ValidName("group", req.Group); err != nil {
+	if err := ValidName("group", req.Group); err != nil {
 		return nil, err
 	}
 	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_DeleteGroup{DeleteGroup: req}}, proto.Size(req))
@@ -175,34 +166,33 @@ func (s *server) DeleteGroup(ctx context.Context, req *logstorepb.DeleteGroupReq
 }
 
 func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.StatusResponse, error) {
-	n := s.n
-	_, id := n.raft.LeaderWithID()
+	_, id := s.raft.LeaderWithID()
 	resp := &logstorepb.StatusResponse{
-		NodeId:           n.cfg.ID,
-		Role:             roleName(n.raft.State()),
+		NodeId:           s.cfg.ID,
+		Role:             roleName(s.raft.State()),
 		LeaderId:         string(id),
-		RaftTerm:         n.raft.CurrentTerm(),
-		CommitIndex:      n.raft.CommitIndex(),
-		AppliedIndex:     n.raft.AppliedIndex(),
-		HeadLsn:          uint64(n.fsm.head.Load()),
-		FirstLsn:         uint64(n.seg.FirstLSN()),
-		SegmentBytes:     uint64(n.seg.SizeBytes()),
-		SupportedVersion: n.advertisedVersion(),
+		RaftTerm:         s.raft.CurrentTerm(),
+		CommitIndex:      s.raft.CommitIndex(),
+		AppliedIndex:     s.raft.AppliedIndex(),
+		HeadLsn:          uint64(s.node.Head()),
+		FirstLsn:         uint64(s.log.FirstLSN()),
+		SegmentBytes:     uint64(s.log.SizeBytes()),
+		SupportedVersion: s.node.SupportedVersion(),
 	}
 	var members map[string]*logstorepb.MemberCommand
-	n.fsm.withState(func(st *fsm.State) {
+	s.node.View(func(st *fsm.State) {
 		resp.Epoch = uint64(st.Epoch())
 		resp.ClusterVersion = st.ClusterVersion()
 		resp.Consumers, members = st.Consumers(), st.Members()
 		resp.RegisteredTargets, resp.PlayerGroups = uint32(len(st.RegisteredTargets())), st.GroupStatuses()
 		statusLogIdentity(resp, st)
 	})
-	s.statusTopics(resp) // bounded: topics.go
-	n.statusTier(resp)   // tiering.go
+	s.statusTopics(resp)    // bounded: topics.go
+	s.node.StatusTier(resp) // logstore/tiering.go
 	if m := members[string(id)]; m != nil {
 		resp.LeaderAddress, resp.LeaderHttpAddress = m.ApiAddress, m.HttpAddress
 	}
-	if f := n.raft.GetConfiguration(); f.Error() == nil {
+	if f := s.raft.GetConfiguration(); f.Error() == nil {
 		for _, srv := range f.Configuration().Servers {
 			out := &logstorepb.Server{Id: string(srv.ID), RaftAddress: string(srv.Address), Voter: srv.Suffrage == raft.Voter}
 			if m := members[string(srv.ID)]; m != nil {
@@ -212,6 +202,16 @@ func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb
 		}
 	}
 	return resp, nil
+}
+
+// statusLogIdentity fills the identity of Status: empty parts while not
+// set, and no incarnation while a new one is pending.
+func statusLogIdentity(resp *logstorepb.StatusResponse, st *fsm.State) {
+	clusterID, incarnation, stale := st.LogIdentity()
+	resp.LogClusterId = clusterID
+	if !stale {
+		resp.LogIncarnation = incarnation
+	}
 }
 
 func roleName(s raft.RaftState) string {
@@ -232,25 +232,24 @@ func roleName(s raft.RaftState) string {
 // when given) and the LSN read through; an error from fn ends the scan.
 func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, maxTxns int,
 	fn func(txns []*logstorepb.Transaction, through types.LSN) error) error {
-	n := s.n
-	s.n.metrics.readStreams.Inc()
-	defer s.n.metrics.readStreams.Dec()
-	if first := n.seg.OldestReadable(); from < first && from <= n.fsm.head.Load() {
+	s.metrics.readStreams.Inc()
+	defer s.metrics.readStreams.Dec()
+	if first := s.log.OldestReadable(); from < first && from <= s.node.Head() {
 		return belowRetention(from, first)
 	}
-	if maxTxns <= 0 || maxTxns > n.cfg.ReadBatchTxns {
-		maxTxns = n.cfg.ReadBatchTxns
+	if maxTxns <= 0 || maxTxns > s.cfg.ReadBatchTxns {
+		maxTxns = s.cfg.ReadBatchTxns
 	}
 	for to == 0 || from <= to {
-		wake := n.fsm.waitChan()
-		head := n.fsm.head.Load()
+		wake := s.node.HeadChanged()
+		head := s.node.Head()
 		if from > head {
 			select {
 			case <-wake:
 				continue
 			case <-ctx.Done():
 				return apierr.Status(ctx.Err())
-			case <-n.reads:
+			case <-s.node.ReadsEnded():
 				return apierr.Status(apierr.ErrShuttingDown)
 			}
 		}
@@ -260,16 +259,16 @@ func (s *server) scan(ctx context.Context, from, to types.LSN, topics []string, 
 		}
 		var batch []*logstorepb.Transaction
 		bytes, through := 0, from-1
-		err := n.seg.Read(from, end, func(txn *logstorepb.Transaction) (bool, error) {
+		err := s.log.Read(from, end, func(txn *logstorepb.Transaction) (bool, error) {
 			through = types.LSN(txn.Lsn)
 			if txn = filterTxn(txn, topics); txn != nil {
 				batch = append(batch, txn)
 				bytes += proto.Size(txn)
 			}
-			return bytes < n.cfg.ReadBatchBytes, nil
+			return bytes < s.cfg.ReadBatchBytes, nil
 		})
 		if errors.Is(err, segment.ErrBelowRetention) {
-			return belowRetention(from, n.seg.OldestReadable())
+			return belowRetention(from, s.log.OldestReadable())
 		}
 		if err != nil {
 			return apierr.Status(fmt.Errorf("read lsn %d..%d: %w", from, end, err))
@@ -317,12 +316,12 @@ func filterTxn(txn *logstorepb.Transaction, topics []string) *logstorepb.Transac
 
 func (s *server) Read(req *logstorepb.ReadRequest, stream logstorepb.LogStore_ReadServer) error {
 	if req.FromLsn == 0 {
-		return api.InvalidArg("from_lsn must be >= 1")
+		return InvalidArg("from_lsn must be >= 1")
 	}
 	if req.ToLsn != 0 && req.ToLsn < req.FromLsn {
-		return api.InvalidArg("to_lsn %d below from_lsn %d", req.ToLsn, req.FromLsn)
+		return InvalidArg("to_lsn %d below from_lsn %d", req.ToLsn, req.FromLsn)
 	}
-	if err := api.ValidateTopics(req.Topics); err != nil {
+	if err := ValidateTopics(req.Topics); err != nil {
 		return err
 	}
 	return s.scan(stream.Context(), types.LSN(req.FromLsn), types.LSN(req.ToLsn), req.Topics, int(req.MaxBatch),
@@ -336,31 +335,30 @@ var errStop = errors.New("stop")
 
 func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.LogStore_ReadTopicServer) error {
 	if !ValidTopic(req.Topic) {
-		return api.InvalidTopic(req.Topic)
+		return InvalidTopic(req.Topic)
 	}
-	n := s.n
-	head := n.fsm.head.Load()
+	head := s.node.Head()
 	// The topic's next offset, read before the lookup: the segment log holds
 	// every offset below it unless retention removed it.
 	var next types.Offset
 	known := false
-	n.fsm.withState(func(st *fsm.State) { next, known = st.NextOffset(req.Topic), topicKnown(st, req.Topic) })
+	s.node.View(func(st *fsm.State) { next, known = st.NextOffset(req.Topic), topicKnown(st, req.Topic) })
 	if !known {
 		return unknownTopic(req.Topic)
 	}
 	from := head + 1 // offset not written by head: every later message of the topic is above head
-	lsn, err := n.seg.TopicOffsetLSN(req.Topic, types.Offset(req.FromOffset))
+	lsn, err := s.log.TopicOffsetLSN(req.Topic, types.Offset(req.FromOffset))
 	switch {
 	case err == nil && lsn <= head:
 		from = lsn
 	case errors.Is(err, segment.ErrBelowRetention),
 		errors.Is(err, segment.ErrNotFound) && types.Offset(req.FromOffset) < next: // retention removed every message of the topic
-		first, retained := n.seg.TopicFirstOffset(req.Topic)
-		oldest := oldestOffset(first, retained, next)
+		first, retained := s.log.TopicFirstOffset(req.Topic)
+		oldest := OldestOffset(first, retained, next)
 		return apierr.New(logstorepb.ErrorCode_BELOW_RETENTION,
 			fmt.Sprintf("topic %q offset %d is below retention; oldest is %d", req.Topic, req.FromOffset, oldest),
 			func(d *logstorepb.ErrorDetail) {
-				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(n.seg.OldestReadable()), uint64(oldest)
+				d.Topic, d.OldestLsn, d.OldestOffset = req.Topic, uint64(s.log.OldestReadable()), uint64(oldest)
 			})
 	case err == nil || errors.Is(err, segment.ErrNotFound):
 	default:
@@ -409,46 +407,46 @@ func (s *server) ReadTopic(req *logstorepb.ReadTopicRequest, stream logstorepb.L
 // Cluster service.
 
 func (s *server) leaderOnly() error {
-	if s.n.raft.State() != raft.Leader {
+	if s.raft.State() != raft.Leader {
 		return s.notLeader()
 	}
 	return nil
 }
 
 func (s *server) AddVoter(ctx context.Context, req *logstorepb.AddVoterRequest) (*logstorepb.AddVoterResponse, error) {
-	if err := api.ValidName("id", req.Id); err != nil {
+	if err := ValidName("id", req.Id); err != nil {
 		return nil, err
 	}
 	if req.RaftAddress == "" {
-		return nil, api.InvalidArg("raft_address is required")
+		return nil, InvalidArg("raft_address is required")
 	}
 	if err := s.leaderOnly(); err != nil {
 		return nil, err
 	}
 	// Register the API address first so the new member can be named in
 	// NOT_LEADER errors as soon as it may lead.
-	if err := s.n.commitMember(ctx, &logstorepb.MemberCommand{Id: req.Id, RaftAddress: req.RaftAddress, ApiAddress: req.ApiAddress}); err != nil {
+	if err := CommitMember(ctx, s.agg, s.cfg.RaftTimeout, &logstorepb.MemberCommand{Id: req.Id, RaftAddress: req.RaftAddress, ApiAddress: req.ApiAddress}); err != nil {
 		return nil, apierr.Status(err)
 	}
-	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddress), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
-		return nil, api.MembershipErr("add voter "+req.Id, err)
+	if err := s.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddress), 0, s.cfg.RaftTimeout).Error(); err != nil {
+		return nil, MembershipErr("add voter "+req.Id, err)
 	}
 	return &logstorepb.AddVoterResponse{}, nil
 }
 
 func (s *server) RemoveServer(ctx context.Context, req *logstorepb.RemoveServerRequest) (*logstorepb.RemoveServerResponse, error) {
-	if err := api.ValidName("id", req.Id); err != nil {
+	if err := ValidName("id", req.Id); err != nil {
 		return nil, err
 	}
 	if err := s.leaderOnly(); err != nil {
 		return nil, err
 	}
-	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.RaftTimeout).Error(); err != nil {
-		return nil, api.MembershipErr("remove server "+req.Id, err)
+	if err := s.raft.RemoveServer(raft.ServerID(req.Id), 0, s.cfg.RaftTimeout).Error(); err != nil {
+		return nil, MembershipErr("remove server "+req.Id, err)
 	}
-	if req.Id != s.n.cfg.ID { // a leader that removed itself steps down
-		if err := s.n.commitMember(ctx, &logstorepb.MemberCommand{Id: req.Id, Remove: true}); err != nil {
-			s.n.log.Warn("unregistering removed member", "member", req.Id, "err", err)
+	if req.Id != s.cfg.ID { // a leader that removed itself steps down
+		if err := CommitMember(ctx, s.agg, s.cfg.RaftTimeout, &logstorepb.MemberCommand{Id: req.Id, Remove: true}); err != nil {
+			s.cfg.Logger.Warn("unregistering removed member", "member", req.Id, "err", err)
 		}
 	}
 	return &logstorepb.RemoveServerResponse{}, nil
@@ -460,9 +458,9 @@ func (s *server) TransferLeadership(_ context.Context, req *logstorepb.TransferL
 	}
 	var f raft.Future
 	if req.Id == "" {
-		f = s.n.raft.LeadershipTransfer()
+		f = s.raft.LeadershipTransfer()
 	} else {
-		cf := s.n.raft.GetConfiguration()
+		cf := s.raft.GetConfiguration()
 		if err := cf.Error(); err != nil {
 			return nil, apierr.Status(err)
 		}
@@ -475,10 +473,10 @@ func (s *server) TransferLeadership(_ context.Context, req *logstorepb.TransferL
 		if addr == "" {
 			return nil, apierr.New(logstorepb.ErrorCode_MEMBERSHIP, fmt.Sprintf("no server %q in the configuration", req.Id), nil)
 		}
-		f = s.n.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
+		f = s.raft.LeadershipTransferToServer(raft.ServerID(req.Id), addr)
 	}
 	if err := f.Error(); err != nil {
-		return nil, api.MembershipErr("transfer leadership", err)
+		return nil, MembershipErr("transfer leadership", err)
 	}
 	return &logstorepb.TransferLeadershipResponse{}, nil
 }

@@ -1,4 +1,4 @@
-package logstore
+package api
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
-	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -18,12 +17,12 @@ import (
 // is full of recently active producers; FEATURE_NOT_ENABLED before every
 // voter supports version 3.
 func (s *server) InitProducer(ctx context.Context, req *logstorepb.InitProducerRequest) (*logstorepb.InitProducerResponse, error) {
-	if err := api.ValidName("name", req.Name); err != nil {
+	if err := ValidName("name", req.Name); err != nil {
 		return nil, err
 	}
 	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_InitProducer{InitProducer: req}}, proto.Size(req))
 	if apierr.CodeOf(err) == logstorepb.ErrorCode_TABLE_FULL { // the producer table (InitProducer writes no other)
-		s.n.metrics.producerRefusals.WithLabelValues(producerRefusalLabel(logstorepb.ErrorCode_TABLE_FULL)).Inc()
+		s.metrics.producerRefusals.WithLabelValues(producerRefusalLabel(logstorepb.ErrorCode_TABLE_FULL)).Inc()
 	}
 	if err != nil {
 		return nil, err
@@ -44,7 +43,7 @@ func producerRefusalLabel(c logstorepb.ErrorCode) string { return strings.ToLowe
 
 // countProducerRefusal counts err in logstore_producer_refusals_total
 // when it is a producer refusal of an Append (the leader's answer).
-func (m *metrics) countProducerRefusal(err error) {
+func (m *Metrics) countProducerRefusal(err error) {
 	if err == nil {
 		return
 	}
