@@ -75,7 +75,7 @@ var _ target.Store = (*EventLog)(nil)
 func OpenEventLog(path string) (*EventLog, error) {
 	db, st, err := eventLogLayout.Open(path, time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("demo: event log: %w", err)
+		return nil, err // names the file; a *boltstate.FormatError wraps ErrNotEventLog
 	}
 	return &EventLog{db: db, written: st}, nil
 }
@@ -137,7 +137,7 @@ func (l *EventLog) Apply(ds []*targetpb.Delivery, next target.State) error {
 func ReadEventLog(path string) ([]Event, target.State, error) {
 	db, err := eventLogLayout.OpenReadOnly(path, time.Second)
 	if err != nil {
-		return nil, target.State{}, fmt.Errorf("demo: event log: %w", err)
+		return nil, target.State{}, err // names the file
 	}
 	defer db.Close()
 	var out []Event
@@ -163,7 +163,7 @@ func ReadEventLog(path string) ([]Event, target.State, error) {
 		})
 	})
 	if err != nil {
-		return nil, target.State{}, fmt.Errorf("demo: event log: %w", err)
+		return nil, target.State{}, err // names the file
 	}
 	return out, st, nil
 }

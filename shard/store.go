@@ -76,7 +76,7 @@ func openStore(dir string, topics []string, lockWait time.Duration) (*store, err
 	}
 	db, st, err := stateLayout.Open(filepath.Join(dir, FileName), lockWait)
 	if err != nil {
-		return nil, fmt.Errorf("shard: %w", err)
+		return nil, err // names the file; a *boltstate.FormatError wraps ErrCorrupt
 	}
 	s := &store{db: db, topics: topics, written: st}
 	s.mu.applied = st.AppliedLSN
@@ -244,7 +244,7 @@ func dump(tx *bbolt.Tx) (map[string][]byte, target.State, error) {
 func ReadDir(dir string) (map[string][]byte, target.State, error) {
 	db, err := stateLayout.OpenReadOnly(filepath.Join(dir, FileName), time.Second)
 	if err != nil {
-		return nil, target.State{}, fmt.Errorf("shard: %w", err)
+		return nil, target.State{}, err // names the file
 	}
 	defer db.Close()
 	var data map[string][]byte

@@ -120,6 +120,7 @@ func Options(lockWait time.Duration) *bbolt.Options {
 // Open opens (or creates) the file at path with Options(lockWait),
 // creates the buckets of a new file (Init) and loads its State. A file
 // that is not of l is refused with a *FormatError and left as it was.
+// Every error names the file, so callers return it as it is.
 func (l Layout) Open(path string, lockWait time.Duration) (*bbolt.DB, target.State, error) {
 	db, err := bbolt.Open(path, 0o600, Options(lockWait))
 	if err != nil {
@@ -135,7 +136,7 @@ func (l Layout) Open(path string, lockWait time.Duration) (*bbolt.DB, target.Sta
 	})
 	if err != nil {
 		_ = db.Close()
-		return nil, target.State{}, err
+		return nil, target.State{}, nameFile(path, err)
 	}
 	return db, st, nil
 }
@@ -150,7 +151,7 @@ func (l Layout) OpenReadOnly(path string, lockWait time.Duration) (*bbolt.DB, er
 	}
 	if err := db.View(l.Check); err != nil {
 		_ = db.Close()
-		return nil, err
+		return nil, nameFile(path, err)
 	}
 	return db, nil
 }
@@ -162,6 +163,15 @@ func (l Layout) openError(path string, err error) error {
 		return &FormatError{File: path, Problem: "not a bbolt file: " + err.Error(), Kind: l.Kind}
 	}
 	return fmt.Errorf("boltstate: open %s: %w", path, err)
+}
+
+// nameFile adds the file's path to an error that is not a *FormatError
+// (which names it already).
+func nameFile(path string, err error) error {
+	if _, ok := errors.AsType[*FormatError](err); ok {
+		return err
+	}
+	return fmt.Errorf("boltstate: %s: %w", path, err)
 }
 
 // Init creates the buckets and the format of a new (empty) file and
@@ -180,7 +190,7 @@ func (l Layout) Init(tx *bbolt.Tx) error {
 	}
 	for _, b := range append([][]byte{BucketMeta, BucketOffsets}, l.Buckets...) {
 		if _, err := tx.CreateBucket(b); err != nil {
-			return fmt.Errorf("boltstate: %s: create bucket %s: %w", tx.DB().Path(), b, err)
+			return fmt.Errorf("create bucket %s: %w", b, err)
 		}
 	}
 	return tx.Bucket(BucketMeta).Put(KeyFormat, l.Format)
