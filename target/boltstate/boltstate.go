@@ -178,6 +178,9 @@ func nameFile(path string, err error) error {
 // checks an existing one (Check). A file with buckets but no meta bucket
 // is another application's and is refused, unchanged.
 func (l Layout) Init(tx *bbolt.Tx) error {
+	if len(l.Format) == 0 {
+		panic("boltstate: Layout.Format is empty")
+	}
 	if tx.Bucket(BucketMeta) != nil {
 		return l.Check(tx)
 	}
