@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/target/boltstate"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -26,17 +25,11 @@ const EventLogFileName = "events.db"
 // file is mistaken for the other.
 const eventLogFormat = "logplayer-eventlog/1"
 
-// On-disk layout of an EventLog (one bbolt file):
+// On-disk layout of an EventLog (one bbolt file): the State in the
+// layout of target/boltstate (meta/format = eventLogFormat,
+// meta/applied_lsn, meta/epoch, meta/log_cluster_id,
+// meta/log_incarnation, offsets/<topic>) and
 //
-//	meta/format       eventLogFormat
-//	meta/applied_lsn  State.AppliedLSN, 8 bytes big-endian
-//	meta/epoch        State.Epoch, 8 bytes big-endian
-//	meta/log_cluster_id, meta/log_incarnation
-//	                  State.LogClusterID, LogIncarnation (the log the State
-//	                  was written from; absent: none yet, the first Hello
-//	                  that carries one is adopted), at most
-//	                  maxLogIdentityBytes each
-//	offsets/<topic>   State.Topics[topic] (next offset), 8 bytes big-endian
 //	events/<lsn>      the delivery at lsn (8 bytes big-endian): a
 //	                  targetpb.Delivery with its slices as delivered
 //
@@ -44,25 +37,15 @@ const eventLogFormat = "logplayer-eventlog/1"
 // deliveries and writes its State, so the events and the applied LSN never
 // disagree. Progress markers (deliveries without slices) store nothing
 // under events/.
-var (
-	elBucketMeta    = []byte("meta")
-	elBucketOffsets = []byte("offsets")
-	elBucketEvents  = []byte("events")
-	elKeyFormat     = []byte("format")
-	elKeyApplied    = []byte("applied_lsn")
-	elKeyEpoch      = []byte("epoch")
-	elKeyLogCluster = []byte("log_cluster_id")
-	elKeyLogInc     = []byte("log_incarnation")
-)
+var elBucketEvents = []byte("events")
 
-// maxLogIdentityBytes bounds each stored part of the log identity: the
-// LogStore's are 16 hex digits; a longer value is a damaged file.
-const maxLogIdentityBytes = 256
+// eventLogLayout is the event log's kind of boltstate file.
+var eventLogLayout = boltstate.Layout{Format: []byte(eventLogFormat), Buckets: [][]byte{elBucketEvents}, Kind: ErrNotEventLog}
 
 // ErrNotEventLog is wrapped by the errors of OpenEventLog and ReadEventLog
 // about a file that is not an event log of this format (another bbolt
 // file, such as a shard's, or no bbolt file at all), and by those about a
-// damaged one.
+// damaged one (a *boltstate.FormatError names the file and the key).
 var ErrNotEventLog = errors.New("demo: not an event log")
 
 // Event is one message an events target applied: its delivery's LSN, its
@@ -90,68 +73,11 @@ var _ target.Store = (*EventLog)(nil)
 // second for another process's lock on it. A file that is not an event log
 // is refused with an error wrapping ErrNotEventLog.
 func OpenEventLog(path string) (*EventLog, error) {
-	// NoSync stays false: bbolt fsyncs every commit, which is what makes an
-	// ack durable. NoFreelistSync as in the shard (shard/store.go).
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, NoSync: false,
-		NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, st, err := eventLogLayout.Open(path, time.Second)
 	if err != nil {
-		return nil, openError(path, err)
+		return nil, err // names the file; a *boltstate.FormatError wraps ErrNotEventLog
 	}
-	l := &EventLog{db: db}
-	if err := db.Update(initEventLog); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("demo: event log %s: %w", path, err)
-	}
-	if l.written, err = l.State(); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("demo: event log %s: %w", path, err)
-	}
-	return l, nil
-}
-
-// openError wraps bbolt's refusals of a file that is no bbolt database in
-// ErrNotEventLog; other errors (permissions, the lock) stay as they are.
-func openError(path string, err error) error {
-	if errors.Is(err, berrors.ErrInvalid) || errors.Is(err, berrors.ErrVersionMismatch) || errors.Is(err, berrors.ErrChecksum) {
-		return fmt.Errorf("%w: %s: %w", ErrNotEventLog, path, err)
-	}
-	return fmt.Errorf("demo: open event log %s: %w", path, err)
-}
-
-// initEventLog creates the buckets of a new file and checks an old one.
-func initEventLog(tx *bbolt.Tx) error {
-	meta := tx.Bucket(elBucketMeta)
-	if meta == nil {
-		empty := true
-		if err := tx.ForEach(func([]byte, *bbolt.Bucket) error { empty = false; return nil }); err != nil {
-			return err
-		}
-		if !empty {
-			return fmt.Errorf("%w: buckets without meta", ErrNotEventLog)
-		}
-		for _, b := range [][]byte{elBucketMeta, elBucketOffsets, elBucketEvents} {
-			if _, err := tx.CreateBucket(b); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(elBucketMeta).Put(elKeyFormat, []byte(eventLogFormat))
-	}
-	return checkEventLog(tx)
-}
-
-// checkEventLog checks the format and the buckets of an existing file.
-func checkEventLog(tx *bbolt.Tx) error {
-	meta := tx.Bucket(elBucketMeta)
-	if meta == nil {
-		return fmt.Errorf("%w: no meta bucket", ErrNotEventLog)
-	}
-	if f := meta.Get(elKeyFormat); string(f) != eventLogFormat {
-		return fmt.Errorf("%w: format %q, this build reads %q", ErrNotEventLog, f, eventLogFormat)
-	}
-	if tx.Bucket(elBucketOffsets) == nil || tx.Bucket(elBucketEvents) == nil {
-		return fmt.Errorf("%w: missing bucket", ErrNotEventLog)
-	}
-	return nil
+	return &EventLog{db: db, written: st}, nil
 }
 
 // Close closes the file.
@@ -162,37 +88,8 @@ func (l *EventLog) State() (target.State, error) {
 	var st target.State
 	err := l.db.View(func(tx *bbolt.Tx) error {
 		var err error
-		st, err = readEventLogState(tx)
+		st, err = eventLogLayout.Load(tx)
 		return err
-	})
-	return st, err
-}
-
-func readEventLogState(tx *bbolt.Tx) (target.State, error) {
-	st := target.State{Topics: map[string]types.Offset{}}
-	meta := tx.Bucket(elBucketMeta)
-	if err := readEventLogU64(meta, elKeyApplied, &st.AppliedLSN); err != nil {
-		return st, err
-	}
-	if err := readEventLogU64(meta, elKeyEpoch, &st.Epoch); err != nil {
-		return st, err
-	}
-	for _, f := range []struct {
-		key []byte
-		dst *string
-	}{{elKeyLogCluster, &st.LogClusterID}, {elKeyLogInc, &st.LogIncarnation}} {
-		v := meta.Get(f.key)
-		if len(v) > maxLogIdentityBytes || !utf8.Valid(v) {
-			return st, fmt.Errorf("%w: %s is %d bytes, not a log identity", ErrNotEventLog, f.key, len(v))
-		}
-		*f.dst = string(v)
-	}
-	err := tx.Bucket(elBucketOffsets).ForEach(func(k, v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("%w: offset of topic %q is %d bytes", ErrNotEventLog, k, len(v))
-		}
-		st.Topics[string(k)] = types.Offset(binary.BigEndian.Uint64(v))
-		return nil
 	})
 	return st, err
 }
@@ -202,10 +99,6 @@ func readEventLogState(tx *bbolt.Tx) (target.State, error) {
 // append` may write events of its own shape); the SDK refuses the topics
 // the target does not own (target.Config.Topics).
 func (l *EventLog) Apply(ds []*targetpb.Delivery, next target.State) error {
-	if next.AppliedLSN < l.written.AppliedLSN || next.Epoch < l.written.Epoch {
-		panic(fmt.Sprintf("demo: event log state going backwards: lsn %d -> %d, epoch %d -> %d",
-			l.written.AppliedLSN, next.AppliedLSN, l.written.Epoch, next.Epoch))
-	}
 	vals := make([][]byte, len(ds))
 	for i, d := range ds {
 		if len(d.Slices) == 0 {
@@ -223,62 +116,16 @@ func (l *EventLog) Apply(ds []*targetpb.Delivery, next target.State) error {
 			if vals[i] == nil {
 				continue
 			}
-			if err := events.Put(u64Key(types.LSN(d.Lsn)), vals[i]); err != nil {
+			if err := events.Put(boltstate.U64(d.Lsn), vals[i]); err != nil {
 				return err
 			}
 		}
-		return l.writeState(tx, next)
+		return boltstate.Save(tx, l.written, next)
 	})
 	if err != nil {
 		return fmt.Errorf("demo: event log: commit lsn %d: %w", next.AppliedLSN, err)
 	}
 	l.written = next
-	return nil
-}
-
-// writeState writes what changed between l.written and next.
-func (l *EventLog) writeState(tx *bbolt.Tx, next target.State) error {
-	meta := tx.Bucket(elBucketMeta)
-	if err := meta.Put(elKeyApplied, u64Key(next.AppliedLSN)); err != nil {
-		return err
-	}
-	if err := meta.Put(elKeyEpoch, u64Key(next.Epoch)); err != nil {
-		return err
-	}
-	if next.LogClusterID != l.written.LogClusterID || next.LogIncarnation != l.written.LogIncarnation {
-		if err := putLogIdentity(meta, next.LogClusterID, next.LogIncarnation); err != nil {
-			return err
-		}
-	}
-	offsets := tx.Bucket(elBucketOffsets)
-	for topic, o := range next.Topics {
-		if old, ok := l.written.Topics[topic]; ok && old == o {
-			continue
-		}
-		if err := offsets.Put([]byte(topic), u64Key(o)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// putLogIdentity stores the log identity in meta; an empty identity
-// removes the keys (none stored: the next Hello's is adopted).
-func putLogIdentity(meta *bbolt.Bucket, cluster, incarnation string) error {
-	for _, kv := range [][2][]byte{{elKeyLogCluster, []byte(cluster)}, {elKeyLogInc, []byte(incarnation)}} {
-		if len(kv[1]) > maxLogIdentityBytes {
-			return fmt.Errorf("demo: event log: %s of %d bytes (at most %d)", kv[0], len(kv[1]), maxLogIdentityBytes)
-		}
-		var err error
-		if len(kv[1]) == 0 {
-			err = meta.Delete(kv[0])
-		} else {
-			err = meta.Put(kv[0], kv[1])
-		}
-		if err != nil {
-			return err
-		}
-	}
 	return nil
 }
 
@@ -288,25 +135,23 @@ func putLogIdentity(meta *bbolt.Bucket, cluster, incarnation string) error {
 // one consistent snapshot. For checks and inspection tools. A file that is
 // not an event log is refused with an error wrapping ErrNotEventLog.
 func ReadEventLog(path string) ([]Event, target.State, error) {
-	db, err := bbolt.Open(path, 0o400, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	db, err := eventLogLayout.OpenReadOnly(path, time.Second)
 	if err != nil {
-		return nil, target.State{}, openError(path, err)
+		return nil, target.State{}, err // names the file
 	}
 	defer db.Close()
 	var out []Event
 	var st target.State
 	err = db.View(func(tx *bbolt.Tx) error {
-		if err := checkEventLog(tx); err != nil {
-			return err
-		}
 		var err error
-		if st, err = readEventLogState(tx); err != nil {
+		if st, err = eventLogLayout.Load(tx); err != nil {
 			return err
 		}
 		return tx.Bucket(elBucketEvents).ForEach(func(k, v []byte) error {
-			d, err := decodeEvent(k, v)
-			if err != nil {
-				return err
+			var d targetpb.Delivery
+			if len(k) != 8 || proto.Unmarshal(v, &d) != nil || d.Lsn != binary.BigEndian.Uint64(k) {
+				return &boltstate.FormatError{File: path, Key: fmt.Sprintf("%s/%x", elBucketEvents, k),
+					Problem: "undecodable event record", Kind: ErrNotEventLog}
 			}
 			for _, s := range d.Slices {
 				for i, m := range s.Messages {
@@ -318,7 +163,7 @@ func ReadEventLog(path string) ([]Event, target.State, error) {
 		})
 	})
 	if err != nil {
-		return nil, target.State{}, fmt.Errorf("demo: event log %s: %w", path, err)
+		return nil, target.State{}, err // names the file
 	}
 	return out, st, nil
 }
@@ -330,22 +175,4 @@ func decodeEvent(k, v []byte) (*targetpb.Delivery, error) {
 		return nil, fmt.Errorf("%w: undecodable event record under key %x", ErrNotEventLog, k)
 	}
 	return &d, nil
-}
-
-// u64Key is v as 8 bytes big-endian: keys in this order sort by value.
-func u64Key[T ~uint64](v T) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
-
-// readEventLogU64 reads an 8-byte big-endian value into dst; a missing key
-// is 0.
-func readEventLogU64[T ~uint64](b *bbolt.Bucket, key []byte, dst *T) error {
-	v := b.Get(key)
-	if v == nil {
-		*dst = 0
-		return nil
-	}
-	if len(v) != 8 {
-		return fmt.Errorf("%w: %s is %d bytes", ErrNotEventLog, key, len(v))
-	}
-	*dst = T(binary.BigEndian.Uint64(v))
-	return nil
 }

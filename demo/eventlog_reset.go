@@ -9,6 +9,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/target/boltstate"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -56,20 +57,20 @@ type EventLogResetResult struct {
 // delivery is refused (offset_gap). Re-seed such a target instead.
 func ResetEventLog(path string, r EventLogReset) (EventLogResetResult, error) {
 	var res EventLogResetResult
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, err := bbolt.Open(path, 0o600, boltstate.Options(time.Second))
 	if err != nil {
 		if errors.Is(err, bbolt.ErrTimeout) {
 			return res, fmt.Errorf("demo: event log %s is open in another process (stop the target first): %w", path, err)
 		}
-		return res, openError(path, err)
+		return res, eventLogLayout.OpenError(path, err)
 	}
 	errDryRun := errors.New("dry run") // rolls the transaction back
 	err = db.Update(func(tx *bbolt.Tx) error {
-		if err := checkEventLog(tx); err != nil {
+		if err := eventLogLayout.Check(tx); err != nil {
 			return err
 		}
 		var err error
-		if res.Before, err = readEventLogState(tx); err != nil {
+		if res.Before, err = eventLogLayout.Load(tx); err != nil {
 			return err
 		}
 		if res.After, res.Removed, err = resetEventLogTx(tx, res.Before, r); err != nil {
@@ -112,26 +113,8 @@ func resetEventLogTx(tx *bbolt.Tx, cur target.State, r EventLogReset) (target.St
 		if next.Topics, removed, err = truncateEvents(tx.Bucket(elBucketEvents), *r.LSN); err != nil {
 			return next, 0, err
 		}
-		offsets := tx.Bucket(elBucketOffsets)
-		for topic := range cur.Topics {
-			if err := offsets.Delete([]byte(topic)); err != nil {
-				return next, 0, err
-			}
-		}
-		for topic, o := range next.Topics {
-			if err := offsets.Put([]byte(topic), u64Key(o)); err != nil {
-				return next, 0, err
-			}
-		}
 	}
-	meta := tx.Bucket(elBucketMeta)
-	if err := meta.Put(elKeyApplied, u64Key(next.AppliedLSN)); err != nil {
-		return next, 0, err
-	}
-	if err := meta.Put(elKeyEpoch, u64Key(next.Epoch)); err != nil {
-		return next, 0, err
-	}
-	return next, removed, putLogIdentity(meta, "", "")
+	return next, removed, boltstate.Overwrite(tx, next)
 }
 
 // truncateEvents deletes the events above lsn and returns each topic's next

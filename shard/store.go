@@ -18,37 +18,37 @@ import (
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/target/boltstate"
 	"github.com/logplayer/logplayer/types"
 )
 
 // FileName is the bbolt file inside Config.Dir.
 const FileName = "shard.db"
 
-// formatVersion is the on-disk layout below; stored in meta/format.
+// formatVersion is the on-disk layout below; stored in meta/format as 8
+// bytes big-endian.
 const formatVersion = 1
 
-// On-disk layout (one bbolt file):
+// On-disk layout (one bbolt file): the State in the layout of
+// target/boltstate (meta/format = formatVersion, meta/applied_lsn,
+// meta/epoch, meta/log_cluster_id, meta/log_incarnation, offsets/<topic>)
+// and
 //
-//	meta/format       formatVersion, 8 bytes big-endian
-//	meta/applied_lsn  State.AppliedLSN
-//	meta/epoch        State.Epoch
-//	meta/log_cluster_id, meta/log_incarnation  State.LogClusterID, LogIncarnation
-//	                  (absent in files written before: the first Hello adopts them)
-//	offsets/<topic>   State.Topics[topic] (next offset)
 //	data/<key>        value
 //
 // Invariant: one bbolt transaction (fsynced on commit) changes data and meta
 // together, so the applied LSN and the data never disagree.
 var (
-	bucketMeta    = []byte("meta")
-	bucketOffsets = []byte("offsets")
+	bucketMeta    = boltstate.BucketMeta
+	bucketOffsets = boltstate.BucketOffsets
 	bucketData    = []byte("data")
-	keyFormat     = []byte("format")
-	keyApplied    = []byte("applied_lsn")
-	keyEpoch      = []byte("epoch")
-	keyLogCluster = []byte("log_cluster_id")
-	keyLogInc     = []byte("log_incarnation")
+	keyFormat     = boltstate.KeyFormat
+	keyApplied    = boltstate.KeyAppliedLSN
+	keyEpoch      = boltstate.KeyEpoch
 )
+
+// stateLayout is the shard's kind of boltstate file.
+var stateLayout = boltstate.Layout{Format: u64(uint64(formatVersion)), Buckets: [][]byte{bucketData}, Kind: ErrCorrupt}
 
 // ErrCorrupt is wrapped by errors about a shard file this build cannot read.
 var ErrCorrupt = errors.New("shard: corrupt or foreign file")
@@ -74,57 +74,14 @@ func openStore(dir string, topics []string, lockWait time.Duration) (*store, err
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}
-	path := filepath.Join(dir, FileName)
-	// NoSync stays false: bbolt fsyncs every commit, which is what makes
-	// an ack durable. NoFreelistSync (as etcd does) saves writing the
-	// freelist pages on every commit, about a third of the commit time on
-	// the reference disk; bbolt rebuilds the freelist by a scan at open.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: lockWait, NoSync: false,
-		NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	db, st, err := stateLayout.Open(filepath.Join(dir, FileName), lockWait)
 	if err != nil {
-		return nil, fmt.Errorf("shard: open %s: %w", path, err)
+		return nil, err // names the file; a *boltstate.FormatError wraps ErrCorrupt
 	}
-	s := &store{db: db, topics: topics}
-	if err := db.Update(initLayout); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("shard: %s: %w", path, err)
-	}
-	st, err := s.State()
-	if err != nil {
-		_ = db.Close()
-		return nil, err
-	}
-	s.written = st
+	s := &store{db: db, topics: topics, written: st}
 	s.mu.applied = st.AppliedLSN
 	s.mu.changed = make(chan struct{})
 	return s, nil
-}
-
-// initLayout creates the buckets of a new file and checks an old one.
-func initLayout(tx *bbolt.Tx) error {
-	meta := tx.Bucket(bucketMeta)
-	if meta == nil {
-		if tx.Bucket(bucketData) != nil || tx.Bucket(bucketOffsets) != nil {
-			return fmt.Errorf("%w: data without meta", ErrCorrupt)
-		}
-		for _, b := range [][]byte{bucketMeta, bucketOffsets, bucketData} {
-			if _, err := tx.CreateBucket(b); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketMeta).Put(keyFormat, u64(uint64(formatVersion)))
-	}
-	var v uint64
-	if err := readU64(meta, keyFormat, &v); err != nil {
-		return err
-	}
-	if v != formatVersion {
-		return fmt.Errorf("%w: format %d, this build reads %d", ErrCorrupt, v, formatVersion)
-	}
-	if tx.Bucket(bucketOffsets) == nil || tx.Bucket(bucketData) == nil {
-		return fmt.Errorf("%w: missing bucket", ErrCorrupt)
-	}
-	return nil
 }
 
 func (s *store) close() error { return s.db.Close() }
@@ -140,26 +97,8 @@ func (s *store) State() (target.State, error) {
 	return st, err
 }
 
-func readState(tx *bbolt.Tx) (target.State, error) {
-	st := target.State{Topics: map[string]types.Offset{}}
-	meta := tx.Bucket(bucketMeta)
-	var err error
-	if err = readU64(meta, keyApplied, &st.AppliedLSN); err != nil {
-		return st, err
-	}
-	if err = readU64(meta, keyEpoch, &st.Epoch); err != nil {
-		return st, err
-	}
-	st.LogClusterID, st.LogIncarnation = string(meta.Get(keyLogCluster)), string(meta.Get(keyLogInc))
-	err = tx.Bucket(bucketOffsets).ForEach(func(k, v []byte) error {
-		if len(v) != 8 {
-			return fmt.Errorf("%w: offset of topic %q is %d bytes", ErrCorrupt, k, len(v))
-		}
-		st.Topics[string(k)] = types.Offset(binary.BigEndian.Uint64(v))
-		return nil
-	})
-	return st, err
-}
+// readState checks the file's layout and reads its State.
+func readState(tx *bbolt.Tx) (target.State, error) { return stateLayout.Load(tx) }
 
 // Apply implements target.Store: the mutations of ds and next in one bbolt
 // transaction. A malformed mutation fails it permanently, naming the LSN,
@@ -182,7 +121,7 @@ func (s *store) Apply(ds []*targetpb.Delivery, next target.State) error {
 				return err
 			}
 		}
-		if err := s.writeState(tx, next); err != nil {
+		if err := boltstate.Save(tx, s.written, next); err != nil {
 			return err
 		}
 		return failpoint.Inject(failpoint.ShardCommit)
@@ -213,39 +152,6 @@ func (s *store) decode(ds []*targetpb.Delivery) ([]*shardpb.Mutation, error) {
 		}
 	}
 	return muts, nil
-}
-
-// writeState writes what changed between s.written and next.
-func (s *store) writeState(tx *bbolt.Tx, next target.State) error {
-	if next.AppliedLSN < s.written.AppliedLSN || next.Epoch < s.written.Epoch {
-		panic(fmt.Sprintf("shard: state going backwards: lsn %d -> %d, epoch %d -> %d",
-			s.written.AppliedLSN, next.AppliedLSN, s.written.Epoch, next.Epoch))
-	}
-	meta := tx.Bucket(bucketMeta)
-	if err := meta.Put(keyApplied, u64(next.AppliedLSN)); err != nil {
-		return err
-	}
-	if err := meta.Put(keyEpoch, u64(next.Epoch)); err != nil {
-		return err
-	}
-	if next.LogClusterID != s.written.LogClusterID || next.LogIncarnation != s.written.LogIncarnation {
-		if err := meta.Put(keyLogCluster, []byte(next.LogClusterID)); err != nil {
-			return err
-		}
-		if err := meta.Put(keyLogInc, []byte(next.LogIncarnation)); err != nil {
-			return err
-		}
-	}
-	offsets := tx.Bucket(bucketOffsets)
-	for topic, o := range next.Topics {
-		if old, ok := s.written.Topics[topic]; ok && old == o {
-			continue
-		}
-		if err := offsets.Put([]byte(topic), u64(o)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (s *store) publish(lsn types.LSN) {
@@ -336,25 +242,21 @@ func dump(tx *bbolt.Tx) (map[string][]byte, target.State, error) {
 // elsewhere in this process) and returns its data and State, as one
 // consistent snapshot. For tests and inspection tools.
 func ReadDir(dir string) (map[string][]byte, target.State, error) {
-	path := filepath.Join(dir, FileName)
-	db, err := bbolt.Open(path, 0o400, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	db, err := stateLayout.OpenReadOnly(filepath.Join(dir, FileName), time.Second)
 	if err != nil {
-		return nil, target.State{}, fmt.Errorf("shard: open %s: %w", path, err)
+		return nil, target.State{}, err // names the file
 	}
 	defer db.Close()
 	var data map[string][]byte
 	var st target.State
 	err = db.View(func(tx *bbolt.Tx) error {
-		if tx.Bucket(bucketMeta) == nil {
-			return fmt.Errorf("%w: no meta bucket", ErrCorrupt)
-		}
 		data, st, err = dump(tx)
 		return err
 	})
 	return data, st, err
 }
 
-func u64[T ~uint64](v T) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+func u64[T ~uint64](v T) []byte { return boltstate.U64(v) }
 
 // readU64 reads an 8-byte big-endian value into dst; a missing key is 0.
 func readU64[T ~uint64](b *bbolt.Bucket, key []byte, dst *T) error {

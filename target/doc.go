@@ -5,6 +5,9 @@
 // highest epoch and per-topic next offsets; Apply applies deliveries and
 // records the new State in one local atomic durable transaction. NewServer
 // wraps a Store in the gRPC Target service (proto/target.proto).
+// A Store on a bbolt file keeps its State with package target/boltstate
+// (load, save in the data's transaction, format check), as the reference
+// shard and the demo's event log do.
 //
 // # Protocol
 //
