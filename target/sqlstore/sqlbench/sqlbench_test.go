@@ -11,7 +11,8 @@ import (
 )
 
 // One small row against a real PostgreSQL: both loaders wrote rows, the
-// end-to-end latency has samples, and the table prints the goals.
+// end-to-end latency has samples and its stage breakdown, and the table
+// prints the goals.
 func TestRunSmall(t *testing.T) {
 	pg := pgtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -25,7 +26,10 @@ func TestRunSmall(t *testing.T) {
 	if r.BareRowsPerSec <= 0 || r.SinkRowsPerSec <= 0 || r.E2ESamples == 0 || r.BareCommitP50 <= 0 || r.AppendP50 <= 0 {
 		t.Fatalf("row %+v: want rows and samples from both loaders", r)
 	}
-	if s := tab.String(); !strings.Contains(s, "Goal sink ≥ 0.8× bare rows/s") {
+	if r.Stages.Samples == 0 || r.Stages.Apply.P50 <= 0 || r.BareCommitBesideP50 <= 0 {
+		t.Fatalf("row %+v: want the stage breakdown and the bare probe beside the sink", r)
+	}
+	if s := tab.String(); !strings.Contains(s, "Goal sink ≥ 0.8× bare rows/s") || !strings.Contains(s, "recv → apply start") {
 		t.Fatalf("table lacks the goal line:\n%s", s)
 	}
 	t.Logf("\n%s", tab)
