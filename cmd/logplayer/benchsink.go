@@ -21,7 +21,10 @@ LogPlayer and a sink target with the built-in mapping) write the same rows to
 the database of --dsn, one after the other. Reports rows/s of both, the bare
 commit p50, the append p50 and the end-to-end latency (append acknowledged to
 the row visible to a query on another connection), and issue 25's goals.
-Tables sqlbench_* are created and dropped.`,
+A second table splits the end-to-end latency at each hop (ack to dispatch,
+to the target receiving the batch, to the start of its apply, the SQL
+transaction, to the row seen by the poller) beside a bare commit measured
+while the sink runs. Tables sqlbench_* are created and dropped.`,
 		examples: []string{
 			"logplayer bench sink --dsn postgres://postgres@127.0.0.1:5432/bench",
 			"logplayer bench sink --dsn postgres://postgres@127.0.0.1:5432/bench --row-bytes 1024 --batch-rows 100 --duration 5s",
