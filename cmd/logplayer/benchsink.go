@@ -13,7 +13,7 @@ func init() {
 	register(&command{
 		name:     "bench sink",
 		summary:  "benchmark the PostgreSQL sink against a bare COPY loader (Markdown table)",
-		synopsis: "--dsn DSN [--row-bytes 100,1024] [--batch-rows 1,10,100] [--duration 3s]",
+		synopsis: "--dsn DSN [--row-bytes 100,1024] [--batch-rows 1,10,100] [--duration 3s] [--producers 8] [--rate TXN/S]",
 		about: `
 For each row size and batch size: a bare loader (COPY, one transaction per
 batch, no LogPlayer) and the sink (an in-process 3-node LogStore, a
@@ -39,6 +39,7 @@ type benchSinkCmd struct {
 	rowBytes, batches intList
 	duration, warmup  time.Duration
 	producers         int
+	rate              float64
 }
 
 func (c *benchSinkCmd) flags(fs *flag.FlagSet) {
@@ -48,14 +49,18 @@ func (c *benchSinkCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
 	fs.DurationVar(&c.warmup, "warmup", 500*time.Millisecond, "load before each row's measurement")
 	fs.IntVar(&c.producers, "producers", 8, "concurrent appenders feeding the sink")
+	fs.Float64Var(&c.rate, "rate", 0, "pace the appenders to this many transactions per second in all (0: closed loop)")
 }
 
 func (c *benchSinkCmd) run(ctx context.Context, s *sys) error {
 	if c.duration <= 0 || c.producers < 1 {
 		return usagef("--duration and --producers must be positive")
 	}
+	if c.rate < 0 {
+		return usagef("--rate must not be negative")
+	}
 	t, err := sqlbench.Run(ctx, sqlbench.Config{DSN: c.dsn, RowBytes: c.rowBytes.ints, BatchRows: c.batches.ints,
-		Duration: c.duration, Warmup: c.warmup, Producers: c.producers})
+		Duration: c.duration, Warmup: c.warmup, Producers: c.producers, Rate: c.rate})
 	if err != nil {
 		return err
 	}

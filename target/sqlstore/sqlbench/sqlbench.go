@@ -75,6 +75,12 @@ type Config struct {
 	Duration, Warmup time.Duration
 	// Producers is the number of concurrent appenders (default 8).
 	Producers int
+	// Rate, when positive, paces the producers to that many transactions
+	// per second in all (each waits Producers/Rate between the starts of
+	// its Appends) instead of a closed loop: the end-to-end latency at a
+	// load below the sink's commit rate, where a group commit holds one
+	// transaction.
+	Rate float64
 	// Logger defaults to discarding.
 	Logger *slog.Logger
 }
@@ -97,6 +103,9 @@ func (c *Config) validate() error {
 	}
 	if c.Producers <= 0 {
 		c.Producers = 8
+	}
+	if c.Rate < 0 {
+		return fmt.Errorf("sqlbench: negative rate %v", c.Rate)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -154,6 +163,10 @@ type Stages struct {
 	AckToDispatch, DispatchToRecv, RecvToApply, Apply, CommitToSeen Hop
 	E2EMean, PollP50                                                time.Duration
 	Samples                                                         int
+	// TxnsPerApply is the mean of the transactions (deliveries with
+	// slices, not progress markers) one Store.Apply held: the target
+	// SDK's group commit.
+	TxnsPerApply float64
 }
 
 // Hop is one stage's p50 and mean.
@@ -200,13 +213,13 @@ func (t Table) String() string {
 		}
 	}
 	b.WriteString("\n\nWhere the end-to-end time goes (p50 / mean of each hop, one clock; see sqlbench.Stages):\n\n")
-	b.WriteString("| row bytes | rows/txn | ack → dispatch | dispatch → target recv | recv → apply start | apply (SQL txn) | commit → seen | poll p50 | e2e mean | samples | bare commit p50 beside the sink |\n")
-	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| row bytes | rows/txn | ack → dispatch | dispatch → target recv | recv → apply start | apply (SQL txn) | commit → seen | poll p50 | e2e mean | samples | txns per apply | bare commit p50 beside the sink |\n")
+	b.WriteString("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range t {
 		st := r.Stages
-		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n", r.RowBytes, r.BatchRows,
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %.1f | %s |\n", r.RowBytes, r.BatchRows,
 			st.AckToDispatch, st.DispatchToRecv, st.RecvToApply, st.Apply, st.CommitToSeen, ms(st.PollP50),
-			ms(st.E2EMean), st.Samples, ms(r.BareCommitBesideP50))
+			ms(st.E2EMean), st.Samples, st.TxnsPerApply, ms(r.BareCommitBesideP50))
 	}
 	return b.String()
 }
@@ -440,14 +453,27 @@ func sink(ctx context.Context, cfg Config, addrs []string, lc *client.Client, r 
 	var mu sync.Mutex
 	var acks []ack
 	var appended atomic.Int64
-	for range cfg.Producers {
+	for i := range cfg.Producers {
 		wg.Go(func() {
 			msgs := make([]*logstorepb.Message, r.BatchRows)
 			for i := range msgs {
 				msgs[i] = &logstorepb.Message{Value: value}
 			}
 			req := &logstorepb.AppendRequest{Slices: []*logstorepb.Slice{{Topic: topic, Messages: msgs}}}
+			var every time.Duration
+			if cfg.Rate > 0 {
+				every = time.Duration(float64(cfg.Producers) / cfg.Rate * float64(time.Second))
+			}
+			next := time.Now().Add(every * time.Duration(i) / time.Duration(cfg.Producers)) // staggered, not in bursts
 			for wctx.Err() == nil && time.Now().Before(end) {
+				if every > 0 {
+					select {
+					case <-wctx.Done():
+						return
+					case <-time.After(time.Until(next)):
+					}
+					next = next.Add(every)
+				}
 				t0 := time.Now()
 				resp, err := lc.Append(wctx, req)
 				if err != nil {
@@ -509,6 +535,7 @@ func sink(ctx context.Context, cfg Config, addrs []string, lc *client.Client, r 
 	r.SinkApplyP50 = quantile.Of(timed.durations(), 0.5)
 	r.E2EP50, r.E2EP99, r.E2ESamples = quantile.Of(e2e, 0.5), quantile.Of(e2e, 0.99), len(e2e)
 	r.Stages = tl.stages(acks, &seen)
+	r.Stages.TxnsPerApply = timed.txnsPerApply()
 	return nil
 }
 
@@ -590,6 +617,7 @@ type timedStore struct {
 	tl *timeline
 	mu sync.Mutex
 	d  []time.Duration
+	n  int // transactions (deliveries with slices) over every recorded Apply
 }
 
 func (s *timedStore) Apply(ds []*targetpb.Delivery, next target.State) error {
@@ -599,9 +627,23 @@ func (s *timedStore) Apply(ds []*targetpb.Delivery, next target.State) error {
 		s.tl.apply(ds, t0, time.Now())
 		s.mu.Lock()
 		s.d = append(s.d, time.Since(t0))
+		for _, d := range ds {
+			if len(d.Slices) > 0 { // not a progress marker
+				s.n++
+			}
+		}
 		s.mu.Unlock()
 	}
 	return err
+}
+
+func (s *timedStore) txnsPerApply() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.d) == 0 {
+		return 0
+	}
+	return float64(s.n) / float64(len(s.d))
 }
 
 func (s *timedStore) durations() []time.Duration {

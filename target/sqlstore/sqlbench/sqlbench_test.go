@@ -35,11 +35,34 @@ func TestRunSmall(t *testing.T) {
 	t.Logf("\n%s", tab)
 }
 
+// Paced producers: the sink gets about the rate asked for and groups
+// little.
+func TestRunPaced(t *testing.T) {
+	pg := pgtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	tab, err := sqlbench.Run(ctx, sqlbench.Config{DSN: pg.CreateDB("bench"), RowBytes: []int{100}, BatchRows: []int{1},
+		Duration: time.Second, Warmup: 300 * time.Millisecond, Producers: 2, Rate: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := tab[0]
+	// 20 transactions per second for 1s, whatever the machine's load: an
+	// Append slower than the pace only lowers it.
+	if r.AppendRowsPerSec <= 0 || r.AppendRowsPerSec > 30 || r.E2ESamples == 0 {
+		t.Fatalf("row %+v: want at most ~20 appended rows/s and e2e samples", r)
+	}
+	t.Logf("\n%s", tab)
+}
+
 func TestConfigRejects(t *testing.T) {
 	if _, err := sqlbench.Run(context.Background(), sqlbench.Config{}); err == nil {
 		t.Fatal("Run without a DSN: nil error")
 	}
 	if _, err := sqlbench.Run(context.Background(), sqlbench.Config{DSN: "x", RowBytes: []int{0}}); err == nil {
 		t.Fatal("Run with a 0-byte row: nil error")
+	}
+	if _, err := sqlbench.Run(context.Background(), sqlbench.Config{DSN: "x", Rate: -1}); err == nil {
+		t.Fatal("Run with a negative rate: nil error")
 	}
 }
