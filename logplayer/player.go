@@ -19,6 +19,7 @@ import (
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/dispatcher"
 	"github.com/logplayer/logplayer/fetcher"
+	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/types"
@@ -173,6 +174,9 @@ func (p *Player) dialOptions() []grpc.DialOption {
 	if p.cfg.Keepalive.Time > 0 {
 		opts = append(opts, grpc.WithKeepaliveParams(p.cfg.Keepalive))
 	}
+	// Fixed windows (internal/grpcwindow) as the target server's
+	// (target.ServerOptions): no bandwidth-estimator PING per Ack.
+	opts = append(opts, grpcwindow.DialOptions()...)
 	return append(opts, p.cfg.DialOptions...)
 }
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/internal/grpcedge"
+	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
 	"github.com/logplayer/logplayer/types"
@@ -27,11 +28,14 @@ const gracefulStopMax = 5 * time.Second
 const MaxBatchBytes = 64 << 20
 
 // ServerOptions are the grpc.ServerOptions a server carrying the Target
-// service should use: the receive size limit MaxBatchBytes, and the edge's
+// service should use: the receive size limit MaxBatchBytes, the edge's
 // codec and interceptors (internal/grpcedge) so bytes that are not a valid
-// request answer INVALID_ARGUMENT with an ErrorDetail.
+// request answer INVALID_ARGUMENT with an ErrorDetail, and fixed flow-control
+// windows (internal/grpcwindow): with grpc-go's dynamic ones a Batch above
+// the 64 KiB starting window waits for a window update, and every Batch
+// costs a bandwidth-estimator PING.
 func ServerOptions() []grpc.ServerOption {
-	return append(grpcedge.ServerOptions(), grpc.MaxRecvMsgSize(MaxBatchBytes))
+	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...), grpc.MaxRecvMsgSize(MaxBatchBytes))
 }
 
 // Server runs the Target service for one Store. Create it with NewServer,
