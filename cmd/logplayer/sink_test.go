@@ -56,7 +56,7 @@ func TestSinkUnreachableDatabase(t *testing.T) {
 func TestSinkRefusesForeignTable(t *testing.T) {
 	srv := pgtest.Start(t)
 	dsn := srv.CreateDB("app")
-	pgExec(t, dsn, `CREATE TABLE orders (lsn bigint, topic_offset bigint, key text, value bytea, value_json jsonb, headers jsonb, applied_at timestamptz)`)
+	pgExec(t, dsn, `CREATE TABLE orders (lsn bigint NOT NULL, topic_offset bigint PRIMARY KEY, key text, value bytea NOT NULL, value_json jsonb, headers jsonb, applied_at timestamptz)`)
 	code, _, errOut := runCLI(t, nil, "sink", "postgres", "--id", "s", "--addr", closedAddr(t), "--dsn", dsn, "--topics", "orders,other")
 	wantRuntimeError(t, code, errOut, "table orders column key has type text, want bytea")
 	if n := pgQuery(t, dsn, `SELECT count(*) FROM information_schema.tables WHERE table_name IN ('other', 'logplayer_target_state')`); n[0][0] != "0" {
