@@ -516,7 +516,8 @@ func checkLocalOrder(dir string, st *fsm.State, man segment.Manifest, index uint
 }
 
 // reap removes all but the newest retain snapshots, except those pinned
-// by an open reader (their last Close reaps them), and what an earlier
+// by an open reader (their last Close reaps them) and, with a tier, those
+// newer than the tier's upload (snapshottier.go), and what an earlier
 // removal left (*.reap.tmp); then it counts the orphan bytes.
 func (s *snapshotStore) reap() {
 	metas, err := s.list()

@@ -69,7 +69,7 @@ func (n *Node) statusTier(resp *logstorepb.StatusResponse) {
 // tierCollector exports tier.Stats at each scrape:
 //
 //   - logstore_tier_uploaded_bytes_total, logstore_tier_uploaded_segments_total:
-//     verified uploads (segment and index bytes) since the node started;
+//     verified uploads (segment, index and snapshot bytes) since the node started;
 //   - logstore_tier_uploaded_snapshots_total: verified snapshot uploads
 //     (their bytes are in logstore_tier_uploaded_bytes_total);
 //   - logstore_tier_upload_errors_total: failed upload attempts (retried);

@@ -49,7 +49,7 @@ func (e *ChecksumError) Unwrap() error { return ErrChecksum }
 // Stats are the tier's figures for metrics (the caller exports them).
 type Stats struct {
 	// UploadedBytes and UploadedSegments count this node's verified
-	// uploads (segment and index bytes) since it started.
+	// uploads (segment, index and snapshot bytes) since it started.
 	UploadedBytes    int64
 	UploadedSegments int64
 	// UploadedSnapshots counts this node's verified snapshot uploads
