@@ -132,6 +132,7 @@ func NewNode(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.snaps.orphanBytes = n.metrics.snapshotOrphanBytes
+	n.snaps.tiered = cfg.Tier != nil
 	n.snaps.countOrphans()
 	st, err := n.recover()
 	if err != nil {

@@ -167,11 +167,16 @@ type snapshotStore struct {
 	// trimBefore update it).
 	orphanBytes prometheus.Gauge
 
+	// tiered: reap waits for the tier's snapshot uploads (snapshottier.go).
+	tiered bool
+
 	mu struct {
 		sync.Mutex
 		pins    map[string]int      // snapshot id -> open readers
 		busy    map[string]struct{} // ids being removed or trimmed: Open refuses them
 		writing map[string]struct{} // <id>.tmp directories of open sinks
+		// uploaded is the newest snapshot the tier holds (tiered).
+		uploaded string
 	}
 }
 
@@ -511,7 +516,8 @@ func checkLocalOrder(dir string, st *fsm.State, man segment.Manifest, index uint
 }
 
 // reap removes all but the newest retain snapshots, except those pinned
-// by an open reader (their last Close reaps them), and what an earlier
+// by an open reader (their last Close reaps them) and, with a tier, those
+// newer than the tier's upload (snapshottier.go), and what an earlier
 // removal left (*.reap.tmp); then it counts the orphan bytes.
 func (s *snapshotStore) reap() {
 	metas, err := s.list()
@@ -519,7 +525,13 @@ func (s *snapshotStore) reap() {
 		s.log.Warn("listing snapshots to reap", "err", err)
 		return
 	}
-	for _, m := range metas[min(len(metas), s.retain):] {
+	for i, m := range metas {
+		if i < s.retain {
+			continue
+		}
+		if !s.reapable(metas, i) {
+			continue // it waits for an upload of itself or a newer one
+		}
 		if !s.lock(m.ID) {
 			continue // pinned: its last reader's Close reaps it
 		}

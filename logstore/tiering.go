@@ -39,6 +39,7 @@ func (n *Node) startTier() error {
 	}
 	n.tier = t
 	n.seg.SetBelow(t)
+	t.SetSnapshots(n.snaps)
 	ctx, cancel := context.WithCancel(context.Background())
 	n.wg.Add(2)
 	go func() { defer n.wg.Done(); t.Run(ctx, n.seg) }()
@@ -68,7 +69,9 @@ func (n *Node) statusTier(resp *logstorepb.StatusResponse) {
 // tierCollector exports tier.Stats at each scrape:
 //
 //   - logstore_tier_uploaded_bytes_total, logstore_tier_uploaded_segments_total:
-//     verified uploads (segment and index bytes) since the node started;
+//     verified uploads (segment, index and snapshot bytes) since the node started;
+//   - logstore_tier_uploaded_snapshots_total: verified snapshot uploads
+//     (their bytes are in logstore_tier_uploaded_bytes_total);
 //   - logstore_tier_upload_errors_total: failed upload attempts (retried);
 //   - logstore_tier_upload_lag_segments, logstore_tier_upload_lag_bytes:
 //     sealed segments not yet uploaded (retention waits for them);
@@ -82,7 +85,7 @@ type tierCollector struct {
 }
 
 var tierMetricNames = []struct{ name, help string }{
-	{"logstore_tier_uploaded_bytes_total", "Segment and index bytes uploaded to tiered storage and verified."},
+	{"logstore_tier_uploaded_bytes_total", "Segment, index and snapshot bytes uploaded to tiered storage and verified."},
 	{"logstore_tier_uploaded_segments_total", "Segments uploaded to tiered storage and verified."},
 	{"logstore_tier_upload_errors_total", "Failed upload attempts to tiered storage (each retried with backoff)."},
 	{"logstore_tier_upload_lag_segments", "Sealed segments not yet uploaded to tiered storage (retention keeps them)."},
@@ -90,6 +93,7 @@ var tierMetricNames = []struct{ name, help string }{
 	{"logstore_tier_reads_total", "Segment reads served from tiered storage."},
 	{"logstore_tier_downloaded_bytes_total", "Bytes downloaded from tiered storage for reads."},
 	{"logstore_tier_checksum_failures_total", "Tiered storage objects that failed their checksum (not served)."},
+	{"logstore_tier_uploaded_snapshots_total", "Raft snapshots uploaded to tiered storage and verified."},
 }
 
 func newTierCollector(t *tier.Tier, node string) *tierCollector {
@@ -109,7 +113,7 @@ func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.t.Stats()
 	vals := []int64{st.UploadedBytes, st.UploadedSegments, st.UploadErrors, st.LagSegments, st.LagBytes,
-		st.Reads, st.DownloadedBytes, st.ChecksumFailures}
+		st.Reads, st.DownloadedBytes, st.ChecksumFailures, st.UploadedSnapshots}
 	for i, v := range vals {
 		kind := prometheus.CounterValue
 		if i == 3 || i == 4 {

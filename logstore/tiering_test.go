@@ -18,13 +18,13 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// TestRetentionWaitsForTier: with tiered storage and the object store
-// down, retention deletes nothing (the upload lag shows why); once the
-// store answers, the segments are uploaded, retention deletes them, and a
-// Read from LSN 1 still returns the whole log, from the tier.
-func TestRetentionWaitsForTier(t *testing.T) {
-	var down atomic.Bool
-	fake := gofakes3.New(s3mem.New(), gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+// downS3 serves an in-memory S3 (gofakes3) that answers 503 while down is
+// set (it starts down), with the credentials set in the environment.
+func downS3(t *testing.T) (*httptest.Server, *atomic.Bool, *s3mem.Backend) {
+	t.Helper()
+	down := new(atomic.Bool)
+	backend := s3mem.New()
+	fake := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
@@ -32,10 +32,19 @@ func TestRetentionWaitsForTier(t *testing.T) {
 		}
 		fake.ServeHTTP(w, r)
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	t.Setenv("AWS_ACCESS_KEY_ID", "test")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "testsecret")
 	down.Store(true)
+	return srv, down, backend
+}
+
+// TestRetentionWaitsForTier: with tiered storage and the object store
+// down, retention deletes nothing (the upload lag shows why); once the
+// store answers, the segments are uploaded, retention deletes them, and a
+// Read from LSN 1 still returns the whole log, from the tier.
+func TestRetentionWaitsForTier(t *testing.T) {
+	srv, down, _ := downS3(t)
 	reg := prometheus.NewRegistry()
 	c := startCluster(t, 1, func(cfg *logstore.Config) {
 		cfg.Registry = reg

@@ -22,6 +22,9 @@
 // may share a prefix: a node that finds a manifest whose SHA-256 matches
 // its own file adopts it instead of uploading again.
 //
+// With SetSnapshots the uploader also copies the node's newest Raft
+// snapshot under snapshots/<id>/, by the same rule (see snapshot.go).
+//
 // # Retention
 //
 // Uploaded(first, last) reports whether the manifests uploaded or adopted

@@ -49,9 +49,12 @@ func (e *ChecksumError) Unwrap() error { return ErrChecksum }
 // Stats are the tier's figures for metrics (the caller exports them).
 type Stats struct {
 	// UploadedBytes and UploadedSegments count this node's verified
-	// uploads (segment and index bytes) since it started.
+	// uploads (segment, index and snapshot bytes) since it started.
 	UploadedBytes    int64
 	UploadedSegments int64
+	// UploadedSnapshots counts this node's verified snapshot uploads
+	// (their bytes are in UploadedBytes).
+	UploadedSnapshots int64
 	// UploadErrors counts failed upload attempts (each retried).
 	UploadErrors int64
 	// LagSegments and LagBytes are the sealed local segments not yet
@@ -79,11 +82,13 @@ type Tier struct {
 	client *minio.Client
 	log    *slog.Logger
 	fetch  singleflight.Group
+	snaps  SnapshotSource // SetSnapshots; nil: segments only
 
 	stats struct {
 		uploadedBytes, uploadedSegs, uploadErrors atomic.Int64
 		lagSegs, lagBytes                         atomic.Int64
 		reads, downloaded, checksumFailures       atomic.Int64
+		uploadedSnaps                             atomic.Int64
 	}
 
 	mu struct {
@@ -94,6 +99,8 @@ type Tier struct {
 		// adopted), so a new listing reads only the others.
 		listed map[string]bool
 		cache  cache
+		// snapshot is the newest snapshot id uploaded (SetSnapshots).
+		snapshot string
 	}
 }
 
@@ -131,8 +138,9 @@ func New(cfg Config) (*Tier, error) {
 func (t *Tier) Stats() Stats {
 	st := Stats{
 		UploadedBytes: t.stats.uploadedBytes.Load(), UploadedSegments: t.stats.uploadedSegs.Load(),
-		UploadErrors: t.stats.uploadErrors.Load(),
-		LagSegments:  t.stats.lagSegs.Load(), LagBytes: t.stats.lagBytes.Load(),
+		UploadedSnapshots: t.stats.uploadedSnaps.Load(),
+		UploadErrors:      t.stats.uploadErrors.Load(),
+		LagSegments:       t.stats.lagSegs.Load(), LagBytes: t.stats.lagBytes.Load(),
 		Reads: t.stats.reads.Load(), DownloadedBytes: t.stats.downloaded.Load(),
 		ChecksumFailures: t.stats.checksumFailures.Load(),
 	}

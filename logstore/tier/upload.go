@@ -55,6 +55,7 @@ func (t *Tier) Run(ctx context.Context, src Source) {
 	defer relist.Stop()
 	for {
 		t.scan(ctx, src)
+		t.scanSnapshot(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -164,33 +165,16 @@ func (t *Tier) upload(ctx context.Context, src Source, s segment.SegmentInfo) er
 		size      int64
 		sum       string
 	}{{segPath, m.segKey(t.loc.prefix), m.SegBytes, m.SegSHA256}, {idxPath, m.idxKey(t.loc.prefix), m.IdxBytes, m.IdxSHA256}} {
-		if err := t.putFile(ctx, fsys, f.path, f.key, f.size); err != nil {
+		if err := t.putVerified(ctx, fsys, f.path, f.key, f.size, f.sum); err != nil {
 			return err
-		}
-		n, sum, err := t.hashObject(ctx, f.key, nil)
-		if err != nil {
-			return err
-		}
-		if n != f.size || sum != f.sum {
-			t.stats.checksumFailures.Add(1)
-			return &ChecksumError{Key: f.key, WantBytes: f.size, GotBytes: n, WantSHA256: f.sum, GotSHA256: sum}
 		}
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return backoff.Permanent(err)
 	}
-	key := m.metaKey(t.loc.prefix)
-	if err := t.putBytes(ctx, key, b); err != nil {
+	if err := t.putSmallVerified(ctx, m.metaKey(t.loc.prefix), b); err != nil {
 		return err
-	}
-	back, err := t.getSmall(ctx, key)
-	if err != nil {
-		return err
-	}
-	if string(back) != string(b) {
-		t.stats.checksumFailures.Add(1)
-		return fmt.Errorf("%w: manifest %s read back differs", ErrChecksum, key)
 	}
 	t.mu.Lock()
 	t.addLocked(m)
@@ -219,6 +203,39 @@ func (t *Tier) adopt(ctx context.Context, m *Manifest) bool {
 	t.mu.Unlock()
 	t.log.Info("tier segment already uploaded", "first_lsn", m.FirstLSN, "lsn", m.LastLSN, "by", have.UploadedBy)
 	return true
+}
+
+// putVerified uploads a local file of the given size and SHA-256 and reads
+// it back: a *ChecksumError when the object differs.
+func (t *Tier) putVerified(ctx context.Context, fsys vfs.FS, path, key string, size int64, sum string) error {
+	if err := t.putFile(ctx, fsys, path, key, size); err != nil {
+		return err
+	}
+	n, got, err := t.hashObject(ctx, key, nil)
+	if err != nil {
+		return err
+	}
+	if n != size || got != sum {
+		t.stats.checksumFailures.Add(1)
+		return &ChecksumError{Key: key, WantBytes: size, GotBytes: n, WantSHA256: sum, GotSHA256: got}
+	}
+	return nil
+}
+
+// putSmallVerified writes a small object (a manifest) and reads it back.
+func (t *Tier) putSmallVerified(ctx context.Context, key string, b []byte) error {
+	if err := t.putBytes(ctx, key, b); err != nil {
+		return err
+	}
+	back, err := t.getSmall(ctx, key)
+	if err != nil {
+		return err
+	}
+	if string(back) != string(b) {
+		t.stats.checksumFailures.Add(1)
+		return fmt.Errorf("%w: manifest %s read back differs", ErrChecksum, key)
+	}
+	return nil
 }
 
 // putFile uploads a local file (Content-MD5 sent, so the server refuses a
