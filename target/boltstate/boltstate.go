@@ -261,8 +261,14 @@ func Save(tx *bbolt.Tx, prev, next target.State) error {
 		panic(fmt.Sprintf("boltstate: %s: state going backwards: lsn %d -> %d, epoch %d -> %d",
 			tx.DB().Path(), prev.AppliedLSN, next.AppliedLSN, prev.Epoch, next.Epoch))
 	}
+	return write(tx, prev, next, false)
+}
+
+// write stores next in tx: every part when all is set, else only what
+// differs from prev (the applied LSN and epoch always).
+func write(tx *bbolt.Tx, prev, next target.State, all bool) error {
 	meta := tx.Bucket(BucketMeta)
-	if next.LogClusterID != prev.LogClusterID || next.LogIncarnation != prev.LogIncarnation {
+	if all || next.LogClusterID != prev.LogClusterID || next.LogIncarnation != prev.LogIncarnation {
 		if err := putLogIdentity(meta, next.LogClusterID, next.LogIncarnation); err != nil {
 			return fmt.Errorf("boltstate: %s: %w", tx.DB().Path(), err)
 		}
@@ -275,7 +281,7 @@ func Save(tx *bbolt.Tx, prev, next target.State) error {
 	}
 	offsets := tx.Bucket(BucketOffsets)
 	for topic, o := range next.Topics {
-		if old, ok := prev.Topics[topic]; ok && old == o {
+		if old, ok := prev.Topics[topic]; ok && old == o && !all {
 			continue
 		}
 		if err := offsets.Put([]byte(topic), U64(o)); err != nil {
@@ -370,16 +376,6 @@ func (l Layout) OpenError(path string, err error) error { return l.openError(pat
 // (`logplayer target reset`); a running target saves through Save, which
 // refuses to go backwards.
 func Overwrite(tx *bbolt.Tx, next target.State) error {
-	meta := tx.Bucket(BucketMeta)
-	if err := putLogIdentity(meta, next.LogClusterID, next.LogIncarnation); err != nil {
-		return fmt.Errorf("boltstate: %s: %w", tx.DB().Path(), err)
-	}
-	if err := meta.Put(KeyAppliedLSN, U64(next.AppliedLSN)); err != nil {
-		return err
-	}
-	if err := meta.Put(KeyEpoch, U64(next.Epoch)); err != nil {
-		return err
-	}
 	offsets := tx.Bucket(BucketOffsets)
 	var stale [][]byte
 	if err := offsets.ForEach(func(k, _ []byte) error {
@@ -395,10 +391,5 @@ func Overwrite(tx *bbolt.Tx, next target.State) error {
 			return err
 		}
 	}
-	for topic, o := range next.Topics {
-		if err := offsets.Put([]byte(topic), U64(o)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return write(tx, target.State{}, next, true)
 }
