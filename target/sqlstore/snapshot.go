@@ -97,19 +97,10 @@ func (s *Store) snapshotPostgres(ctx context.Context, pool *pgxpool.Pool, begin 
 		return err
 	}
 	defer c.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // read only
-	var r stateRow
-	if err := c.QueryRow(ctx, s.stateQuery(false), string(s.cfg.TargetID)).Scan(&r.lsn, &r.epoch, &r.doc); err != nil {
-		return fmt.Errorf("sqlstore: read the state row of %s: %w", s.cfg.TargetID, err)
-	}
-	st, err := s.decodeRow(r)
+	enc, err := s.snapshotBegin(c.QueryRow(ctx, s.stateQuery(false), string(s.cfg.TargetID)), begin)
 	if err != nil {
 		return err
 	}
-	w, err := begin(st)
-	if err != nil {
-		return err
-	}
-	enc := gob.NewEncoder(w)
 	for _, table := range s.cfg.SnapshotTables {
 		cols, err := pgColumns(ctx, c, table)
 		if err != nil {
@@ -168,19 +159,10 @@ func (s *Store) snapshotSQLite(ctx context.Context, db *sql.DB, begin func(targe
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // read only
-	var r stateRow
-	if err := tx.QueryRowContext(ctx, s.stateQuery(false), string(s.cfg.TargetID)).Scan(&r.lsn, &r.epoch, &r.doc); err != nil {
-		return fmt.Errorf("sqlstore: read the state row of %s: %w", s.cfg.TargetID, err)
-	}
-	st, err := s.decodeRow(r)
+	enc, err := s.snapshotBegin(tx.QueryRowContext(ctx, s.stateQuery(false), string(s.cfg.TargetID)), begin)
 	if err != nil {
 		return err
 	}
-	w, err := begin(st)
-	if err != nil {
-		return err
-	}
-	enc := gob.NewEncoder(w)
 	for _, table := range s.cfg.SnapshotTables {
 		if err := sqliteTable(ctx, tx, table, enc); err != nil {
 			return err
@@ -384,4 +366,23 @@ func quoteAll(cols []string) string {
 		q[i] = quote(c)
 	}
 	return strings.Join(q, ", ")
+}
+
+// snapshotBegin reads the state row from row (the snapshot transaction's
+// query of it), starts the snapshot with its State and returns the encoder
+// the tables' rows go to.
+func (s *Store) snapshotBegin(row interface{ Scan(...any) error }, begin func(target.State) (io.Writer, error)) (*gob.Encoder, error) {
+	var r stateRow
+	if err := row.Scan(&r.lsn, &r.epoch, &r.doc); err != nil {
+		return nil, fmt.Errorf("sqlstore: read the state row of %s: %w", s.cfg.TargetID, err)
+	}
+	st, err := s.decodeRow(r)
+	if err != nil {
+		return nil, err
+	}
+	w, err := begin(st)
+	if err != nil {
+		return nil, err
+	}
+	return gob.NewEncoder(w), nil
 }
