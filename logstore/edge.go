@@ -71,7 +71,7 @@ func (e edgeNode) View(fn func(st *fsm.State))        { e.n.fsm.withState(fn) }
 func (e edgeNode) Head() types.LSN                    { return e.n.fsm.head.Load() }
 func (e edgeNode) HeadChanged() <-chan struct{}       { return e.n.fsm.waitChan() }
 func (e edgeNode) Log() api.Log                       { return e.n.seg }
-func (e edgeNode) CaughtUp(ctx context.Context) error { return e.n.caught.wait(ctx) }
+func (e edgeNode) CaughtUp(ctx context.Context) error { return e.n.caught.wait(ctx, e.n.IsLeader) }
 func (e edgeNode) SupportedVersion() uint32           { return e.n.advertisedVersion() }
 func (e edgeNode) ReadsEnded() <-chan struct{}        { return e.n.reads }
 func (e edgeNode) OpenBackup() (*logstorepb.BackupInfo, io.ReadCloser, error) {

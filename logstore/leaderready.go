@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/logplayer/logplayer/apierr"
 )
@@ -52,24 +53,43 @@ func (c *caughtUp) deposed() {
 	}
 }
 
+// gateLag bounds how long wait trusts Raft's word that this node leads
+// while the gate still says it does not: Raft's state changes a moment
+// before watchLeadership, told through LeaderCh, opens the new
+// leadership's gate.
+const gateLag = time.Second
+
 // wait returns nil once the current leadership caught up,
 // apierr.ErrNotLeader when it ended (or never began) first, and the
-// context's error when ctx ends first.
-func (c *caughtUp) wait(ctx context.Context) error {
-	c.mu.Lock()
-	ready, lost := c.mu.ready, c.mu.lost
-	c.mu.Unlock()
-	select {
-	case <-ready:
-		return nil
-	default:
-	}
-	select {
-	case <-ready:
-		return nil
-	case <-lost:
-		return apierr.ErrNotLeader
-	case <-ctx.Done():
-		return ctx.Err()
+// context's error when ctx ends first. When the gate says "not leading"
+// but leading (Raft's own state) says it leads, the gate is late: wait
+// polls for it up to gateLag rather than refuse NOT_LEADER while naming
+// this node as the leader.
+func (c *caughtUp) wait(ctx context.Context, leading func() bool) error {
+	deadline := time.Now().Add(gateLag)
+	for {
+		c.mu.Lock()
+		ready, lost := c.mu.ready, c.mu.lost
+		c.mu.Unlock()
+		select {
+		case <-ready:
+			return nil
+		default:
+		}
+		select {
+		case <-ready:
+			return nil
+		case <-lost:
+			if !leading() || time.Now().After(deadline) {
+				return apierr.ErrNotLeader
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
