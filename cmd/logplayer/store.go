@@ -176,7 +176,7 @@ func (c *storeCmd) run(ctx context.Context, s *sys) error {
 			return usagef("%v", err)
 		}
 	}
-	st, err := serve.StartStore(cfg, nil, "", s.log, append(opts, allowPlayerPings())...)
+	st, err := serve.StartStore(cfg, nil, "", s.log, append(opts, serve.PlayerPings())...)
 	if errors.Is(err, logstore.ErrConfig) {
 		return usagef("%v", err)
 	}

@@ -5,6 +5,9 @@
 //
 //   - StartGRPC serves a set of gRPC services on a listener (a target's, the
 //     LogPlayer's admin API); StartTarget adds the target's close step.
+//   - ListenTarget is a target role's whole serving (`logplayer shard`,
+//     `sink`, `events`): listen, StartTarget with the target options and
+//     PlayerPings, and its /metrics.
 //   - StartStoreAPI serves a logstore.Node's API: its services
 //     (Node.RegisterServices) with its options (Node.ServerOptions), plus
 //     gRPC health and reflection.
