@@ -96,7 +96,7 @@ func (c *eventsCmd) run(ctx context.Context, s *sys) error {
 		srv.Close()
 		return el.Close()
 	}
-	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, opts...)
+	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
 	if err != nil {
 		return err
 	}

@@ -172,7 +172,7 @@ func (c *sinkCmd) run(ctx context.Context, s *sys) error {
 		store.Close()
 		return nil
 	}
-	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, opts...)
+	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
 	if err != nil {
 		return err
 	}

@@ -8,20 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/target"
 )
 
-// PlayerPings lets a gRPC server accept the LogPlayer's keepalive pings
-// (gRPC's default policy answers pings more frequent than 5 minutes with
-// GOAWAY too_many_pings). Every server a LogPlayer connects to uses it: the
-// targets and the LogStore nodes.
-func PlayerPings() grpc.ServerOption {
-	return grpc.KeepaliveEnforcementPolicy(logplayer.ServerKeepalive)
-}
-
 // ListenTarget listens on addr and serves the target there (StartTarget
-// with target.ServerOptions, PlayerPings and opts, its security), and its
+// with target.ServerOptions and then opts: the LogPlayer's keepalive
+// policy, logplayer.ServerKeepalive, and the target's security), and its
 // /metrics (reg) on metricsAddr ("": none, ms nil; Stop of a nil *Metrics
 // does nothing). On an error it closes what it opened and calls closeFn:
 // the target is closed, not served. What `logplayer shard`, `sink` and
@@ -38,5 +30,5 @@ func ListenTarget(id, addr, metricsAddr string, reg prometheus.Gatherer, metrics
 		_ = closeFn()
 		return nil, nil, err
 	}
-	return StartTarget(id, lis, register, closeFn, log, append(append(target.ServerOptions(), PlayerPings()), opts...)...), ms, nil
+	return StartTarget(id, lis, register, closeFn, log, append(target.ServerOptions(), opts...)...), ms, nil
 }
