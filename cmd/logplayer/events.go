@@ -78,23 +78,18 @@ func (c *eventsCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	reg := serve.ProcessRegistry()
-	srv, err := target.NewServer(target.Config{
+	srv, closeAll, err := target.NewServerFor(target.Config{
 		TargetID:   types.TargetID(c.id),
 		Store:      el,
 		Topics:     topics,
 		Logger:     s.log,
 		Registerer: reg,
-	})
-	if err != nil {
-		_ = el.Close()
-		if errors.Is(err, target.ErrInvalidConfig) {
-			return usagef("%v", err)
-		}
-		return err
+	}, el.Close)
+	if errors.Is(err, target.ErrInvalidConfig) {
+		return usagef("%v", err)
 	}
-	closeAll := func() error {
-		srv.Close()
-		return el.Close()
+	if err != nil {
+		return err
 	}
 	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
 	if err != nil {
