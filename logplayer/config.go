@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -363,6 +364,17 @@ func (tc TargetConfig) Validate() error {
 		seen[t] = true
 	}
 	return nil
+}
+
+// ParseTargetSpec reads ID=ADDR/TOPIC[,TOPIC...] (`logplayer player
+// --target`); it checks only the form, ValidateTargets the rest.
+func ParseTargetSpec(s string) (TargetConfig, error) {
+	id, rest, ok := strings.Cut(s, "=")
+	addr, topics, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 {
+		return TargetConfig{}, fmt.Errorf("want ID=ADDR/TOPIC[,TOPIC...], e.g. shard-0=127.0.0.1:7430/shard-0")
+	}
+	return TargetConfig{ID: id, Address: addr, Topics: strings.Split(topics, ",")}, nil
 }
 
 // ValidateTargets checks every target and that ids are unique.

@@ -209,3 +209,19 @@ func (s *Server) countRefusal(st *stream, r *refusal) {
 	}
 	s.log.Warn("target refused", args...)
 }
+
+// NewServerFor is NewServer for a store a role has just opened: on an
+// error it calls closeStore, so the store is not left open; closeAll ends
+// the server's streams and then calls closeStore (what a role's serving
+// calls at Stop, serve.StartTarget's closeFn).
+func NewServerFor(cfg Config, closeStore func() error) (srv *Server, closeAll func() error, err error) {
+	srv, err = NewServer(cfg)
+	if err != nil {
+		_ = closeStore()
+		return nil, nil, err
+	}
+	return srv, func() error {
+		srv.Close()
+		return closeStore()
+	}, nil
+}

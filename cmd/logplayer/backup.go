@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
@@ -91,59 +87,19 @@ func (c *backupCmd) run(ctx context.Context, s *sys) error {
 	return nil
 }
 
+// save streams a backup from the cluster into --file (logstore.SaveBackup).
 func (c *backupCmd) save(ctx context.Context, s *sys) (logstore.BackupInfo, error) {
-	var info logstore.BackupInfo
 	cl, err := c.conn.dial(s)
 	if err != nil {
-		return info, err
+		return logstore.BackupInfo{}, err
 	}
 	defer cl.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(c.file), filepath.Base(c.file)+".*.tmp")
-	if err != nil {
-		return info, err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	var bw *logstore.BackupWriter
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	err = cl.Backup(ctx, func(bi *logstorepb.BackupInfo) (io.Writer, error) {
-		if err := tmp.Truncate(0); err != nil {
-			return nil, err
+	return logstore.SaveBackup(c.file, func(open func(*logstorepb.BackupInfo) (io.Writer, error)) error {
+		ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+		defer cancel()
+		if err := cl.Backup(ctx, open); err != nil {
+			return c.conn.describe(ctx, "backup", err)
 		}
-		if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
-		info = logstore.BackupInfo{RaftIndex: bi.RaftIndex, RaftTerm: bi.RaftTerm,
-			FirstLSN: types.LSN(bi.FirstLsn), LastLSN: types.LSN(bi.LastLsn), ArchiveBytes: int64(bi.ArchiveBytes)}
-		bw, err = logstore.NewBackupWriter(tmp, info)
-		return bw, err
+		return nil
 	})
-	if err != nil {
-		return info, c.conn.describe(ctx, "backup", err)
-	}
-	if bw == nil {
-		return info, errors.New("backup: empty stream")
-	}
-	if err := bw.Close(); err != nil {
-		return info, err
-	}
-	if err := tmp.Sync(); err != nil {
-		return info, err
-	}
-	if err := tmp.Close(); err != nil {
-		return info, err
-	}
-	if _, err := logstore.VerifyBackup(tmp.Name()); err != nil {
-		return info, err
-	}
-	if err := os.Rename(tmp.Name(), c.file); err != nil {
-		return info, err
-	}
-	d, err := os.Open(filepath.Dir(c.file))
-	if err != nil {
-		return info, err
-	}
-	defer d.Close()
-	return info, d.Sync()
 }

@@ -7,10 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"runtime/pprof"
-	"slices"
-	"strings"
 	"time"
 
 	lpbench "github.com/logplayer/logplayer/logplayer/bench"
@@ -124,7 +120,7 @@ type benchStoreCmd struct {
 func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	c.clients = intList{ints: []int{1, 10, 64, 256}}
 	fs.Var(&c.clients, "clients", "concurrency `levels`, comma-separated")
-	fs.StringVar(&c.systems, "systems", "all", "`systems` to measure, comma-separated names or prefixes: "+systemNames())
+	fs.StringVar(&c.systems, "systems", "all", "`systems` to measure, comma-separated names or prefixes: "+lsbench.SystemNames())
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
 	fs.DurationVar(&c.warmup, "warmup", 300*time.Millisecond, "load before each row's measurement")
 	fs.IntVar(&c.topics, "topics", 2, "topics per transaction")
@@ -139,14 +135,6 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxAppendEntries, "max-append-entries", 0, "tuning: the LogStore nodes' Raft MaxAppendEntries (0: the default)")
 }
 
-func systemNames() string {
-	var names []string
-	for _, s := range lsbench.Systems {
-		names = append(names, string(s))
-	}
-	return strings.Join(names, ", ")
-}
-
 func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
 		return usagef("--duration, --topics and --slice-bytes must be positive")
@@ -159,17 +147,13 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 		return usagef("--systems: %v", err)
 	}
 	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
+		stop, err := lsbench.StartCPUProfile(c.cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
-	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
+	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
 		t, err := lsbench.Run(ctx, lsbench.Config{
 			Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
 			SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, Security: sec,
@@ -181,11 +165,7 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 			return err
 		}
 		if c.jsonOut != "" && sec == nil { // the plaintext table: what 'logplayer-bench chart' draws
-			b, err := json.MarshalIndent(t, "", "  ")
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(c.jsonOut, append(b, '\n'), 0o644); err != nil {
+			if err := t.WriteJSONFile(c.jsonOut); err != nil {
 				return err
 			}
 		}
@@ -252,23 +232,12 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 		if err != nil {
 			return err
 		}
-		cfg.Spawn = func(args ...string) *exec.Cmd {
-			spec, err := json.Marshal(args)
-			if err != nil {
-				panic(err) // a []string always marshals
-			}
-			cmd := exec.Command(exe, "bench", "player", "--child", string(spec))
-			cmd.Stderr = s.stderr
-			if c.childProcs > 0 && slices.Contains(args, "target") {
-				cmd.Env = append(os.Environ(), fmt.Sprintf("GOMAXPROCS=%d", c.childProcs))
-			}
-			return cmd
-		}
+		cfg.Spawn = lpbench.SpawnSelf(exe, []string{"bench", "player", "--child"}, s.stderr, c.childProcs)
 	}
 	if c.tls && (c.processes || len(c.store.items) > 0) {
 		return usagef("--tls runs the in-process components only (not with --processes or --store)")
 	}
-	return withBenchTLS(s, c.tls, func(sec *lsbench.Security) error {
+	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
 		cfg.Security = sec
 		t, err := lpbench.Run(ctx, cfg)
 		if err != nil && len(t.Rows) == 0 {

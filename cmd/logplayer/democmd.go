@@ -8,10 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/logplayer/logplayer/demo"
-	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
 func init() {
@@ -68,25 +65,16 @@ func (c *demoCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer cl.Close()
-	return runDemo(ctx, s, c.shards.addrs, c.conn.dialOther, demo.SessionConfig{
+	rep, err := demo.SessionAt(ctx, demo.SessionConfig{
 		Cluster: cl, Duration: c.duration, Clients: c.clients, Seed: c.seed,
-		CatchUp: c.catchUp, StatusTimeout: c.conn.timeout,
-	})
+		CatchUp: c.catchUp, StatusTimeout: c.conn.timeout, Out: s.stderr, Logger: s.log,
+	}, c.shards.addrs, c.conn.dialOther)
+	return writeDemoReport(s, rep, err)
 }
 
-// runDemo connects to the shards (target id -> address) with dial, runs a
-// demo session and prints its report (the JSON line last).
-func runDemo(ctx context.Context, s *sys, shards map[string]string, dial func(addr string) (*grpc.ClientConn, error), cfg demo.SessionConfig) error {
-	cfg.Out, cfg.Logger, cfg.Shards = s.stderr, s.log, map[string]shardpb.ShardClient{}
-	for id, addr := range shards {
-		cc, err := dial(addr)
-		if err != nil {
-			return fmt.Errorf("shard %s: %w", id, err)
-		}
-		defer cc.Close()
-		cfg.Shards[id] = shardpb.NewShardClient(cc)
-	}
-	rep, err := demo.Session(ctx, cfg)
+// writeDemoReport prints a demo session's report (the JSON line last);
+// a failed check is errDemoFailed (exit 1).
+func writeDemoReport(s *sys, rep *demo.Report, err error) error {
 	if err != nil {
 		return err
 	}

@@ -14,10 +14,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/devcluster"
@@ -137,78 +134,15 @@ func startDev(ctx context.Context, s *sys, c *devCmd) (*devCluster, error) {
 	return &devCluster{cl}, nil
 }
 
-// devCluster is the running dev cluster, with what the banner and the demo
-// need.
+// devCluster is the running dev cluster (the type the tests use).
 type devCluster struct{ *devcluster.Cluster }
 
 func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
-	where := d.Dir + ", removed at exit"
-	if !d.RemoveDir {
-		where = d.Dir + ", kept"
-	}
-	fmt.Fprintf(w, "logplayer dev: 3 LogStore nodes, a LogPlayer and %d targets on 127.0.0.1 (data in %s)\n", len(d.Targets), where)
-	for i := range d.StoreAddrs {
-		fmt.Fprintf(w, "  store %-8s api %-16s raft %-16s http %s\n", devcluster.NodeID(i), d.StoreAddrs[i], d.RaftAddrs[i], d.HTTPAddrs[i])
-	}
-	fmt.Fprintf(w, "  player         admin %s\n", d.AdminAddr())
-	for _, t := range d.Targets {
-		fmt.Fprintf(w, "  target %-7s %-20s topics %s\n", t.ID, t.Addr(), strings.Join(t.Topics, ","))
-	}
-	if m := d.MetricsAddr(); m != "" {
-		fmt.Fprintf(w, "  metrics        http://%s/metrics\n", m)
-	}
-	if d.TLSDir != "" {
-		fmt.Fprintf(w, "  tls            CA, certificates, policy and token in %s (--insecure: plaintext)\n", d.TLSDir)
-	}
-	if demoMode {
-		return
-	}
-	addr := "--addr " + strings.Join(d.StoreAddrs, ",")
-	fmt.Fprintln(w, "Try, in another terminal:")
-	if d.TLSDir != "" {
-		fmt.Fprintf(w, "  export %s=%s %s=%s\n", envName("tls-ca"), d.TLSFiles(devcluster.CLIToken).CAFile, envName("token-file"), d.TokenFile())
-	}
-	fmt.Fprintf(w, `  logplayer append %s --topic orders='{"id":1}' --put shard-0:user/1=alice
-  logplayer tail %s --follow
-  logplayer status %s --player %s
-`, addr, addr, addr, d.AdminAddr())
-	if d.TLSDir != "" {
-		fmt.Fprintf(w, "  curl --cacert %s -H \"Authorization: Bearer $(cat %s)\" https://%s/v1/status\n",
-			d.TLSFiles(devcluster.CLIToken).CAFile, d.TokenFile(), d.HTTPAddrs[0])
-	} else {
-		fmt.Fprintf(w, "  curl http://%s/v1/status\n", d.HTTPAddrs[0])
-	}
-	fmt.Fprintln(w, "Press Ctrl-C to stop.")
+	d.WriteBanner(w, demoMode, envName("tls-ca"), envName("token-file"))
 }
 
-// runDemo is dev --demo: the workload against the in-process cluster, with
-// every target audited per apply (their stores are wrapped by the
-// Recorder) and the LogPlayer's lag in the progress line.
+// runDemo is dev --demo (devcluster.Cluster.Demo), its report printed.
 func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
-	shards := map[string]string{}
-	cfg := demo.SessionConfig{
-		Cluster: d.Client, Recorder: d.Recorder, Recorded: map[string][]string{},
-		Duration: c.demo, CatchUp: c.catchUp, Clients: c.demoClients, Seed: c.seed,
-		Lag: func() map[string]uint64 {
-			out := map[string]uint64{}
-			for _, t := range d.Player.Targets() {
-				out[t.ID] = t.LagEntries
-			}
-			return out
-		},
-	}
-	for _, t := range d.Targets {
-		cfg.Recorded[t.ID] = t.Topics
-		if t.ID != devcluster.EventsTarget {
-			shards[t.ID] = t.Addr()
-		}
-	}
-	dial := func(addr string) (*grpc.ClientConn, error) {
-		opts, err := d.DialOptions(devcluster.CLIToken)
-		if err != nil {
-			return nil, err
-		}
-		return grpc.NewClient(addr, opts...)
-	}
-	return runDemo(ctx, s, shards, dial, cfg)
+	rep, err := d.Demo(ctx, demo.SessionConfig{Duration: c.demo, CatchUp: c.catchUp, Clients: c.demoClients, Seed: c.seed, Out: s.stderr, Logger: s.log})
+	return writeDemoReport(s, rep, err)
 }

@@ -78,25 +78,20 @@ func (c *eventsCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	reg := serve.ProcessRegistry()
-	srv, err := target.NewServer(target.Config{
+	srv, closeAll, err := target.NewServerFor(target.Config{
 		TargetID:   types.TargetID(c.id),
 		Store:      el,
 		Topics:     topics,
 		Logger:     s.log,
 		Registerer: reg,
-	})
+	}, el.Close)
+	if errors.Is(err, target.ErrInvalidConfig) {
+		return usagef("%v", err)
+	}
 	if err != nil {
-		_ = el.Close()
-		if errors.Is(err, target.ErrInvalidConfig) {
-			return usagef("%v", err)
-		}
 		return err
 	}
-	closeAll := func() error {
-		srv.Close()
-		return el.Close()
-	}
-	ts, ms, err := startTargetServer(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, opts...)
+	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
 	if err != nil {
 		return err
 	}

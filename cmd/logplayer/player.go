@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"log/slog"
-	"net"
 	"strings"
 	"time"
 
@@ -158,7 +155,7 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 	}
 	defer ms.Stop()
 	if c.adminAddr.addr != "" {
-		admin, err := serveAdmin(c.adminAddr.addr, p, s.log, adminOpts...)
+		admin, err := serve.ListenAdmin(c.adminAddr.addr, logplayer.NewAdminServer(p).Register, s.log, adminOpts...)
 		if err != nil {
 			return err
 		}
@@ -170,17 +167,6 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 
 // adminStopMax bounds the admin server's graceful stop.
 const adminStopMax = 2 * time.Second
-
-// serveAdmin listens on addr and serves p's admin API until Stop.
-func serveAdmin(addr string, p *logplayer.Player, log *slog.Logger, opts ...grpc.ServerOption) (*serve.GRPC, error) {
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin endpoint: %w", err)
-	}
-	a := serve.StartAdmin(lis, logplayer.NewAdminServer(p).Register, log, opts...)
-	log.Info("admin endpoint", "addr", a.Addr())
-	return a, nil
-}
 
 // targetSpecs is the repeatable --target ID=ADDR/TOPIC[,TOPIC...].
 type targetSpecs struct{ targets []logplayer.TargetConfig }
@@ -194,12 +180,10 @@ func (v *targetSpecs) String() string {
 }
 
 func (v *targetSpecs) Set(s string) error {
-	id, rest, ok := strings.Cut(s, "=")
-	addr, topics, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 {
-		return fmt.Errorf("want ID=ADDR/TOPIC[,TOPIC...], e.g. shard-0=127.0.0.1:7430/shard-0")
+	tc, err := logplayer.ParseTargetSpec(s)
+	if err != nil {
+		return err
 	}
-	tc := logplayer.TargetConfig{ID: id, Address: addr, Topics: strings.Split(topics, ",")}
 	if err := logplayer.ValidateTargets(append(v.targets, tc)); err != nil {
 		return err
 	}

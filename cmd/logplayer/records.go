@@ -1,21 +1,19 @@
 package main
 
-// Turning command-line values into messages (append) and messages into JSON
-// lines (tail).
+// Turning command-line values into messages (append); tail's JSON lines
+// are client/report's (lines.go).
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -134,95 +132,8 @@ func readValue(v string, stdin io.Reader, stdinUsed *bool) ([]byte, error) {
 	}
 }
 
-// Tail output: one JSON object per line.
-
-type txnLine struct {
-	LSN    uint64      `json:"lsn"`
-	Time   string      `json:"time"`
-	Slices []sliceLine `json:"slices"`
-}
-
-type sliceLine struct {
-	Topic    string        `json:"topic"`
-	Offset   uint64        `json:"offset"`
-	Messages []messageLine `json:"messages"`
-}
-
-type topicLine struct {
-	Topic  string `json:"topic"`
-	Offset uint64 `json:"offset"`
-	LSN    uint64 `json:"lsn"`
-	Time   string `json:"time"`
-	messageLine
-}
-
-// messageLine renders a message value readably: JSON as it is, a shard
-// mutation decoded, UTF-8 text as a string, anything else in base64.
-type messageLine struct {
-	Key         string            `json:"key,omitempty"`
-	Value       json.RawMessage   `json:"value,omitempty"`
-	ValueText   *string           `json:"value_text,omitempty"`
-	ValueBase64 string            `json:"value_base64,omitempty"`
-	Mutation    *mutationLine     `json:"mutation,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-}
-
-type mutationLine struct {
-	Op    string `json:"op"`
-	Key   string `json:"key"`
-	Value string `json:"value,omitempty"`
-}
-
-func renderMessage(topic string, m *logstorepb.Message) messageLine {
-	out := messageLine{Key: string(m.Key)}
-	for _, h := range m.Headers {
-		if out.Headers == nil {
-			out.Headers = map[string]string{}
-		}
-		out.Headers[h.Key] = string(h.Value)
-	}
-	v := m.Value
-	switch {
-	case len(v) > 0 && json.Valid(v):
-		out.Value = json.RawMessage(v)
-	case strings.HasPrefix(topic, "shard-") && decodesAsMutation(v, &out):
-	case utf8.Valid(v):
-		s := string(v)
-		out.ValueText = &s
-	default:
-		out.ValueBase64 = base64.StdEncoding.EncodeToString(v)
-	}
-	return out
-}
-
-func decodesAsMutation(v []byte, out *messageLine) bool {
-	var m shardpb.Mutation
-	if proto.Unmarshal(v, &m) != nil || m.Op == shardpb.Mutation_OP_UNSPECIFIED || len(m.Key) == 0 {
-		return false
-	}
-	out.Mutation = &mutationLine{Op: m.Op.String(), Key: string(m.Key), Value: string(m.Value)}
-	return true
-}
-
-func formatTime(unixNano int64) string {
-	return time.Unix(0, unixNano).UTC().Format(time.RFC3339Nano)
-}
-
-func renderTxn(t *logstorepb.Transaction) txnLine {
-	line := txnLine{LSN: t.Lsn, Time: formatTime(t.TimestampUnixNano), Slices: []sliceLine{}}
-	for _, s := range t.Slices {
-		sl := sliceLine{Topic: s.Topic, Offset: s.FirstOffset}
-		for _, m := range s.Messages {
-			sl.Messages = append(sl.Messages, renderMessage(s.Topic, m))
-		}
-		line.Slices = append(line.Slices, sl)
-	}
-	return line
-}
-
-func renderTopicMessage(topic string, m *logstorepb.TopicMessage) topicLine {
-	return topicLine{Topic: topic, Offset: m.Offset, LSN: m.Lsn, Time: formatTime(m.TimestampUnixNano), messageLine: renderMessage(topic, m.Message)}
-}
+// renderMessage is a message as tail shows it (the name the tests use).
+var renderMessage = clireport.MessageOf
 
 // writeJSONLine writes v as one line.
 func writeJSONLine(w io.Writer, v any) error {

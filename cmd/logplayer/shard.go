@@ -88,7 +88,7 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
-	srv, ms, err := startTargetServer(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, sh.Register, sh.Close, s.log, opts...)
+	srv, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, sh.Register, sh.Close, s.log, targetServerOptions(opts)...)
 	if err != nil {
 		return err
 	}

@@ -118,13 +118,8 @@ func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sql
 	if c.onBad.value == "dead-letter" {
 		mc.OnBadMessage = sqlstore.DeadLetter
 	}
-	m, err := sqlstore.NewMapping(mc)
-	if err != nil {
-		return nil, usagef("%v", err)
-	}
-	st, err := sqlstore.Open(ctx, sqlstore.Config{
+	st, err := sqlstore.OpenMapped(ctx, mc, sqlstore.Config{
 		TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
-		Apply: m.Apply, Setup: m.Setup, SnapshotTables: m.Tables(),
 		Timeout: c.timeout, LockTimeout: c.lockWait,
 		Registerer: reg,
 	})
@@ -152,27 +147,21 @@ func (c *sinkCmd) run(ctx context.Context, s *sys) error {
 		store.Close()
 		return fmt.Errorf("sink: %w", err)
 	}
-	srv, err := target.NewServer(target.Config{
+	srv, closeAll, err := target.NewServerFor(target.Config{
 		TargetID:   types.TargetID(c.id),
 		Store:      store,
 		Topics:     c.topics.items,
 		SkipLSNs:   c.skipLSNs.lsns,
 		Logger:     s.log,
 		Registerer: reg,
-	})
+	}, func() error { store.Close(); return nil })
+	if errors.Is(err, target.ErrInvalidConfig) {
+		return usagef("%v", err)
+	}
 	if err != nil {
-		store.Close()
-		if errors.Is(err, target.ErrInvalidConfig) {
-			return usagef("%v", err)
-		}
 		return err
 	}
-	closeAll := func() error {
-		srv.Close()
-		store.Close()
-		return nil
-	}
-	ts, ms, err := startTargetServer(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, opts...)
+	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
 	if err != nil {
 		return err
 	}

@@ -176,35 +176,21 @@ func (c *storeCmd) run(ctx context.Context, s *sys) error {
 			return usagef("%v", err)
 		}
 	}
-	st, err := serve.StartStore(cfg, nil, "", s.log, append(opts, allowPlayerPings())...)
+	var httpTLS *security.ServerOptions
+	if c.tls.enabled() {
+		o := c.tls.serverTLSOptions()
+		httpTLS = &o
+	}
+	st, err := serve.StartStoreRole(cfg, c.httpAddr.addr, httpTLS, c.metricsAddr.addr, metricsTLS, s.log, append(opts, allowPlayerPings())...)
 	if errors.Is(err, logstore.ErrConfig) {
 		return usagef("%v", err)
 	}
 	if err != nil {
 		return err
 	}
-	var httpTLS *security.ServerOptions
-	if c.tls.enabled() {
-		o := c.tls.serverTLSOptions()
-		httpTLS = &o
-	}
-	hs, err := serve.ListenStoreHTTP(st.API, c.httpAddr.addr, httpTLS, s.log)
-	if err != nil {
-		_ = st.Close()
-		return err
-	}
-	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, st.Node.Registry(), s.log, metricsTLS)
-	if err != nil {
-		hs.Stop()
-		_ = st.Close()
-		return err
-	}
 	<-ctx.Done()
 	s.log.Info("shutting down", "node", c.id)
-	hs.Stop()
-	err = st.Close()
-	ms.Stop()
-	return err
+	return st.Close()
 }
 
 // raftStream is the Raft transport's mutual-TLS stream layer when

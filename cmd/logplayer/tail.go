@@ -13,6 +13,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -131,7 +132,7 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 	errLimit := errors.New("limit reached")
 	err = cl.Read(rctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: to, Topics: c.filter.items}, func(resp *logstorepb.ReadResponse) error {
 		for _, t := range resp.Transactions {
-			if err := writeJSONLine(s.stdout, renderTxn(t)); err != nil {
+			if err := writeJSONLine(s.stdout, clireport.TxnOf(t)); err != nil {
 				return err
 			}
 			printed++
@@ -204,7 +205,7 @@ func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) erro
 		if err != nil {
 			return c.conn.describe(ctx, "tail", err)
 		}
-		if err := writeJSONLine(s.stdout, renderTopicMessage(c.topic, m)); err != nil {
+		if err := writeJSONLine(s.stdout, clireport.TopicMessageOf(c.topic, m)); err != nil {
 			return err
 		}
 	}

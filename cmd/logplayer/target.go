@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -105,48 +104,6 @@ func (c *targetCmd) flags(fs *flag.FlagSet) {
 	}
 }
 
-// targetJSON is one registered target in the JSON output.
-type targetJSON struct {
-	ID      string       `json:"id"`
-	Address string       `json:"address"`
-	Topics  []string     `json:"topics"`
-	Owners  []ownerJSON  `json:"owners"`
-	Options []headerJSON `json:"options,omitempty"`
-}
-
-type headerJSON struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-}
-
-type ownerJSON struct {
-	Group          string `json:"group"`
-	Target         string `json:"target,omitempty"`
-	Member         string `json:"member"`
-	Token          uint64 `json:"token"`
-	AssignedUnixNs int64  `json:"assigned_unix_nano,omitempty"`
-}
-
-type memberJSON struct {
-	Member         string  `json:"member"`
-	AdminAddress   string  `json:"admin_address,omitempty"`
-	Incarnation    string  `json:"incarnation,omitempty"`
-	JoinedUnixNs   int64   `json:"joined_unix_nano"`
-	LeaseExpiresNs int64   `json:"lease_expires_unix_nano"`
-	LeaseLeftSec   float64 `json:"lease_left_seconds"`
-	Targets        uint32  `json:"targets"`
-}
-
-type groupJSON struct {
-	Group         string       `json:"group"`
-	Generation    uint64       `json:"generation"`
-	Reassignments uint64       `json:"reassignments"`
-	LeaseSeconds  float64      `json:"lease_seconds"`
-	LogTimeUnixNs int64        `json:"log_time_unix_nano"`
-	Members       []memberJSON `json:"members"`
-	Assignments   []ownerJSON  `json:"assignments"`
-}
-
 func (c *targetCmd) run(ctx context.Context, s *sys) error {
 	cl, err := c.conn.dial(s)
 	if err != nil {
@@ -189,22 +146,11 @@ func (c *targetCmd) list(ctx context.Context, s *sys, cl *client.Client, what st
 	if err != nil {
 		return c.conn.describe(ctx, what, err)
 	}
-	out := []targetJSON{}
-	for _, t := range resp.Targets {
-		if c.op == "describe" && t.Id != c.id {
-			continue
-		}
-		tj := targetJSON{ID: t.Id, Address: t.Address, Topics: t.Topics, Owners: []ownerJSON{}}
-		for _, o := range t.Options {
-			tj.Options = append(tj.Options, headerJSON{Key: o.Key, Value: string(o.Value)})
-		}
-		for _, a := range resp.Assignments {
-			if a.Target.GetId() == t.Id {
-				tj.Owners = append(tj.Owners, ownerJSON{Group: a.Group, Member: a.MemberId, Token: a.Token, AssignedUnixNs: a.AssignedUnixNano})
-			}
-		}
-		out = append(out, tj)
+	only := ""
+	if c.op == "describe" {
+		only = c.id
 	}
+	out := clireport.TargetsOf(resp, only)
 	if c.op == "describe" && len(out) == 0 {
 		return fmt.Errorf("%s refused: UNKNOWN_TARGET: no registered target %q", what, c.id)
 	}
@@ -214,17 +160,7 @@ func (c *targetCmd) list(ctx context.Context, s *sys, cl *client.Client, what st
 		}
 		return writeJSONLine(s.stdout, map[string]any{"targets": out})
 	}
-	tw := tabwriter.NewWriter(s.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tADDRESS\tTOPICS\tGROUP\tOWNER\tTOKEN")
-	for _, t := range out {
-		if len(t.Owners) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\n", t.ID, t.Address, strings.Join(t.Topics, ","))
-		}
-		for _, o := range t.Owners {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Address, strings.Join(t.Topics, ","), o.Group, orDash(o.Member), tokenText(o.Token))
-		}
-	}
-	return tw.Flush()
+	return clireport.WriteTargets(s.stdout, out)
 }
 
 func (c *targetCmd) players(ctx context.Context, s *sys, cl *client.Client) error {
@@ -239,64 +175,17 @@ func (c *targetCmd) players(ctx context.Context, s *sys, cl *client.Client) erro
 			groups = append(groups, g.Group)
 		}
 	}
-	out := []groupJSON{}
+	out := []clireport.Group{}
 	for _, name := range groups {
 		d, err := cl.DescribeGroup(ctx, name)
 		if err != nil {
 			return c.conn.describe(ctx, "players", err)
 		}
-		g := groupJSON{Group: d.Group, Generation: d.Generation, Reassignments: d.Reassignments,
-			LeaseSeconds: time.Duration(d.LeaseNanos).Seconds(), LogTimeUnixNs: d.LogTimeUnixNano,
-			Members: []memberJSON{}, Assignments: []ownerJSON{}}
-		for _, m := range d.Members {
-			g.Members = append(g.Members, memberJSON{Member: m.MemberId, AdminAddress: m.AdminAddress, Incarnation: m.Incarnation,
-				JoinedUnixNs: m.JoinedUnixNano, LeaseExpiresNs: m.LeaseExpiresUnixNano,
-				LeaseLeftSec: time.Duration(m.LeaseExpiresUnixNano - d.LogTimeUnixNano).Seconds(), Targets: m.Targets})
-		}
-		for _, a := range d.Assignments {
-			g.Assignments = append(g.Assignments, ownerJSON{Group: d.Group, Target: a.Target.GetId(), Member: a.MemberId, Token: a.Token, AssignedUnixNs: a.AssignedUnixNano})
-		}
-		out = append(out, g)
+		out = append(out, clireport.GroupOf(d))
 	}
 	if c.asJSON {
 		return writeJSONLine(s.stdout, map[string]any{"groups": out})
 	}
-	if len(out) == 0 {
-		fmt.Fprintln(s.stdout, "no LogPlayer group has had a member yet")
-		return nil
-	}
-	for i, g := range out {
-		if i > 0 {
-			fmt.Fprintln(s.stdout)
-		}
-		fmt.Fprintf(s.stdout, "group %s: %d members, generation %d, %d reassignments, lease %gs\n",
-			g.Group, len(g.Members), g.Generation, g.Reassignments, g.LeaseSeconds)
-		tw := tabwriter.NewWriter(s.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "MEMBER\tADMIN\tINCARNATION\tLEASE LEFT\tTARGETS")
-		for _, m := range g.Members {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%.1fs\t%d\n", m.Member, orDash(m.AdminAddress), orDash(m.Incarnation), m.LeaseLeftSec, m.Targets)
-		}
-		tw.Flush()
-		tw = tabwriter.NewWriter(s.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TARGET\tOWNER\tTOKEN")
-		for _, a := range g.Assignments {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Target, orDash(a.Member), tokenText(a.Token))
-		}
-		tw.Flush()
-	}
+	clireport.WriteGroups(s.stdout, out)
 	return nil
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func tokenText(t uint64) string {
-	if t == 0 {
-		return "-"
-	}
-	return fmt.Sprint(t)
 }

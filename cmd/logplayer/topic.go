@@ -5,10 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"text/tabwriter"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -121,19 +120,6 @@ func (c *topicCreateCmd) run(ctx context.Context, s *sys) error {
 	return nil
 }
 
-// topicJSON is one topic in describe's and list's JSON output.
-type topicJSON struct {
-	Topic       string `json:"topic"`
-	Schema      string `json:"schema"`
-	DeclaredBy  string `json:"declared_by,omitempty"`
-	FirstOffset uint64 `json:"first_offset"`
-	NextOffset  uint64 `json:"next_offset"`
-}
-
-func topicOf(t *logstorepb.TopicInfo) topicJSON {
-	return topicJSON{Topic: t.Topic, Schema: fsm.SchemaName(t.Schema), DeclaredBy: t.DeclaredBy, FirstOffset: t.FirstOffset, NextOffset: t.NextOffset}
-}
-
 type topicDescribeCmd struct {
 	conn   clientFlags
 	topic  string
@@ -155,9 +141,9 @@ func (c *topicDescribeCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	if c.asJSON {
-		return writeJSONLine(s.stdout, topicOf(info))
+		return writeJSONLine(s.stdout, clireport.TopicOf(info))
 	}
-	writeTopicTable(s.stdout, []*logstorepb.TopicInfo{info})
+	clireport.WriteTopics(s.stdout, []*logstorepb.TopicInfo{info})
 	return nil
 }
 
@@ -173,25 +159,12 @@ func (c *topicListCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object")
 }
 
-// topicList is list's JSON output.
-type topicList struct {
-	Topics   []topicJSON   `json:"topics"`
-	Patterns []patternJSON `json:"patterns"`
-	// Truncated: --limit stopped the listing before the last topic.
-	Truncated bool `json:"truncated,omitempty"`
-}
-
-type patternJSON struct {
-	Pattern string `json:"pattern"`
-	Schema  string `json:"schema"`
-}
-
 // errListLimit stops EachTopic at --limit.
 var errListLimit = errors.New("limit reached")
 
 func (c *topicListCmd) run(ctx context.Context, s *sys) error {
 	var infos []*logstorepb.TopicInfo
-	out := topicList{Topics: []topicJSON{}, Patterns: []patternJSON{}}
+	out := clireport.TopicList{Topics: []clireport.TopicInfo{}, Patterns: []clireport.Pattern{}}
 	var patterns []*logstorepb.TopicDeclaration
 	err := c.conn.once(ctx, s, "topic list", func(ctx context.Context, cl *client.Client) (err error) {
 		patterns, err = cl.EachTopic(ctx, func(t *logstorepb.TopicInfo) error {
@@ -214,39 +187,18 @@ func (c *topicListCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	for _, t := range infos {
-		out.Topics = append(out.Topics, topicOf(t))
+		out.Topics = append(out.Topics, clireport.TopicOf(t))
 	}
 	for _, p := range patterns {
-		out.Patterns = append(out.Patterns, patternJSON{Pattern: p.Pattern, Schema: fsm.SchemaName(p.Schema)})
+		out.Patterns = append(out.Patterns, clireport.PatternOf(p))
 	}
 	if c.asJSON {
 		return writeJSONLine(s.stdout, out)
 	}
-	writeTopicTable(s.stdout, infos)
+	clireport.WriteTopics(s.stdout, infos)
 	if out.Truncated {
 		fmt.Fprintf(s.stdout, "(first %d topics; raise --limit for more)\n", c.limit)
 	}
-	if len(out.Patterns) > 0 {
-		fmt.Fprintln(s.stdout)
-		tw := tabwriter.NewWriter(s.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PATTERN\tSCHEMA")
-		for _, p := range out.Patterns {
-			fmt.Fprintf(tw, "%s\t%s\n", p.Pattern, p.Schema)
-		}
-		tw.Flush()
-	}
+	clireport.WritePatterns(s.stdout, out.Patterns)
 	return nil
-}
-
-func writeTopicTable(w io.Writer, infos []*logstorepb.TopicInfo) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOPIC\tSCHEMA\tDECLARED BY\tFIRST OFFSET\tNEXT OFFSET")
-	for _, t := range infos {
-		by := t.DeclaredBy
-		if by == "" {
-			by = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\n", t.Topic, fsm.SchemaName(t.Schema), by, t.FirstOffset, t.NextOffset)
-	}
-	tw.Flush()
 }

@@ -21,7 +21,7 @@ var floors = []struct {
 	{"storage", []string{"logstore/segment", "logstore/tier"}},
 	{"node", []string{"logstore", "logstore/fsm", "logstore/schema"}},
 	{"edge", []string{"logstore/api"}},
-	{"client", []string{"internal/storeconn", "client"}},
+	{"client", []string{"internal/storeconn", "client", "client/report"}},
 	{"engine", []string{"targetqueue", "dispatcher", "fetcher", "logplayer"}},
 	{"targets", []string{"target", "shard"}},
 	{"assembly", []string{"internal/serve", "demo", "devcluster",

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 
@@ -14,4 +15,16 @@ import (
 // (malformed requests answer INVALID_ARGUMENT) followed by opts.
 func StartAdmin(lis net.Listener, register func(grpc.ServiceRegistrar), log *slog.Logger, opts ...grpc.ServerOption) *GRPC {
 	return StartGRPC("admin", lis, register, log, append(grpcedge.ServerOptions(), opts...)...)
+}
+
+// ListenAdmin listens on addr and serves a LogPlayer's admin API there
+// (StartAdmin) until Stop; what `logplayer player --admin-addr` runs.
+func ListenAdmin(addr string, register func(grpc.ServiceRegistrar), log *slog.Logger, opts ...grpc.ServerOption) (*GRPC, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin endpoint: %w", err)
+	}
+	a := StartAdmin(lis, register, log, opts...)
+	log.Info("admin endpoint", "addr", a.Addr())
+	return a, nil
 }

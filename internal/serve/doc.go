@@ -5,6 +5,11 @@
 //
 //   - StartGRPC serves a set of gRPC services on a listener (a target's, the
 //     LogPlayer's admin API); StartTarget adds the target's close step.
+//   - ListenTarget is a target role's whole serving (`logplayer shard`,
+//     `sink`, `events`): listen, StartTarget with the target options, and
+//     its /metrics; ListenAdmin a LogPlayer's admin API on an address;
+//     StartStoreRole the `logplayer store` role with its HTTP API and
+//     /metrics.
 //   - StartStoreAPI serves a logstore.Node's API: its services
 //     (Node.RegisterServices) with its options (Node.ServerOptions), plus
 //     gRPC health and reflection.

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/logplayer/logplayer/logstore"
+	"github.com/logplayer/logplayer/security"
 )
 
 // StoreAPIStopMax bounds the graceful stop of a node's API server: unary
@@ -104,4 +106,44 @@ func (s *Store) Close() error {
 	s.API.Stop()
 	s.Metrics.Stop()
 	return s.Node.Close()
+}
+
+// StoreRole is the whole `logplayer store` role: a node serving its gRPC
+// API, its JSON-over-HTTP API and /metrics.
+type StoreRole struct {
+	*Store
+	http    *StoreHTTP
+	metrics *Metrics
+}
+
+// StartStoreRole starts the node of cfg and its gRPC API (StartStore with
+// opts), then its HTTP API on httpAddr (none when empty)
+// and its /metrics on metricsAddr (none when empty; TLS when metricsTLS is
+// set). On an error it stops what it started; an invalid cfg is an error
+// wrapping logstore.ErrConfig.
+func StartStoreRole(cfg logstore.Config, httpAddr string, httpTLS *security.ServerOptions, metricsAddr string, metricsTLS *tls.Config, log *slog.Logger, opts ...grpc.ServerOption) (*StoreRole, error) {
+	st, err := StartStore(cfg, nil, "", log, opts...)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := ListenStoreHTTP(st.API, httpAddr, httpTLS, log)
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	ms, err := StartMetricsTLS(metricsAddr, st.Node.Registry(), log, metricsTLS)
+	if err != nil {
+		hs.Stop()
+		_ = st.Close()
+		return nil, err
+	}
+	return &StoreRole{Store: st, http: hs, metrics: ms}, nil
+}
+
+// Close stops the HTTP API, then the node and its gRPC API, then /metrics.
+func (r *StoreRole) Close() error {
+	r.http.Stop()
+	err := r.Store.Close()
+	r.metrics.Stop()
+	return err
 }

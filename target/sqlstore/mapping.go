@@ -525,3 +525,15 @@ func headersJSON(hs []*logstorepb.Header) any {
 	}
 	return string(b)
 }
+
+// OpenMapped opens a Store that applies through the mapping of mc: cfg's
+// Apply, Setup and SnapshotTables are the mapping's. An invalid mc or cfg
+// is an error wrapping ErrInvalidConfig.
+func OpenMapped(ctx context.Context, mc MappingConfig, cfg Config) (*Store, error) {
+	m, err := NewMapping(mc)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Apply, cfg.Setup, cfg.SnapshotTables = m.Apply, m.Setup, m.Tables()
+	return Open(ctx, cfg)
+}
