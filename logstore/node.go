@@ -364,10 +364,23 @@ func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 // oversize Append gets the typed error instead of gRPC's, and the edge's
 // codec and interceptors (internal/grpcedge), so malformed bytes get
 // INVALID_ARGUMENT; and fixed flow-control windows (internal/grpcwindow),
-// so a producer's lone Append pays no bandwidth-probe PING round trip.
+// so a producer's lone Append pays no bandwidth-probe PING round trip;
+// and a pool of stream workers (streamWorkers).
 func (n *Node) ServerOptions() []grpc.ServerOption {
-	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...), grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes()))
+	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...),
+		grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes()), grpc.NumStreamWorkers(streamWorkers))
 }
+
+// streamWorkers is how many goroutines the node's gRPC server keeps to run
+// calls on. Without them gRPC starts a goroutine per call, whose small
+// stack grows (runtime.newstack copying it) on every Append: an Append
+// handler's stack (interceptors, admission, the aggregator's wait) is
+// deeper than a new goroutine's, which cost about 14% of the servers' CPU
+// with one connection per client (bench store, 64 clients, docs/
+// BENCHMARKS.md). A worker keeps its grown stack from call to call. When
+// every worker is busy (more calls in flight, or long Read streams), gRPC
+// starts a goroutine for the call as before.
+const streamWorkers = 128
 
 // Registry is the registry holding the node's metrics (Config.Registry).
 func (n *Node) Registry() *prometheus.Registry { return n.cfg.Registry }

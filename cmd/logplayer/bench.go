@@ -112,6 +112,7 @@ type benchStoreCmd struct {
 	dataDir          string
 	jsonOut          string
 	cpuProfile       string
+	rowProfiles      string
 	tls              bool
 	// Tuning experiments: LogStore node settings (0: the node default).
 	maxInflight, pipelineMin, maxAppendEntries int
@@ -129,6 +130,7 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the rows as JSON to this `file` (for 'logplayer-bench chart')")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this `file`")
+	fs.StringVar(&c.rowProfiles, "row-profiles", "", "write each row's CPU profile (servers' goroutines labelled bench=server) into this `directory` as <clients>-<system>.pprof")
 	fs.BoolVar(&c.tls, "tls", false, "run every level twice: plaintext, then mutual TLS with authorization (a table each)")
 	fs.IntVar(&c.maxInflight, "max-inflight-entries", 0, "tuning: the LogStore nodes' MaxInflightEntries (0: the default)")
 	fs.IntVar(&c.pipelineMin, "pipeline-min-txns", 0, "tuning: the LogStore nodes' PipelineMinTxns (0: the default)")
@@ -156,7 +158,7 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
 		t, err := lsbench.Run(ctx, lsbench.Config{
 			Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
-			SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, Security: sec,
+			SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, Security: sec, RowProfileDir: c.rowProfiles,
 			Node: func(nc *logstore.Config) {
 				nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
 			},

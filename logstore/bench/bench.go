@@ -164,6 +164,10 @@ type Config struct {
 	// reader goroutine blocks in a syscall, never durably, so the bubble's
 	// clock would never advance.
 	NoServerCPU bool
+	// RowProfileDir, when set, receives each row's CPU profile (the one
+	// the server CPU column is read from) as <clients>-<system>.pprof, for
+	// `go tool pprof -tagfocus bench=server`.
+	RowProfileDir string
 	// Topics per transaction (default 2) and bytes per slice (default 256).
 	Topics     int
 	SliceBytes int
@@ -521,6 +525,10 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 	wg.Wait()
 	cpu := processCPU() - cpu0
 	server, profiled := prof.stop()
+	if profiled && cfg.RowProfileDir != "" {
+		name := filepath.Join(cfg.RowProfileDir, fmt.Sprintf("%d-%s.pprof", len(ops), system))
+		_ = os.WriteFile(name, prof.buf.Bytes(), 0o644) // a diagnostic: the row stands without it
+	}
 	s := quantile.Summarize(lats)
 	row := Row{System: system, Clients: len(ops), Txns: len(lats), Errors: errs,
 		TxPerSec: float64(len(lats)) / cfg.Duration.Seconds(), Avg: s.Avg, P50: s.P50, P99: s.P99, P999: s.P999}
