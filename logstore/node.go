@@ -376,8 +376,8 @@ func (n *Node) ServerOptions() []grpc.ServerOption {
 // stack grows (runtime.newstack copying it) on every Append: an Append
 // handler's stack (interceptors, admission, the aggregator's wait) is
 // deeper than a new goroutine's, which cost about 14% of the servers' CPU
-// with one connection per client (bench store, 64 clients, docs/
-// BENCHMARKS.md). A worker keeps its grown stack from call to call. When
+// with one connection per client (bench store, 64 clients,
+// docs/BENCHMARKS.md). A worker keeps its grown stack from call to call. When
 // every worker is busy (more calls in flight, or long Read streams), gRPC
 // starts a goroutine for the call as before.
 const streamWorkers = 128
