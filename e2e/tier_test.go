@@ -11,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -72,19 +73,18 @@ func startTierEnv(t *testing.T) *tierEnv {
 // waitStatus polls the node's status until cond holds (progressMax).
 func (e *tierEnv) waitStatus(what string, cond func(*logstorepb.StatusResponse) error) *logstorepb.StatusResponse {
 	e.t.Helper()
-	deadline := time.Now().Add(progressMax)
-	for {
+	var got *logstorepb.StatusResponse
+	testwait.ForErr(e.t, progressMax, what, func() error {
 		st, err := e.status()
 		if err == nil {
-			if err = cond(st); err == nil {
-				return st
-			}
+			err = cond(st)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("waiting for %s: %v", what, err)
+		if err == nil {
+			got = st
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err
+	})
+	return got
 }
 
 func (e *tierEnv) status() (*logstorepb.StatusResponse, error) {
@@ -300,17 +300,13 @@ func TestTieredHistoryNewTarget(t *testing.T) {
 	player.start()
 	e.write(20) // the tail, delivered live
 	want := float64(len(e.values))
-	deadline := time.Now().Add(progressMax)
-	for {
+	testwait.ForErr(t, progressMax, fmt.Sprintf("the new target applying lsn %v", want), func() error {
 		samples, err := scrape(evMetrics, "target_applied_lsn")
-		if err == nil && len(samples) == 1 && samples[0].value == want {
-			break
+		if err == nil && (len(samples) != 1 || samples[0].value != want) {
+			err = fmt.Errorf("target_applied_lsn samples %v", samples)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the new target did not apply lsn %v: %v %v", want, samples, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 	player.terminate()
 	ev.terminate()
 	events, st, err := demo.ReadEventLog(filepath.Join(evDir, demo.EventLogFileName))

@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -12,16 +13,16 @@ import (
 // (internal/serve TestStoreServesAPIHealthReflectionAndMetrics failed so
 // once in CI: 'node n0 is not the leader (leader "n0" at "")').
 func TestCaughtUpWaitsForTheGateWhileRaftLeads(t *testing.T) {
-	c := newCaughtUp()
-	go func() {
-		time.Sleep(20 * time.Millisecond) // watchLeadership is late
-		c.elected()()
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.wait(ctx, func() bool { return true }); err != nil {
-		t.Fatalf("wait while Raft leads and the gate opens late: %v, want nil", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		c := newCaughtUp()
+		late := time.AfterFunc(20*time.Millisecond, func() { c.elected()() }) // watchLeadership is late
+		defer late.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.wait(ctx, func() bool { return true }); err != nil {
+			t.Fatalf("wait while Raft leads and the gate opens late: %v, want nil", err)
+		}
+	})
 }
 
 // A node Raft does not report leader is refused at once.

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/proto/targetpb"
@@ -108,9 +111,12 @@ func TestStalledRestoreDoesNotHoldShutdown(t *testing.T) {
 	dir := t.TempDir()
 	b := start(t, shard.Config{Dir: dir, ID: "b", Topics: []string{topic}})
 	dst := halfRestore(t, ctxT(t), a, b) // then silence
-	// The restore is running on b's applier when a Hello queued behind it
-	// would wait; give the server a moment to take the item.
-	time.Sleep(200 * time.Millisecond)
+	// The restore is running on b's applier (a Hello queued behind it would
+	// wait) once it has created its staging file.
+	testwait.For(t, testwait.Max, "the restore writing its staging file", func() bool {
+		_, err := os.Stat(filepath.Join(dir, shard.StagingFileName))
+		return err == nil
+	})
 	stopped := make(chan struct{})
 	go func() { b.stop(); close(stopped) }()
 	select {
