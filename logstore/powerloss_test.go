@@ -30,7 +30,6 @@ import (
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/internal/vfs"
-	"github.com/logplayer/logplayer/internal/walvfs"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -785,8 +784,8 @@ func keys(m map[string][]byte) []string {
 // TestNodeRefusesSealedTail: a data directory whose raft-wal log is in the
 // state raft-wal v0.4.2 cannot append after (the tail segment sealed in its
 // file, unsealed in the metadata: a crash between the seal and the
-// rotation's metadata commit, internal/walvfs) is refused at NewNode with
-// walvfs.ErrSealedTail and the recovery procedure, instead of a node that
+// rotation's metadata commit, logstore/walvfs.go) is refused at NewNode
+// with errSealedTail and the recovery procedure, instead of a node that
 // starts and then fails every Raft append. The state is made by rolling
 // the metadata of a log that rotated back to before its last rotation.
 func TestNodeRefusesSealedTail(t *testing.T) {
@@ -796,8 +795,8 @@ func TestNodeRefusesSealedTail(t *testing.T) {
 	if err := mem.MkdirAll(walPath, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w, err := raftwal.Open(walPath, raftwal.WithSegmentFiler(walsegment.NewFiler(walPath, walvfs.VFS{FS: mem})),
-		raftwal.WithMetaStore(walvfs.NewMetaStore(mem)), raftwal.WithSegmentSize(8<<10))
+	w, err := raftwal.Open(walPath, raftwal.WithSegmentFiler(walsegment.NewFiler(walPath, logstore.WALVFSForTest(mem))),
+		raftwal.WithMetaStore(logstore.NewWALMetaStoreForTest(mem)), raftwal.WithSegmentSize(8<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,10 +808,10 @@ func TestNodeRefusesSealedTail(t *testing.T) {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := walvfs.CheckTail(walPath, mem); err != nil {
-		t.Fatalf("CheckTail on a healthy log: %v", err)
+	if err := logstore.CheckWALTailForTest(walPath, mem); err != nil {
+		t.Fatalf("checkWALTail on a healthy log: %v", err)
 	}
-	meta := walvfs.NewMetaStore(mem)
+	meta := logstore.NewWALMetaStoreForTest(mem)
 	st, err := meta.Load(walPath)
 	if err != nil {
 		t.Fatal(err)
@@ -837,8 +836,8 @@ func TestNodeRefusesSealedTail(t *testing.T) {
 		n.Close()
 		t.Fatal("NewNode started on a raft-wal log wedged on a sealed tail")
 	}
-	if !errors.Is(err, walvfs.ErrSealedTail) || !strings.Contains(err.Error(), "cluster remove") {
-		t.Fatalf("NewNode: %v, want walvfs.ErrSealedTail with the recovery procedure", err)
+	if !errors.Is(err, logstore.ErrSealedTailForTest) || !strings.Contains(err.Error(), "cluster remove") {
+		t.Fatalf("NewNode: %v, want errSealedTail with the recovery procedure", err)
 	}
 	t.Logf("NewNode: %v", err)
 }

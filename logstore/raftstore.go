@@ -13,7 +13,6 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 
 	"github.com/logplayer/logplayer/internal/vfs"
-	"github.com/logplayer/logplayer/internal/walvfs"
 )
 
 // RaftLogStore names the backend that keeps Raft's log and stable state
@@ -91,14 +90,14 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger, fsys v
 		if err := vfs.MkdirAllSync(fsys, walPath, 0o755); err != nil {
 			return nil, fmt.Errorf("logstore: %w", err)
 		}
-		if err := walvfs.CheckTail(walPath, fsys); err != nil {
+		if err := checkWALTail(walPath, fsys); err != nil {
 			return nil, fmt.Errorf("logstore: open %s: %w", walPath, err)
 		}
 		var w *raftwal.WAL
 		if fsys == vfs.Default {
 			w, err = raftwal.Open(walPath, raftwal.WithLogger(logger))
 		} else {
-			w, err = walvfs.Open(walPath, fsys, logger)
+			w, err = openWALOnFS(walPath, fsys, logger)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("logstore: open %s: %w", walPath, err)

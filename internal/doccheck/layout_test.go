@@ -16,7 +16,7 @@ var floors = []struct {
 	prefixes []string
 }{
 	{"words", []string{"types", "proto", "apierr"}},
-	{"shared libraries", []string{"internal/quantile", "internal/jsoncrc", "internal/vfs", "internal/walvfs", "internal/failpoint",
+	{"shared libraries", []string{"internal/quantile", "internal/jsoncrc", "internal/vfs", "internal/failpoint",
 		"internal/grpcwindow", "internal/poll", "internal/raftlog", "internal/grpcedge", "security"}},
 	{"storage", []string{"logstore/segment", "logstore/tier"}},
 	{"node", []string{"logstore", "logstore/fsm", "logstore/schema"}},

@@ -1,4 +1,4 @@
-package walvfs
+package logstore
 
 import (
 	"errors"
@@ -9,45 +9,46 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
-	"github.com/hashicorp/raft-wal/segment"
+	walsegment "github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/logplayer/logplayer/internal/vfs"
 )
 
-// Open opens raft-wal in dir on fsys: segment files through VFS, metadata
-// and stable keys in a MetaStore. It makes dir (and its path) durable
-// first: raft-wal syncs the directory after its files, never the
+// openWALOnFS opens raft-wal in dir on fsys: segment files through walVFS,
+// metadata and stable keys in a walMetaStore. It makes dir (and its path)
+// durable first: raft-wal syncs the directory after its files, never the
 // directory's own name in its parent.
-func Open(dir string, fsys vfs.FS, logger hclog.Logger) (*raftwal.WAL, error) {
-	return open(dir, fsys, logger, NewMetaStore(fsys), 0)
+func openWALOnFS(dir string, fsys vfs.FS, logger hclog.Logger) (*raftwal.WAL, error) {
+	return openWALOnFSWith(dir, fsys, logger, newWALMetaStore(fsys), 0)
 }
 
-// open is Open with a chosen MetaStore and segment size (0: raft-wal's
-// default); tests use small segments and a MetaStore that blocks.
-func open(dir string, fsys vfs.FS, logger hclog.Logger, meta types.MetaStore, segmentBytes int) (*raftwal.WAL, error) {
+// openWALOnFSWith is openWALOnFS with a chosen MetaStore and segment size
+// (0: raft-wal's default); tests use small segments and a MetaStore that
+// blocks.
+func openWALOnFSWith(dir string, fsys vfs.FS, logger hclog.Logger, meta types.MetaStore, segmentBytes int) (*raftwal.WAL, error) {
 	if err := vfs.MkdirAllSync(fsys, dir, 0o755); err != nil {
 		return nil, fmt.Errorf("walvfs: %w", err)
 	}
-	return raftwal.Open(dir, raftwal.WithLogger(logger), raftwal.WithSegmentFiler(segment.NewFiler(dir, VFS{FS: fsys})),
+	return raftwal.Open(dir, raftwal.WithLogger(logger), raftwal.WithSegmentFiler(walsegment.NewFiler(dir, walVFS{fs: fsys})),
 		raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(segmentBytes))
 }
 
-// ErrSealedTail: the WAL in a directory is wedged on a sealed tail (see
-// the package doc); raft-wal v0.4.2 would open it and then refuse every
-// append with ErrSealed.
-var ErrSealedTail = errors.New("raft-wal tail segment is sealed but its metadata says unsealed (a crash during segment rotation)")
+// errSealedTail: the WAL in a directory is wedged on a sealed tail (see
+// the top of walvfs.go); raft-wal v0.4.2 would open it and then refuse
+// every append with ErrSealed.
+var errSealedTail = errors.New("raft-wal tail segment is sealed but its metadata says unsealed (a crash during segment rotation)")
 
-// RecoveryProcedure is the one line a node wedged on ErrSealedTail logs:
+// sealedTailRecovery is the one line a node wedged on errSealedTail logs:
 // what the operator does (README, Runbook).
-const RecoveryProcedure = "remove the node from the cluster (logplayer cluster remove --id ID), " +
+const sealedTailRecovery = "remove the node from the cluster (logplayer cluster remove --id ID), " +
 	"empty its data directory, start it and add it again (logplayer cluster add): it is rebuilt from the leader's snapshot"
 
-// CheckTail reports ErrSealedTail when the WAL in dir is wedged: the last
-// segment of its metadata is unsealed, and recovering that segment's file
+// checkWALTail reports errSealedTail when the WAL in dir is wedged: the
+// last segment of its metadata is unsealed, and recovering that segment's file
 // (as raft-wal's Open does) finds it sealed. fsys == vfs.Default checks
 // the layout raftwal.Open uses by default (bbolt metadata, os files);
-// anything else the one Open above uses. It changes nothing on disk
+// anything else the one openWALOnFS above uses. It changes nothing on disk
 // (beyond creating raft-wal's empty metadata file when dir has none).
 //
 // Why refuse instead of repairing: completing the rotation (marking the
@@ -57,13 +58,13 @@ const RecoveryProcedure = "remove the node from the cluster (logplayer cluster r
 // also when the commit after it was torn; then the index frame itself may
 // be torn, and sealing the segment on it would serve garbage. raft-wal's
 // API cannot tell the two apart.
-func CheckTail(dir string, fsys vfs.FS) error {
+func checkWALTail(dir string, fsys vfs.FS) error {
 	var meta types.MetaStore
 	var files types.VFS
 	if fsys == vfs.Default {
 		meta, files = &metadb.BoltMetaDB{}, walfs.New()
 	} else {
-		meta, files = NewMetaStore(fsys), VFS{FS: fsys}
+		meta, files = newWALMetaStore(fsys), walVFS{fs: fsys}
 	}
 	st, err := meta.Load(dir)
 	if cerr := meta.Close(); err == nil {
@@ -79,7 +80,7 @@ func CheckTail(dir string, fsys vfs.FS) error {
 	if !tail.SealTime.IsZero() {
 		return nil
 	}
-	w, err := segment.NewFiler(dir, files).RecoverTail(tail)
+	w, err := walsegment.NewFiler(dir, files).RecoverTail(tail)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // raft-wal creates it
 	}
@@ -92,5 +93,5 @@ func CheckTail(dir string, fsys vfs.FS) error {
 	if err != nil || !sealed {
 		return nil
 	}
-	return fmt.Errorf("%w: %s (entries %d..%d): %s", ErrSealedTail, segment.FileName(tail), tail.BaseIndex, last, RecoveryProcedure)
+	return fmt.Errorf("%w: %s (entries %d..%d): %s", errSealedTail, walsegment.FileName(tail), tail.BaseIndex, last, sealedTailRecovery)
 }

@@ -1,4 +1,4 @@
-package walvfs
+package logstore
 
 import (
 	"errors"
@@ -20,31 +20,31 @@ import (
 	"github.com/logplayer/logplayer/internal/vfs"
 )
 
-const walDir = "/node/raft-wal"
+const memWALDir = "/node/raft-wal"
 
-// openWAL opens raft-wal in walDir on fsys, with small segments (so that
-// a run rotates through several).
-func openWAL(t *testing.T, fsys vfs.FS) *raftwal.WAL {
+// openTestWAL opens raft-wal in memWALDir on fsys, with small segments (so
+// that a run rotates through several).
+func openTestWAL(t *testing.T, fsys vfs.FS) *raftwal.WAL {
 	t.Helper()
-	w, err := open(walDir, fsys, nil, NewMetaStore(fsys), 8<<10)
+	w, err := openWALOnFSWith(memWALDir, fsys, nil, newWALMetaStore(fsys), 8<<10)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	return w
 }
 
-func entryData(i uint64) []byte { return fmt.Appendf(nil, "entry %d %0*d", i, int(i%200), 0) }
+func walEntryData(i uint64) []byte { return fmt.Appendf(nil, "entry %d %0*d", i, int(i%200), 0) }
 
-var termKey = []byte("CurrentTerm")
+var walTermKey = []byte("CurrentTerm")
 
-// TestPowerLoss writes batches of Raft entries (and a rising term) while,
+// TestWALPowerLoss writes batches of Raft entries (and a rising term) while,
 // at a time drawn from the seed, the power goes: vfs.MemFS.CrashClone
 // keeps the synced data and any prefix of the rest, a write in flight
 // possibly torn. raft-wal reopened on what was left must hold every entry
 // of every StoreLogs that returned before the crash, and the term of every
 // SetStable that did, with entries 1..LastIndex intact and dense; then it
 // takes new entries after its last and reopens cleanly.
-func TestPowerLoss(t *testing.T) {
+func TestWALPowerLoss(t *testing.T) {
 	var wedged atomic.Int64
 	defer func() {
 		t.Logf("%d of 40 seeds left raft-wal wedged on a sealed tail after the power loss", wedged.Load())
@@ -53,10 +53,10 @@ func TestPowerLoss(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 7))
 			mem := vfs.NewCrashableMem()
-			if err := mem.MkdirAll(walDir, 0o755); err != nil {
+			if err := mem.MkdirAll(memWALDir, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			w := openWAL(t, mem)
+			w := openTestWAL(t, mem)
 			var acked, ackedTerm atomic.Uint64
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
@@ -71,7 +71,7 @@ func TestPowerLoss(t *testing.T) {
 					n := 1 + int(term*7%13)
 					logs := make([]*raft.Log, n)
 					for k := range logs {
-						logs[k] = &raft.Log{Index: next + uint64(k), Term: term, Data: entryData(next + uint64(k))}
+						logs[k] = &raft.Log{Index: next + uint64(k), Term: term, Data: walEntryData(next + uint64(k))}
 					}
 					if err := w.StoreLogs(logs); err != nil {
 						t.Errorf("store logs at %d: %v", next, err)
@@ -79,7 +79,7 @@ func TestPowerLoss(t *testing.T) {
 					}
 					next += uint64(n)
 					acked.Store(next - 1)
-					if err := w.SetUint64(termKey, term); err != nil {
+					if err := w.SetUint64(walTermKey, term); err != nil {
 						t.Errorf("set term: %v", err)
 						return
 					}
@@ -93,11 +93,11 @@ func TestPowerLoss(t *testing.T) {
 			wg.Wait()
 			_ = w.Close()
 
-			checked := CheckTail(walDir, crashed)
-			if checked != nil && !errors.Is(checked, ErrSealedTail) {
-				t.Fatalf("CheckTail: %v", checked)
+			checked := checkWALTail(memWALDir, crashed)
+			if checked != nil && !errors.Is(checked, errSealedTail) {
+				t.Fatalf("checkWALTail: %v", checked)
 			}
-			w2 := openWAL(t, crashed)
+			w2 := openTestWAL(t, crashed)
 			last, err := w2.LastIndex()
 			if err != nil {
 				t.Fatal(err)
@@ -115,21 +115,21 @@ func TestPowerLoss(t *testing.T) {
 				if err := w2.GetLog(i, &l); err != nil {
 					t.Fatalf("entry %d of %d: %v", i, last, err)
 				}
-				if l.Index != i || string(l.Data) != string(entryData(i)) {
+				if l.Index != i || string(l.Data) != string(walEntryData(i)) {
 					t.Fatalf("entry %d: index %d, data %q", i, l.Index, l.Data)
 				}
 			}
-			if term, err := w2.GetUint64(termKey); err != nil || term < wantTerm {
+			if term, err := w2.GetUint64(walTermKey); err != nil || term < wantTerm {
 				t.Fatalf("term %d (%v), SetStable had returned %d", term, err, wantTerm)
 			}
 			// The node goes on after its last entry, and restarts cleanly;
 			// except in the state raft-wal v0.4.2 does not recover from (see
-			// the package doc): a tail segment sealed in its file (the seal
+			// the top of walvfs.go): a tail segment sealed in its file (the seal
 			// was synced) whose rotation never reached the metadata.
-			err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 1 << 20, Data: entryData(last + 1)}})
+			err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 1 << 20, Data: walEntryData(last + 1)}})
 			if errors.Is(err, raftwal.ErrSealed) {
 				if checked == nil {
-					t.Errorf("raft-wal wedged on a sealed tail, but CheckTail did not see it")
+					t.Errorf("raft-wal wedged on a sealed tail, but checkWALTail did not see it")
 				}
 				wedged.Add(1)
 				t.Logf("acknowledged through %d when the power went, %d entries survived; then StoreLogs: %v (raft-wal v0.4.2 wedged on a sealed tail)", wantLast, last, err)
@@ -140,10 +140,10 @@ func TestPowerLoss(t *testing.T) {
 				t.Fatalf("store after recovery: %v", err)
 			}
 			if checked != nil {
-				t.Errorf("CheckTail refused a log that was not wedged: %v", checked)
+				t.Errorf("checkWALTail refused a log that was not wedged: %v", checked)
 			}
 			_ = w2.Close()
-			w3 := openWAL(t, crashed)
+			w3 := openTestWAL(t, crashed)
 			defer w3.Close()
 			if l, err := w3.LastIndex(); err != nil || l != last+1 {
 				t.Fatalf("reopened: last index %d (%v), want %d", l, err, last+1)
@@ -153,10 +153,10 @@ func TestPowerLoss(t *testing.T) {
 	}
 }
 
-// blockingMeta holds every CommitState after block is set until the test
+// blockingWALMeta holds every CommitState after block is set until the test
 // ends: the background rotation that follows a seal stops before its
 // metadata commit, as if the power went right then.
-type blockingMeta struct {
+type blockingWALMeta struct {
 	types.MetaStore
 	block   atomic.Bool
 	blocked chan struct{} // closed at the first held commit
@@ -164,7 +164,7 @@ type blockingMeta struct {
 	release chan struct{}
 }
 
-func (b *blockingMeta) CommitState(st types.PersistentState) error {
+func (b *blockingWALMeta) CommitState(st types.PersistentState) error {
 	if !b.block.Load() {
 		return b.MetaStore.CommitState(st)
 	}
@@ -177,7 +177,7 @@ func (b *blockingMeta) CommitState(st types.PersistentState) error {
 // index next on until a rotation's commit is held, then calls crash (the
 // power goes), releases the rotation and closes w. It returns the last
 // index a StoreLogs had returned for when the commit was held.
-func appendUntilRotationHeld(t *testing.T, w *raftwal.WAL, meta *blockingMeta, next uint64, crash func()) uint64 {
+func appendUntilRotationHeld(t *testing.T, w *raftwal.WAL, meta *blockingWALMeta, next uint64, crash func()) uint64 {
 	t.Helper()
 	meta.block.Store(true)
 	var acked atomic.Uint64
@@ -192,7 +192,7 @@ func appendUntilRotationHeld(t *testing.T, w *raftwal.WAL, meta *blockingMeta, n
 			}
 			// A StoreLogs after the seal waits for the held rotation: it
 			// returns only when the test releases it.
-			if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entryData(i)}}); err != nil {
+			if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: walEntryData(i)}}); err != nil {
 				return
 			}
 			acked.Store(i)
@@ -211,48 +211,48 @@ func appendUntilRotationHeld(t *testing.T, w *raftwal.WAL, meta *blockingMeta, n
 	return last
 }
 
-// TestSealedTailWedge reproduces, without timing, the state TestPowerLoss
+// TestWALSealedTailWedge reproduces, without timing, the state TestWALPowerLoss
 // finds for some seeds: the power goes after the StoreLogs that sealed the
 // tail segment and before the rotation committed the metadata. raft-wal
 // v0.4.2 reopens it and then refuses every StoreLogs with ErrSealed (see
-// the package doc). The test asserts that behaviour: when an upgrade of
+// the top of walvfs.go). The test asserts that behaviour: when an upgrade of
 // raft-wal recovers from it, this fails, and the docs should say so.
-func TestSealedTailWedge(t *testing.T) {
+func TestWALSealedTailWedge(t *testing.T) {
 	mem := vfs.NewCrashableMem()
-	if err := mem.MkdirAll(walDir, 0o755); err != nil {
+	if err := mem.MkdirAll(memWALDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	meta := &blockingMeta{MetaStore: NewMetaStore(mem), blocked: make(chan struct{}), release: make(chan struct{})}
-	w, err := open(walDir, mem, nil, meta, 8<<10)
+	meta := &blockingWALMeta{MetaStore: newWALMetaStore(mem), blocked: make(chan struct{}), release: make(chan struct{})}
+	w, err := openWALOnFSWith(memWALDir, mem, nil, meta, 8<<10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var crashed *vfs.MemFS
 	wantLast := appendUntilRotationHeld(t, w, meta, 1, func() { crashed = mem.CrashClone(rand.New(rand.NewPCG(1, 2))) })
 
-	// CheckTail (what the LogStore runs before raftwal.Open) names it.
-	if err := CheckTail(walDir, crashed); !errors.Is(err, ErrSealedTail) || !strings.Contains(err.Error(), "cluster remove") {
-		t.Fatalf("CheckTail on the wedged log: %v, want ErrSealedTail with the recovery procedure", err)
+	// checkWALTail (what the LogStore runs before raftwal.Open) names it.
+	if err := checkWALTail(memWALDir, crashed); !errors.Is(err, errSealedTail) || !strings.Contains(err.Error(), "cluster remove") {
+		t.Fatalf("checkWALTail on the wedged log: %v, want errSealedTail with the recovery procedure", err)
 	} else {
-		t.Logf("CheckTail: %v", err)
+		t.Logf("checkWALTail: %v", err)
 	}
-	w2 := openWAL(t, crashed)
+	w2 := openTestWAL(t, crashed)
 	defer w2.Close()
 	last, err := w2.LastIndex()
 	if err != nil || last < wantLast {
 		t.Fatalf("last index %d (%v), StoreLogs had returned through %d", last, err, wantLast)
 	}
-	err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 2, Data: entryData(last + 1)}})
+	err = w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 2, Data: walEntryData(last + 1)}})
 	if !errors.Is(err, raftwal.ErrSealed) {
-		t.Fatalf("StoreLogs after the crash: %v; raft-wal v0.4.2 answered ErrSealed here (the wedge the package doc describes): "+
+		t.Fatalf("StoreLogs after the crash: %v; raft-wal v0.4.2 answered ErrSealed here (the wedge the top of walvfs.go describes): "+
 			"if it recovers now, update the docs and this test", err)
 	}
 	t.Logf("reopened with entries 1..%d (acknowledged through %d); StoreLogs: %v", last, wantLast, err)
 }
 
-// copyDir copies the files of src into a new directory (a "power loss"
+// copyWALDir copies the files of src into a new directory (a "power loss"
 // of a real disk at a moment when everything written was synced).
-func copyDir(t *testing.T, src string) string {
+func copyWALDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
 	entries, err := os.ReadDir(src)
@@ -271,42 +271,42 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
-// TestCheckTailRealFS: the wedge on the layout the LogStore uses by
+// TestWALCheckTailRealFS: the wedge on the layout the LogStore uses by
 // default (raft-wal's bbolt metadata, os files): a copy of the directory
 // taken while a rotation's metadata commit is held reopens wedged, and
-// CheckTail(dir, vfs.Default) names it; a copy taken before the seal is
+// checkWALTail(dir, vfs.Default) names it; a copy taken before the seal is
 // not refused.
-func TestCheckTailRealFS(t *testing.T) {
+func TestWALCheckTailRealFS(t *testing.T) {
 	dir := t.TempDir()
-	meta := &blockingMeta{MetaStore: &metadb.BoltMetaDB{}, blocked: make(chan struct{}), release: make(chan struct{})}
+	meta := &blockingWALMeta{MetaStore: &metadb.BoltMetaDB{}, blocked: make(chan struct{}), release: make(chan struct{})}
 	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta), raftwal.WithSegmentSize(8<<10))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := uint64(1); i <= 3; i++ {
-		if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: entryData(i)}}); err != nil {
+		if err := w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Data: walEntryData(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	healthy := copyDir(t, dir)
+	healthy := copyWALDir(t, dir)
 	var wedged string
-	appendUntilRotationHeld(t, w, meta, 4, func() { wedged = copyDir(t, dir) })
+	appendUntilRotationHeld(t, w, meta, 4, func() { wedged = copyWALDir(t, dir) })
 
-	if err := CheckTail(healthy, vfs.Default); err != nil {
-		t.Fatalf("CheckTail on a healthy log: %v", err)
+	if err := checkWALTail(healthy, vfs.Default); err != nil {
+		t.Fatalf("checkWALTail on a healthy log: %v", err)
 	}
-	err = CheckTail(wedged, vfs.Default)
-	if !errors.Is(err, ErrSealedTail) {
-		t.Fatalf("CheckTail on the wedged copy: %v, want ErrSealedTail", err)
+	err = checkWALTail(wedged, vfs.Default)
+	if !errors.Is(err, errSealedTail) {
+		t.Fatalf("checkWALTail on the wedged copy: %v, want errSealedTail", err)
 	}
-	t.Logf("CheckTail: %v", err)
+	t.Logf("checkWALTail: %v", err)
 	w2, err := raftwal.Open(wedged)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w2.Close()
 	last, _ := w2.LastIndex()
-	if err := w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 2, Data: entryData(last + 1)}}); !errors.Is(err, raftwal.ErrSealed) {
-		t.Fatalf("StoreLogs on the wedged copy: %v; raft-wal v0.4.2 answered ErrSealed (if it recovers now, CheckTail can go)", err)
+	if err := w2.StoreLogs([]*raft.Log{{Index: last + 1, Term: 2, Data: walEntryData(last + 1)}}); !errors.Is(err, raftwal.ErrSealed) {
+		t.Fatalf("StoreLogs on the wedged copy: %v; raft-wal v0.4.2 answered ErrSealed (if it recovers now, checkWALTail can go)", err)
 	}
 }

@@ -1,24 +1,24 @@
-// Package walvfs runs hashicorp/raft-wal on the storage code's filesystem
-// seam (internal/vfs), so that a test can put a node's Raft log on the
-// crashable in-memory filesystem and lose power under it.
+// The raft-wal adapter: hashicorp/raft-wal on the storage code's
+// filesystem seam (internal/vfs), so that a test can put a node's Raft log
+// on the crashable in-memory filesystem and lose power under it.
 //
 // raft-wal v0.4.2 takes its segment files through an injectable
 // filesystem (types.VFS, given with raftwal.WithSegmentFiler and
 // segment.NewFiler) and its metadata through an injectable store
 // (types.MetaStore, raftwal.WithMetaStore); its default metadata store is
-// bbolt on a real file (metadb), which no VFS reaches. VFS adapts a
+// bbolt on a real file (metadb), which no VFS reaches. walVFS adapts a
 // vfs.FS with the durability discipline of raft-wal's own fs.FS (a new
 // file is not synced at creation; its first Sync also syncs its
-// directory; Delete syncs the directory); MetaStore keeps the metadata and
-// the stable keys (Raft's term and vote) in two files on the vfs.FS, each
-// replaced atomically (written to a temporary name, synced, renamed,
+// directory; Delete syncs the directory); walMetaStore keeps the metadata
+// and the stable keys (Raft's term and vote) in two files on the vfs.FS,
+// each replaced atomically (written to a temporary name, synced, renamed,
 // directory synced) before CommitState or SetStable returns.
 //
-// The LogStore opens raft-wal through Open when logstore.Config.FS is set
-// (tests that cut a node's power), and runs CheckTail (tail.go) before it
-// opens raft-wal on either layout.
+// openRaftStore (raftstore.go) opens raft-wal through openWALOnFS when
+// Config.FS is set (tests that cut a node's power), and runs checkWALTail
+// (walvfs_tail.go) before it opens raft-wal on either layout.
 //
-// What TestPowerLoss found (raft-wal v0.4.2): every entry of every
+// What TestWALPowerLoss found (raft-wal v0.4.2): every entry of every
 // StoreLogs that returned survives a power loss, and the log reopens
 // dense. But when the power goes after a StoreLogs that filled the tail
 // segment (its index frame, the seal, written and synced in that call) and
@@ -28,9 +28,10 @@
 // StoreLogs fails with ErrSealed ("segment is sealed"), at every restart.
 // A SIGKILL in that window leaves the same state. In the test, with 8 KiB
 // segments, 15 of 40 seeds end so; with the LogStore's 64 MiB segments the
-// window is one rotation per 64 MiB of Raft log. CheckTail detects that
-// state; the LogStore refuses to start on it (RecoveryProcedure).
-package walvfs
+// window is one rotation per 64 MiB of Raft log. checkWALTail detects that
+// state; the LogStore refuses to start on it (sealedTailRecovery).
+
+package logstore
 
 import (
 	"encoding/json"
@@ -47,18 +48,18 @@ import (
 	"github.com/logplayer/logplayer/internal/vfs"
 )
 
-// VFS is raft-wal's types.VFS on a vfs.FS.
-type VFS struct{ FS vfs.FS }
+// walVFS is raft-wal's types.VFS on a vfs.FS.
+type walVFS struct{ fs vfs.FS }
 
-var _ types.VFS = VFS{}
+var _ types.VFS = walVFS{}
 
 // ListDir implements types.VFS.
-func (v VFS) ListDir(dir string) ([]string, error) { return v.FS.ReadDir(dir) }
+func (v walVFS) ListDir(dir string) ([]string, error) { return v.fs.ReadDir(dir) }
 
 // Create implements types.VFS: the file is created and sized, not synced
 // (its first Sync syncs the directory too, as raft-wal's fs.FS does).
-func (v VFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
-	f, err := v.FS.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+func (v walVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := v.fs.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -68,36 +69,36 @@ func (v VFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
 			return nil, err
 		}
 	}
-	return &newFile{File: f, fs: v.FS, dir: dir}, nil
+	return &walNewFile{File: f, fs: v.fs, dir: dir}, nil
 }
 
 // Delete implements types.VFS (the removal is durable when it returns).
-func (v VFS) Delete(dir, name string) error {
-	if err := v.FS.Remove(filepath.Join(dir, name)); err != nil {
+func (v walVFS) Delete(dir, name string) error {
+	if err := v.fs.Remove(filepath.Join(dir, name)); err != nil {
 		return err
 	}
-	return vfs.SyncDir(v.FS, dir)
+	return vfs.SyncDir(v.fs, dir)
 }
 
 // OpenReader implements types.VFS.
-func (v VFS) OpenReader(dir, name string) (types.ReadableFile, error) {
-	return v.FS.OpenFile(filepath.Join(dir, name), os.O_RDONLY, 0)
+func (v walVFS) OpenReader(dir, name string) (types.ReadableFile, error) {
+	return v.fs.OpenFile(filepath.Join(dir, name), os.O_RDONLY, 0)
 }
 
 // OpenWriter implements types.VFS.
-func (v VFS) OpenWriter(dir, name string) (types.WritableFile, error) {
-	return v.FS.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+func (v walVFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	return v.fs.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
 }
 
-// newFile is a created file whose first Sync also syncs its directory.
-type newFile struct {
+// walNewFile is a created file whose first Sync also syncs its directory.
+type walNewFile struct {
 	vfs.File
 	fs     vfs.FS
 	dir    string
 	synced atomic.Bool
 }
 
-func (f *newFile) Sync() error {
+func (f *walNewFile) Sync() error {
 	if err := f.File.Sync(); err != nil {
 		return err
 	}
@@ -107,15 +108,15 @@ func (f *newFile) Sync() error {
 	return nil
 }
 
-// The MetaStore's files in the WAL directory.
+// The walMetaStore's files in the WAL directory.
 const (
-	StateFile  = "wal-meta.json"
-	StableFile = "wal-stable.json"
+	walStateFile  = "wal-meta.json"
+	walStableFile = "wal-stable.json"
 )
 
-// MetaStore is raft-wal's types.MetaStore on a vfs.FS (see the package
-// doc). The zero value is not usable; call NewMetaStore.
-type MetaStore struct {
+// walMetaStore is raft-wal's types.MetaStore on a vfs.FS (see the top of
+// this file). The zero value is not usable; call newWALMetaStore.
+type walMetaStore struct {
 	fs vfs.FS
 	mu struct {
 		sync.Mutex
@@ -124,25 +125,25 @@ type MetaStore struct {
 	}
 }
 
-var _ types.MetaStore = (*MetaStore)(nil)
+var _ types.MetaStore = (*walMetaStore)(nil)
 
-// NewMetaStore returns a MetaStore on fsys.
-func NewMetaStore(fsys vfs.FS) *MetaStore { return &MetaStore{fs: fsys} }
+// newWALMetaStore returns a walMetaStore on fsys.
+func newWALMetaStore(fsys vfs.FS) *walMetaStore { return &walMetaStore{fs: fsys} }
 
 // Load implements types.MetaStore: the state and stable keys in dir, empty
 // when there are none yet.
-func (m *MetaStore) Load(dir string) (types.PersistentState, error) {
+func (m *walMetaStore) Load(dir string) (types.PersistentState, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.mu.dir != "" && m.mu.dir != dir {
 		return types.PersistentState{}, fmt.Errorf("walvfs: metadata open in %s, asked for %s", m.mu.dir, dir)
 	}
 	var st types.PersistentState
-	if err := m.read(filepath.Join(dir, StateFile), &st); err != nil {
+	if err := m.read(filepath.Join(dir, walStateFile), &st); err != nil {
 		return st, err
 	}
 	stable := map[string][]byte{}
-	if err := m.read(filepath.Join(dir, StableFile), &stable); err != nil {
+	if err := m.read(filepath.Join(dir, walStableFile), &stable); err != nil {
 		return st, err
 	}
 	m.mu.dir, m.mu.stable = dir, stable
@@ -150,7 +151,7 @@ func (m *MetaStore) Load(dir string) (types.PersistentState, error) {
 }
 
 // read decodes the JSON file name into v; a missing file leaves v as is.
-func (m *MetaStore) read(name string, v any) error {
+func (m *walMetaStore) read(name string, v any) error {
 	b, err := vfs.ReadFile(m.fs, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -165,7 +166,7 @@ func (m *MetaStore) read(name string, v any) error {
 }
 
 // replace makes v the content of name, durably and atomically.
-func (m *MetaStore) replace(name string, v any) error {
+func (m *walMetaStore) replace(name string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -194,7 +195,7 @@ func (m *MetaStore) replace(name string, v any) error {
 	return nil
 }
 
-func (m *MetaStore) dir() (string, error) {
+func (m *walMetaStore) dir() (string, error) {
 	if m.mu.dir == "" {
 		return "", errors.New("walvfs: metadata not loaded")
 	}
@@ -202,18 +203,18 @@ func (m *MetaStore) dir() (string, error) {
 }
 
 // CommitState implements types.MetaStore.
-func (m *MetaStore) CommitState(st types.PersistentState) error {
+func (m *walMetaStore) CommitState(st types.PersistentState) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	dir, err := m.dir()
 	if err != nil {
 		return err
 	}
-	return m.replace(filepath.Join(dir, StateFile), st)
+	return m.replace(filepath.Join(dir, walStateFile), st)
 }
 
 // GetStable implements types.MetaStore.
-func (m *MetaStore) GetStable(key []byte) ([]byte, error) {
+func (m *walMetaStore) GetStable(key []byte) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, ok := m.mu.stable[string(key)]
@@ -224,7 +225,7 @@ func (m *MetaStore) GetStable(key []byte) ([]byte, error) {
 }
 
 // SetStable implements types.MetaStore.
-func (m *MetaStore) SetStable(key, value []byte) error {
+func (m *walMetaStore) SetStable(key, value []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	dir, err := m.dir()
@@ -236,7 +237,7 @@ func (m *MetaStore) SetStable(key, value []byte) error {
 		next[k] = v
 	}
 	next[string(key)] = append([]byte(nil), value...)
-	if err := m.replace(filepath.Join(dir, StableFile), next); err != nil {
+	if err := m.replace(filepath.Join(dir, walStableFile), next); err != nil {
 		return err
 	}
 	m.mu.stable = next
@@ -244,4 +245,4 @@ func (m *MetaStore) SetStable(key, value []byte) error {
 }
 
 // Close implements types.MetaStore.
-func (m *MetaStore) Close() error { return nil }
+func (m *walMetaStore) Close() error { return nil }
