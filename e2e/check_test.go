@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/demo"
-	"github.com/logplayer/logplayer/internal/histcheck"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 	"github.com/logplayer/logplayer/shard"
@@ -181,14 +180,14 @@ func wholeTxn(t *logstorepb.Transaction) (string, error) {
 
 // checkAcks checks every acknowledged Append is in the log exactly once,
 // at the LSN it was acknowledged with (§7.2, §7.5), and that no transaction
-// of the log, acknowledged or not, is there twice (histcheck.CheckAcks).
+// of the log, acknowledged or not, is there twice (ackViolations).
 func checkAcks(t testing.TB, f *logFacts, acks []ack) {
 	t.Helper()
-	hacks := make([]histcheck.Ack, 0, len(acks))
+	hacks := make([]histAck, 0, len(acks))
 	for _, a := range acks {
-		hacks = append(hacks, histcheck.Ack{ID: a.txn, LSN: a.lsn})
+		hacks = append(hacks, histAck{ID: a.txn, LSN: a.lsn})
 	}
-	if v := histcheck.CheckAcks(f.txn[1:], hacks); !v.OK() {
+	if v := ackViolations(f.txn[1:], hacks); !v.OK() {
 		t.Errorf("%d violations of the acknowledged appends:\n%s", v.Count, strings.Join(v.List, "\n"))
 	}
 	if d := f.model.LogDuplicates(); d != 0 {

@@ -80,10 +80,10 @@
 //     or any node cut from the other two,
 //     a shard cut from the LogPlayer only, the leader's clock jumping up to
 //     6 h forward or back. Every Append and range Read is recorded
-//     (histcheck.Recorder). After the faults: liveness (every shard applies
-//     the head within livenessMax), histcheck.CheckLinearizable (HTML
+//     (histRecorder). After the faults: liveness (every shard applies
+//     the head within livenessMax), checkLinearizable (HTML
 //     visualization and JSON history to -artifact-dir on a violation),
-//     CheckAcks, CheckTargets (each shard's durable state = the log
+//     ackViolations, targetViolations (each shard's durable state = the log
 //     replayed), the SQL sink's tables = the log's orders and inventory
 //     messages, log timestamps non-decreasing, and what verify checks.
 //     The system runs as in production (and as `logplayer dev`): TLS on

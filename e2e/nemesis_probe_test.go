@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/logplayer/logplayer/internal/histcheck"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -23,8 +22,8 @@ import (
 // table, or written then). The prober adds Appends without a producer id,
 // which neither the client nor anyone retries: an unknown outcome there may
 // or may not be in the log and must be there at most once, with nothing
-// but Raft to keep that promise. histcheck.Resolve settles each from the
-// final log, CheckLinearizable places it, and CheckAcks (in checkAcks)
+// but Raft to keep that promise. resolveUnknown settles each from the
+// final log, checkLinearizable places it, and ackViolations (in checkAcks)
 // finds any id in the log twice.
 const (
 	callDeadlineMin = 250 * time.Millisecond
@@ -80,7 +79,7 @@ type prober struct {
 }
 
 // startProber starts the prober on c's client; every is its pace.
-func startProber(c *cluster, hist *histcheck.Recorder, dl *deadlines, fl *inFlight, every time.Duration) *prober {
+func startProber(c *cluster, hist *histRecorder, dl *deadlines, fl *inFlight, every time.Duration) *prober {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &prober{cancel: cancel}
 	p.wg.Go(func() {
@@ -117,8 +116,8 @@ func (p *prober) stop() {
 }
 
 // outcomeCounts counts a history's Appends by outcome as the clients saw
-// them (before Resolve), the prober's apart, and how Resolve settled the
-// unknown ones.
+// them (before resolveUnknown), the prober's apart, and how resolveUnknown
+// settled the unknown ones.
 type outcomeCounts struct {
 	ok, failed, unknown                int // every recorded Append
 	probeOK, probeFailed, probeUnknown int // the prober's among them
@@ -127,44 +126,44 @@ type outcomeCounts struct {
 }
 
 // countOutcomes counts raw (the recorded history) against resolved (the
-// same ops after oneEffectPerID and Resolve; matched by client, call and
-// id).
-func countOutcomes(raw, resolved []histcheck.Op) outcomeCounts {
+// same ops after oneEffectPerID and resolveUnknown; matched by client,
+// call and id).
+func countOutcomes(raw, resolved []histOp) outcomeCounts {
 	var c outcomeCounts
 	type key struct {
 		client int
 		call   int64
 		id     string
 	}
-	settled := map[key]histcheck.Op{}
+	settled := map[key]histOp{}
 	for _, op := range resolved {
-		if op.Kind == histcheck.KindAppend {
+		if op.Kind == opAppend {
 			settled[key{op.Client, op.Call, op.ID}] = op
 		}
 	}
 	for _, op := range raw {
-		if op.Kind == histcheck.KindRead {
+		if op.Kind == opRead {
 			c.reads++
 			continue
 		}
 		probe := op.Client == probeClient
 		switch op.Outcome {
-		case histcheck.OK:
+		case outcomeOK:
 			c.ok++
 			if probe {
 				c.probeOK++
 			}
-		case histcheck.Failed:
+		case outcomeFailed:
 			c.failed++
 			if probe {
 				c.probeFailed++
 			}
-		case histcheck.Unknown:
+		case outcomeUnknown:
 			c.unknown++
 			if probe {
 				c.probeUnknown++
 			}
-			if s, ok := settled[key{op.Client, op.Call, op.ID}]; ok && s.Outcome == histcheck.OK {
+			if s, ok := settled[key{op.Client, op.Call, op.ID}]; ok && s.Outcome == outcomeOK {
 				c.unknownInLog++
 			} else {
 				c.unknownNotInLog++

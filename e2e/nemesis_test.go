@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/demo"
-	"github.com/logplayer/logplayer/internal/histcheck"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
 )
@@ -84,8 +83,8 @@ const (
 // a target cut from the LogPlayer only, and the leader's clock jumping
 // forward or back. Then every fault is healed and it checks liveness
 // (every target applies the head within livenessMax), linearizability of
-// the recorded history (histcheck.CheckLinearizable), exactly once
-// (histcheck.CheckAcks, CheckTargets, and the checks of verify), and that
+// the recorded history (checkLinearizable), exactly once
+// (ackViolations, targetViolations, and the checks of verify), and that
 // log timestamps never decrease.
 //
 // The system runs with TLS, bearer tokens and a policy, as in production
@@ -517,7 +516,7 @@ func runNemesis(t *testing.T, s uint64, d time.Duration, newNet func(t *testing.
 	// A target the LogPlayer gave up on (a pause or a cut) keeps that
 	// stream until the new one supersedes it: refused as superseded.
 	refusals := watchRefusals(t, c.shards, "superseded")
-	hist := histcheck.NewRecorder()
+	hist := newHistRecorder()
 	var appendEvery, readEvery time.Duration
 	if d > soakFrom {
 		appendEvery, readEvery = soakAppendEvery, soakReadEvery
@@ -645,12 +644,12 @@ func readShards(t *testing.T, shards []*shardNode) (next map[string]map[string]u
 	return next, states, applied
 }
 
-// checkHistory reads the log [1, head] back and runs the histcheck
+// checkHistory reads the log [1, head] back and runs the history
 // checkers: linearizability of the recorded appends and reads (unknown
 // outcomes settled by the log), exactly once at every target (its durable
 // state, next offsets and applied LSN against the log replayed), and log
 // timestamps that never decrease (leader clocks jumped).
-func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint64,
+func checkHistory(t *testing.T, c *cluster, hist *histRecorder, head uint64,
 	next map[string]map[string]uint64, states map[string]map[string][]byte, applied map[string]uint64) outcomeCounts {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
@@ -662,22 +661,22 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 	}); err != nil {
 		t.Fatalf("read log: %v", err)
 	}
-	final := make([]histcheck.Txn, 0, len(log))
+	final := make([]histTxn, 0, len(log))
 	for i, tx := range log {
-		final = append(final, histcheck.TxnOf(tx, logTxnID))
+		final = append(final, histTxnOf(tx, logTxnID))
 		if i > 0 && tx.TimestampUnixNano < log[i-1].TimestampUnixNano {
 			t.Errorf("lsn %d: leader timestamp %d below lsn %d's %d", tx.Lsn, tx.TimestampUnixNano, log[i-1].Lsn, log[i-1].TimestampUnixNano)
 		}
 	}
 	raw := hist.Ops()
-	ops := histcheck.Resolve(oneEffectPerID(slices.Clone(raw)), final)
+	ops := resolveUnknown(oneEffectPerID(slices.Clone(raw)), final)
 	oc := countOutcomes(raw, ops)
 	t.Logf("outcomes: %s", oc)
 	vis := filepath.Join(t.TempDir(), "linearizability.html")
 	if *artifact != "" {
 		vis = filepath.Join(*artifact, strings.NewReplacer("/", "_", "=", "-").Replace(t.Name())+"-linearizability.html")
 	}
-	rep, err := histcheck.CheckLinearizable(ops, histcheck.LinearizableConfig{Timeout: linearizableTimeout, Visualization: vis})
+	rep, err := checkLinearizable(ops, linearizableConfig{Timeout: linearizableTimeout, Visualization: vis})
 	if err != nil {
 		t.Errorf("linearizability: %v", err)
 		for _, line := range explain(ops, final) {
@@ -690,15 +689,15 @@ func checkHistory(t *testing.T, c *cluster, hist *histcheck.Recorder, head uint6
 		t.Errorf("history of %d appends and %d reads: the workload or the readers recorded nothing", rep.Appends, rep.Reads)
 	}
 
-	var targets []histcheck.Target
+	var targets []histTarget
 	for _, s := range c.shards {
 		if states[s.id] == nil {
 			continue // readShards reported it
 		}
-		targets = append(targets, histcheck.Target{ID: s.id, Topics: []string{s.id}, AppliedLSN: applied[s.id],
+		targets = append(targets, histTarget{ID: s.id, Topics: []string{s.id}, AppliedLSN: applied[s.id],
 			NextOffsets: next[s.id], State: states[s.id]})
 	}
-	for id, v := range histcheck.CheckTargets(log, shard.ModelApply, targets) {
+	for id, v := range targetViolations(log, shard.ModelApply, targets) {
 		if !v.OK() {
 			t.Errorf("target %s: %d exactly-once violations:\n%s", id, v.Count, strings.Join(v.List, "\n"))
 		}
@@ -722,27 +721,27 @@ func logTxnID(t *logstorepb.Transaction) string { return txnID(t.Slices) }
 // oneEffectPerID gives the appends of one transaction id (attempts of one
 // idempotent-producer sequence: the workload's retries, and the client's
 // own retries inside one Append call) exactly one op that may have written
-// it, as the producer table promises (CheckAcks checks no id is in the log
-// twice): the acknowledged attempt that was not answered as a duplicate;
+// it, as the producer table promises (ackViolations checks no id is in the
+// log twice): the acknowledged attempt that was not answered as a duplicate;
 // without one, the earliest called among the unknown and the
 // duplicate-answered ones (the write happened after that call and before
 // any duplicate answer). Every other unknown attempt had no effect of its
 // own and becomes Failed. An op that is the writer and was answered as a
 // duplicate (the client retried inside the call: its first try wrote) is
-// no longer marked Duplicate. Without this, histcheck.Resolve would settle
+// no longer marked Duplicate. Without this, resolveUnknown would settle
 // every unknown attempt at the transaction's LSN and the model would
 // refuse the second write, and it would refuse a duplicate answer with no
 // other op to have written first.
-func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
-	slices.SortStableFunc(ops, func(a, b histcheck.Op) int { return cmp.Compare(a.Call, b.Call) })
+func oneEffectPerID(ops []histOp) []histOp {
+	slices.SortStableFunc(ops, func(a, b histOp) int { return cmp.Compare(a.Call, b.Call) })
 	writer := map[string]int{} // id -> index of the op that wrote it
 	for i, op := range ops {
-		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Duplicate {
+		if op.Kind == opAppend && op.Outcome == outcomeOK && !op.Duplicate {
 			writer[op.ID] = i
 		}
 	}
 	for i, op := range ops {
-		if op.Kind != histcheck.KindAppend || !(op.Outcome == histcheck.Unknown || op.Duplicate) {
+		if op.Kind != opAppend || !(op.Outcome == outcomeUnknown || op.Duplicate) {
 			continue
 		}
 		if _, ok := writer[op.ID]; !ok {
@@ -751,7 +750,7 @@ func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
 	}
 	for i := range ops {
 		op := &ops[i]
-		if op.Kind != histcheck.KindAppend {
+		if op.Kind != opAppend {
 			continue
 		}
 		w, ok := writer[op.ID]
@@ -759,8 +758,8 @@ func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
 		case !ok:
 		case w == i && op.Duplicate:
 			op.Duplicate = false
-		case w != i && op.Outcome == histcheck.Unknown:
-			op.Outcome = histcheck.Failed
+		case w != i && op.Outcome == outcomeUnknown:
+			op.Outcome = outcomeFailed
 		}
 	}
 	return ops
@@ -771,7 +770,7 @@ func oneEffectPerID(ops []histcheck.Op) []histcheck.Op {
 // operations never overlap).
 type histAppender struct {
 	inner demo.Appender
-	rec   *histcheck.Recorder
+	rec   *histRecorder
 	pace  *time.Ticker // nil: not paced
 	dl    *deadlines   // each call's own deadline
 	fl    *inFlight
@@ -783,7 +782,7 @@ type histAppender struct {
 
 // newHistAppender records inner's appends in rec; every > 0 paces them
 // (one per tick, for all callers together).
-func newHistAppender(inner demo.Appender, rec *histcheck.Recorder, every time.Duration, dl *deadlines, fl *inFlight) *histAppender {
+func newHistAppender(inner demo.Appender, rec *histRecorder, every time.Duration, dl *deadlines, fl *inFlight) *histAppender {
 	h := &histAppender{inner: inner, rec: rec, dl: dl, fl: fl}
 	if every > 0 {
 		h.pace = time.NewTicker(every)
@@ -860,7 +859,7 @@ const readerClient0 = 1000
 
 // startReaders starts the readers; every > 0 paces each to one read per
 // tick.
-func startReaders(c *cluster, hist *histcheck.Recorder, every time.Duration) *readers {
+func startReaders(c *cluster, hist *histRecorder, every time.Duration) *readers {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &readers{cancel: cancel}
 	for i := range nemesisReaders {
@@ -887,7 +886,7 @@ func startReaders(c *cluster, hist *histcheck.Recorder, every time.Duration) *re
 
 // readOnce records one read of up to back+1 transactions ending at the
 // leader's head.
-func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client int, back uint64) {
+func readOnce(ctx context.Context, c *cluster, hist *histRecorder, client int, back uint64) {
 	ctx, cancel := context.WithTimeout(ctx, rpcTimeout)
 	defer cancel()
 	call := hist.Now()
@@ -900,10 +899,10 @@ func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client 
 		return
 	}
 	from := max(1, st.HeadLsn-min(back, st.HeadLsn-1))
-	var txns []histcheck.Txn
+	var txns []histTxn
 	err = c.client.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: st.HeadLsn}, func(r *logstorepb.ReadResponse) error {
 		for _, tx := range r.Transactions {
-			txns = append(txns, histcheck.TxnOf(tx, logTxnID))
+			txns = append(txns, histTxnOf(tx, logTxnID))
 		}
 		return nil
 	})
@@ -913,7 +912,7 @@ func readOnce(ctx context.Context, c *cluster, hist *histcheck.Recorder, client 
 	if *headReads && txns[len(txns)-1].LSN == st.HeadLsn && back%2 == 0 {
 		// The head as the leader said it: the read is placed within the
 		// Status call (the transactions it names are immutable).
-		hist.Add(histcheck.Op{Client: client, Kind: histcheck.KindRead, Call: call, Return: statusDone,
+		hist.Add(histOp{Client: client, Kind: opRead, Call: call, Return: statusDone,
 			From: from, To: st.HeadLsn, ToHead: true, Txns: txns})
 		return
 	}
@@ -937,16 +936,16 @@ const explainMax = 20
 // LSN or offsets differ from the log's, an append acknowledged at a lower
 // LSN invoked only after one at a higher LSN returned, and a read that
 // returned an LSN before its append was invoked.
-func explain(ops []histcheck.Op, log []histcheck.Txn) []string {
+func explain(ops []histOp, log []histTxn) []string {
 	var out []string
 	add := func(format string, args ...any) {
 		if len(out) < explainMax {
 			out = append(out, fmt.Sprintf(format, args...))
 		}
 	}
-	appendAt := map[uint64]histcheck.Op{}
+	appendAt := map[uint64]histOp{}
 	for _, op := range ops {
-		if op.Kind == histcheck.KindAppend && op.Outcome == histcheck.OK && !op.Resolved && !op.Duplicate {
+		if op.Kind == opAppend && op.Outcome == outcomeOK && !op.Resolved && !op.Duplicate {
 			if op.LSN > uint64(len(log)) || log[op.LSN-1].ID != op.ID {
 				add("append %s acknowledged at lsn %d: not there in the log", op.ID, op.LSN)
 				continue
@@ -972,7 +971,7 @@ func explain(ops []histcheck.Op, log []histcheck.Txn) []string {
 		}
 	}
 	for _, op := range ops {
-		if op.Kind != histcheck.KindRead {
+		if op.Kind != opRead {
 			continue
 		}
 		for _, tx := range op.Txns {
@@ -988,8 +987,8 @@ func explain(ops []histcheck.Op, log []histcheck.Txn) []string {
 }
 
 // sameSlices compares two transactions' slices in topic order.
-func sameSlices(a, b []histcheck.Slice) bool {
-	byTopic := func(x, y histcheck.Slice) int { return strings.Compare(x.Topic, y.Topic) }
+func sameSlices(a, b []histSlice) bool {
+	byTopic := func(x, y histSlice) int { return strings.Compare(x.Topic, y.Topic) }
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.SortFunc(a, byTopic)
 	slices.SortFunc(b, byTopic)
@@ -998,10 +997,10 @@ func sameSlices(a, b []histcheck.Slice) bool {
 
 // dumpHistory writes the checked history and the final log as JSON next
 // to the visualization, to check again offline.
-func dumpHistory(t *testing.T, path string, ops []histcheck.Op, log []histcheck.Txn) {
+func dumpHistory(t *testing.T, path string, ops []histOp, log []histTxn) {
 	b, err := json.Marshal(struct {
-		Ops []histcheck.Op
-		Log []histcheck.Txn
+		Ops []histOp
+		Log []histTxn
 	}{ops, log})
 	if err == nil {
 		err = os.WriteFile(path, b, 0o644)

@@ -1,4 +1,4 @@
-package histcheck
+package e2e
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// entry is one transaction of the model log.
-type entry struct {
+// modelEntry is one transaction of the model log.
+type modelEntry struct {
 	id     string
-	slices []Slice // sorted by topic, with the model's first offsets
+	slices []histSlice // sorted by topic, with the model's first offsets
 }
 
 // logBuf holds the transactions of model logs that share a prefix. A state
@@ -20,15 +20,15 @@ type entry struct {
 // states share one logBuf until two of them put different transactions at
 // the same LSN (then the second copies its prefix).
 type logBuf struct {
-	entries []*entry
+	entries []*modelEntry
 }
 
-// index maps an id to every LSN where some state of the check put it: a
+// modelIndex maps an id to every LSN where some state of the check put it: a
 // superset that each state checks against its own entries before believing
 // it, so one index serves every logBuf of a check.
-type index map[string][]uint64
+type modelIndex map[string][]uint64
 
-func (ix index) add(id string, lsn uint64) {
+func (ix modelIndex) add(id string, lsn uint64) {
 	if !slices.Contains(ix[id], lsn) {
 		ix[id] = append(ix[id], lsn)
 	}
@@ -37,8 +37,8 @@ func (ix index) add(id string, lsn uint64) {
 // checkCtx is what every state of one check shares. Porcupine steps one
 // partition on one goroutine, and this model has one partition.
 type checkCtx struct {
-	at   index
-	made map[*Op]*entry // each op's entry, reused by the branches that put it at the same LSN
+	at   modelIndex
+	made map[*histOp]*modelEntry // each op's entry, reused by the branches that put it at the same LSN
 }
 
 // topicNext is a topic's next offset in a state.
@@ -80,7 +80,7 @@ func (s *logState) contains(id string) (uint64, bool) {
 
 // appended returns the state with e at LSN head+1; e's slices already carry
 // the model's offsets.
-func (s *logState) appended(e *entry) *logState {
+func (s *logState) appended(e *modelEntry) *logState {
 	lsn := s.head + 1
 	buf := s.buf
 	switch {
@@ -100,12 +100,12 @@ func (s *logState) appended(e *entry) *logState {
 		}
 		next[i].next = sl.FirstOffset + uint64(sl.Messages)
 	}
-	return &logState{ctx: s.ctx, buf: buf, head: lsn, next: next, fp: s.fp + mix(lsn, e.id)}
+	return &logState{ctx: s.ctx, buf: buf, head: lsn, next: next, fp: s.fp + fpMix(lsn, e.id)}
 }
 
-// mix hashes one (lsn, id) pair for the fingerprint (splitmix64 finaliser
+// fpMix hashes one (lsn, id) pair for the fingerprint (splitmix64 finaliser
 // over FNV-1a of the id).
-func mix(lsn uint64, id string) uint64 {
+func fpMix(lsn uint64, id string) uint64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(id))
 	x := h.Sum64() ^ (lsn * 0x9e3779b97f4a7c15)
@@ -119,12 +119,12 @@ func mix(lsn uint64, id string) uint64 {
 // entryOf is op's transaction placed at s's next LSN (the model's offsets).
 // Each op gets one entry, made once, so branches that place the same op at
 // the same LSN share it.
-func (s *logState) entryOf(op *Op) *entry {
+func (s *logState) entryOf(op *histOp) *modelEntry {
 	made := s.ctx.made
 	if e := made[op]; e != nil && s.head < uint64(len(s.buf.entries)) && s.buf.entries[s.head] == e {
 		return e
 	}
-	e := &entry{id: op.ID, slices: slices.Clone(op.Slices)}
+	e := &modelEntry{id: op.ID, slices: slices.Clone(op.Slices)}
 	for i := range e.slices {
 		e.slices[i].FirstOffset = s.nextOf(e.slices[i].Topic)
 	}
@@ -132,25 +132,25 @@ func (s *logState) entryOf(op *Op) *entry {
 	return e
 }
 
-// sameSlices compares a transaction's slices (both sorted by topic).
-func sameSlices(a, b []Slice) bool {
+// sameSortedSlices compares a transaction's slices (both sorted by topic).
+func sameSortedSlices(a, b []histSlice) bool {
 	return slices.Equal(a, b)
 }
 
 // step returns the states s can move to by op (none: op cannot happen in s).
-func (s *logState) step(op *Op) []*logState {
+func (s *logState) step(op *histOp) []*logState {
 	switch op.Kind {
-	case KindAppend:
+	case opAppend:
 		lsn, in := s.contains(op.ID)
 		switch {
-		case op.Outcome == Unknown:
+		case op.Outcome == outcomeUnknown:
 			if in {
 				return []*logState{s} // a retry the producer table absorbed
 			}
 			return []*logState{s, s.appended(s.entryOf(op))}
 		case op.Duplicate:
 			// answered from the producer table: the first attempt's result
-			if in && lsn == op.LSN && sameSlices(s.buf.entries[lsn-1].slices, op.Slices) {
+			if in && lsn == op.LSN && sameSortedSlices(s.buf.entries[lsn-1].slices, op.Slices) {
 				return []*logState{s}
 			}
 			return nil
@@ -158,18 +158,18 @@ func (s *logState) step(op *Op) []*logState {
 			return nil
 		}
 		e := s.entryOf(op)
-		if !sameSlices(e.slices, op.Slices) {
+		if !sameSortedSlices(e.slices, op.Slices) {
 			return nil // offsets that do not follow on
 		}
 		return []*logState{s.appended(e)}
-	case KindRead:
+	case opRead:
 		last := op.From + uint64(len(op.Txns)) - 1 // From-1 when empty
 		if last > s.head || (op.ToHead && last != s.head) {
 			return nil
 		}
 		for _, t := range op.Txns {
 			e := s.buf.entries[t.LSN-1]
-			if e.id != t.ID || !sameSlices(e.slices, t.Slices) {
+			if e.id != t.ID || !sameSortedSlices(e.slices, t.Slices) {
 				return nil
 			}
 		}
@@ -178,15 +178,15 @@ func (s *logState) step(op *Op) []*logState {
 	return nil
 }
 
-// model is the porcupine model of the log, for one check.
-func model() porcupine.Model {
-	ctx := &checkCtx{at: index{}, made: map[*Op]*entry{}}
+// logModel is the porcupine model of the log, for one check.
+func logModel() porcupine.Model {
+	ctx := &checkCtx{at: modelIndex{}, made: map[*histOp]*modelEntry{}}
 	nm := porcupine.NondeterministicModel{
 		Init: func() []any {
 			return []any{&logState{ctx: ctx, buf: &logBuf{}}}
 		},
 		Step: func(state, input, _ any) []any {
-			next := state.(*logState).step(input.(*Op))
+			next := state.(*logState).step(input.(*histOp))
 			out := make([]any, len(next))
 			for i, n := range next {
 				out[i] = n
@@ -201,7 +201,7 @@ func model() porcupine.Model {
 			s := state.(*logState)
 			return s.fp ^ s.head
 		},
-		DescribeOperation: func(input, _ any) string { return describeOp(input.(*Op)) },
+		DescribeOperation: func(input, _ any) string { return describeOp(input.(*histOp)) },
 		DescribeState: func(state any) string {
 			s := state.(*logState)
 			if s.head == 0 {
@@ -213,7 +213,7 @@ func model() porcupine.Model {
 	return nm.ToModel()
 }
 
-func describeSlices(ss []Slice, offsets bool) string {
+func describeSlices(ss []histSlice, offsets bool) string {
 	var parts []string
 	for _, s := range ss {
 		if offsets {
@@ -225,17 +225,17 @@ func describeSlices(ss []Slice, offsets bool) string {
 	return strings.Join(parts, " ")
 }
 
-func describeOp(op *Op) string {
+func describeOp(op *histOp) string {
 	switch op.Kind {
-	case KindAppend:
+	case opAppend:
 		switch {
-		case op.Outcome == Unknown:
+		case op.Outcome == outcomeUnknown:
 			return fmt.Sprintf("append %s [%s] -> unknown", op.ID, describeSlices(op.Slices, false))
 		case op.Duplicate:
 			return fmt.Sprintf("append %s -> lsn %d (duplicate) [%s]", op.ID, op.LSN, describeSlices(op.Slices, true))
 		}
 		return fmt.Sprintf("append %s -> lsn %d [%s]", op.ID, op.LSN, describeSlices(op.Slices, true))
-	case KindRead:
+	case opRead:
 		to := fmt.Sprint(op.To)
 		if op.ToHead {
 			to = "head"

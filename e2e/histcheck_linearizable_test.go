@@ -1,4 +1,4 @@
-package histcheck
+package e2e
 
 import (
 	"errors"
@@ -11,16 +11,16 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-// ErrNotLinearizable is returned when no sequential order of the log
+// errNotLinearizable is returned when no sequential order of the log
 // explains the history.
-var ErrNotLinearizable = errors.New("histcheck: history is not linearizable")
+var errNotLinearizable = errors.New("histcheck: history is not linearizable")
 
-// ErrCheckTimedOut is returned when the search ran out of time before it
+// errCheckTimedOut is returned when the search ran out of time before it
 // decided (a history too concurrent for the model, or too long a timeout).
-var ErrCheckTimedOut = errors.New("histcheck: linearizability check timed out")
+var errCheckTimedOut = errors.New("histcheck: linearizability check timed out")
 
-// LinearizableConfig configures CheckLinearizable.
-type LinearizableConfig struct {
+// linearizableConfig configures checkLinearizable.
+type linearizableConfig struct {
 	// Timeout bounds the search; 0 means no bound.
 	Timeout time.Duration
 	// Visualization, when set, is the file the HTML visualization of a
@@ -30,52 +30,53 @@ type LinearizableConfig struct {
 	Visualization string
 }
 
-// LinearizableReport says what CheckLinearizable checked.
-type LinearizableReport struct {
+// linearizableReport says what checkLinearizable checked.
+type linearizableReport struct {
 	Result  porcupine.CheckResult
 	Appends int // checked: acknowledged and unknown (definite failures have no effect and are left out)
-	// Unknown counts the appends whose outcome the client did not learn:
-	// left to the search, or settled by Resolve either way (written: among
+	// Unknown counts the appends whose outcome the client did not learn: left
+	// to the search, or settled by resolveUnknown either way (written: among
 	// Appends; not written: NotWritten, left out like a failure).
 	Unknown    int
-	NotWritten int // the unknown outcomes Resolve settled as not written
+	NotWritten int // the unknown outcomes resolveUnknown settled as not written
 	Reads      int
 	Elapsed    time.Duration
 	// Visualization is the file written for a violation ("" if none).
 	Visualization string
 }
 
-func (r LinearizableReport) String() string {
+func (r linearizableReport) String() string {
 	return fmt.Sprintf("%s: %d appends checked, %d unknown outcomes (%d of them settled as not written), %d reads, checked in %v",
 		r.Result, r.Appends, r.Unknown, r.NotWritten, r.Reads, r.Elapsed.Round(time.Millisecond))
 }
 
-// CheckLinearizable checks ops against the model log (see the package
-// doc). It returns nil when the history is linearizable, an error wrapping
-// ErrNotLinearizable (after writing the visualization when configured),
-// ErrCheckTimedOut, or ErrMalformedOp. ops is not modified.
-func CheckLinearizable(ops []Op, cfg LinearizableConfig) (LinearizableReport, error) {
+// checkLinearizable checks ops against the model log (see the top of
+// histcheck_history_test.go). It returns nil when the history is
+// linearizable, an error wrapping errNotLinearizable (after writing the
+// visualization when configured), errCheckTimedOut, or errMalformedOp. ops
+// is not modified.
+func checkLinearizable(ops []histOp, cfg linearizableConfig) (linearizableReport, error) {
 	began := time.Now()
-	var rep LinearizableReport
-	hist, err := operations(ops, &rep)
+	var rep linearizableReport
+	hist, err := porcupineOps(ops, &rep)
 	if err != nil {
 		return rep, err
 	}
-	rep.Result = porcupine.CheckOperationsTimeout(model(), hist, cfg.Timeout)
+	rep.Result = porcupine.CheckOperationsTimeout(logModel(), hist, cfg.Timeout)
 	rep.Elapsed = time.Since(began)
 	switch rep.Result {
 	case porcupine.Ok:
 		return rep, nil
 	case porcupine.Unknown:
-		return rep, fmt.Errorf("%w after %v (%s)", ErrCheckTimedOut, cfg.Timeout, rep)
+		return rep, fmt.Errorf("%w after %v (%s)", errCheckTimedOut, cfg.Timeout, rep)
 	}
-	err = fmt.Errorf("%w (%s)", ErrNotLinearizable, rep)
+	err = fmt.Errorf("%w (%s)", errNotLinearizable, rep)
 	if cfg.Visualization == "" {
 		return rep, err
 	}
 	// Check again, verbosely, for the visualization: it records every
 	// partial linearization, which the first pass need not pay for.
-	m := model()
+	m := logModel()
 	_, info := porcupine.CheckOperationsVerbose(m, hist, cfg.Timeout)
 	if verr := os.MkdirAll(filepath.Dir(cfg.Visualization), 0o755); verr != nil {
 		return rep, errors.Join(err, verr)
@@ -84,13 +85,13 @@ func CheckLinearizable(ops []Op, cfg LinearizableConfig) (LinearizableReport, er
 		return rep, errors.Join(err, fmt.Errorf("visualization: %w", verr))
 	}
 	rep.Visualization = cfg.Visualization
-	return rep, fmt.Errorf("%w (%s); visualization: %s", ErrNotLinearizable, rep, cfg.Visualization)
+	return rep, fmt.Errorf("%w (%s); visualization: %s", errNotLinearizable, rep, cfg.Visualization)
 }
 
-// operations validates ops and turns them into porcupine's history: a copy
+// porcupineOps validates ops and turns them into porcupine's history: a copy
 // of each op as both input and output; failed appends left out (they have
 // no effect); an unknown outcome pending until after the last event.
-func operations(ops []Op, rep *LinearizableReport) ([]porcupine.Operation, error) {
+func porcupineOps(ops []histOp, rep *linearizableReport) ([]porcupine.Operation, error) {
 	end := int64(0)
 	for _, op := range ops {
 		end = max(end, op.Call, op.Return)
@@ -106,15 +107,15 @@ func operations(ops []Op, rep *LinearizableReport) ([]porcupine.Operation, error
 			return nil, err
 		}
 		switch {
-		case op.Kind == KindRead:
+		case op.Kind == opRead:
 			rep.Reads++
-		case op.Outcome == Failed:
+		case op.Outcome == outcomeFailed:
 			if op.Resolved {
 				rep.Unknown++
 				rep.NotWritten++
 			}
 			continue
-		case op.Outcome == Unknown || op.Resolved:
+		case op.Outcome == outcomeUnknown || op.Resolved:
 			rep.Appends++
 			rep.Unknown++
 			op.Return = end + 1

@@ -1,4 +1,4 @@
-package histcheck_test
+package e2e
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/logplayer/logplayer/client"
-	"github.com/logplayer/logplayer/internal/histcheck"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
@@ -23,9 +22,9 @@ import (
 	"github.com/logplayer/logplayer/target"
 )
 
-// Workload of TestRealRun: writers append to topic "s1" (and, every third
-// transaction, to "events", which the shard does not own); readers read
-// short ranges and the head while they write.
+// Workload of TestHistoryRealRun: writers append to topic "s1" (and, every
+// third transaction, to "events", which the shard does not own); readers
+// read short ranges and the head while they write.
 const (
 	realWriters      = 4
 	realReaders      = 2
@@ -38,24 +37,24 @@ const (
 	realReadRangeMax = 5
 )
 
-// txnID is the id a workload transaction carries: the key of its first
+// realTxnID is the id a workload transaction carries: the key of its first
 // message.
-func txnID(t *logstorepb.Transaction) string {
+func realTxnID(t *logstorepb.Transaction) string {
 	if len(t.Slices) == 0 || len(t.Slices[0].Messages) == 0 {
 		return ""
 	}
 	return string(t.Slices[0].Messages[0].Key)
 }
 
-// TestRealRun records a history from a real LogStore node, LogPlayer and
-// shard in this process and runs every checker over it: what a nemesis
+// TestHistoryRealRun records a history from a real LogStore node, LogPlayer
+// and shard in this process and runs every checker over it: what a nemesis
 // test does after its faults, without the faults. Nothing may be reported.
-func TestRealRun(t *testing.T) {
+func TestHistoryRealRun(t *testing.T) {
 	ls := logstoretest.Start(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), realRunTimeout)
 	defer cancel()
 
-	applied := histcheck.NewApplyLog()
+	applied := newApplyLog()
 	shardDir := t.TempDir()
 	sh, err := shard.Open(shard.Config{
 		Dir: shardDir, ID: realShardTopic, Logger: logstoretest.QuietLogger(),
@@ -87,9 +86,9 @@ func TestRealRun(t *testing.T) {
 	}
 	defer cl.Close()
 
-	rec := histcheck.NewRecorder()
+	rec := newHistRecorder()
 	var mu sync.Mutex
-	var acks []histcheck.Ack
+	var acks []histAck
 	var writers, readers sync.WaitGroup
 	writing := make(chan struct{}) // closed when every writer is done
 	for w := range realWriters {
@@ -109,7 +108,7 @@ func TestRealRun(t *testing.T) {
 				rec.Append(w, id, req, call, resp, err)
 				if err == nil {
 					mu.Lock()
-					acks = append(acks, histcheck.Ack{ID: id, LSN: resp.Lsn})
+					acks = append(acks, histAck{ID: id, LSN: resp.Lsn})
 					mu.Unlock()
 				}
 			}
@@ -141,7 +140,7 @@ func TestRealRun(t *testing.T) {
 				if i%2 == 0 {
 					// The head as the leader said it: the read is placed
 					// within the Status call, its contents are immutable.
-					rec.Add(histcheck.Op{Client: reader, Kind: histcheck.KindRead, Call: call, Return: statusDone,
+					rec.Add(histOp{Client: reader, Kind: opRead, Call: call, Return: statusDone,
 						From: from, To: st.HeadLsn, ToHead: true, Txns: txns})
 				} else {
 					rec.Read(reader, from, st.HeadLsn, false, call, txns)
@@ -178,13 +177,13 @@ func TestRealRun(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var final []histcheck.Txn
+	var final []histTxn
 	for _, tx := range log {
-		final = append(final, histcheck.TxnOf(tx, txnID))
+		final = append(final, histTxnOf(tx, realTxnID))
 	}
 
-	ops := histcheck.Resolve(rec.Ops(), final)
-	rep, err := histcheck.CheckLinearizable(ops, histcheck.LinearizableConfig{
+	ops := resolveUnknown(rec.Ops(), final)
+	rep, err := checkLinearizable(ops, linearizableConfig{
 		Timeout: realRunTimeout, Visualization: filepath.Join(t.TempDir(), "linearizability.html"),
 	})
 	if err != nil {
@@ -197,7 +196,7 @@ func TestRealRun(t *testing.T) {
 	if len(acks) != realWriters*realAppendsEach {
 		t.Errorf("%d appends acknowledged of %d (no faults: every one must be)", len(acks), realWriters*realAppendsEach)
 	}
-	if v := histcheck.CheckAcks(histcheck.IDs(log, txnID), acks); !v.OK() {
+	if v := ackViolations(logIDs(log, realTxnID), acks); !v.OK() {
 		t.Errorf("acks: %d violations: %v", v.Count, v.List)
 	}
 	data, state, err := shard.ReadDir(shardDir)
@@ -208,16 +207,16 @@ func TestRealRun(t *testing.T) {
 	for topic, off := range state.Topics {
 		next[topic] = uint64(off)
 	}
-	tg := histcheck.Target{
+	tg := histTarget{
 		ID: realShardTopic, Topics: []string{realShardTopic}, AppliedLSN: uint64(state.AppliedLSN),
 		NextOffsets: next, Applied: applied.Deliveries(realShardTopic), State: data,
 	}
-	if v := histcheck.CheckTargets(log, shard.ModelApply, []histcheck.Target{tg})[realShardTopic]; !v.OK() {
+	if v := targetViolations(log, shard.ModelApply, []histTarget{tg})[realShardTopic]; !v.OK() {
 		t.Errorf("target %s: %d violations: %v", realShardTopic, v.Count, v.List)
 	}
 
 	// The same records with one fault each must not pass.
-	if v := histcheck.CheckAcks(histcheck.IDs(log[:len(log)-1], txnID), acks); v.OK() {
+	if v := ackViolations(logIDs(log[:len(log)-1], realTxnID), acks); v.OK() {
 		t.Error("CheckAcks: the last acknowledged transaction left out of the log is not reported")
 	}
 	i := len(tg.Applied) / 2
@@ -225,7 +224,7 @@ func TestRealRun(t *testing.T) {
 		i++
 	}
 	tg.Applied = slices.Delete(slices.Clone(tg.Applied), i, i+1)
-	if v := histcheck.CheckTargets(log, shard.ModelApply, []histcheck.Target{tg})[realShardTopic]; v.OK() {
+	if v := targetViolations(log, shard.ModelApply, []histTarget{tg})[realShardTopic]; v.OK() {
 		t.Error("CheckTargets: a delivery left out of the applied record is not reported")
 	}
 	t.Logf("log of %d transactions, %d acknowledged, shard applied lsn %d with %d keys",
@@ -233,11 +232,11 @@ func TestRealRun(t *testing.T) {
 }
 
 // readRange reads [from, to] and converts the transactions for the history.
-func readRange(ctx context.Context, cl *client.Client, from, to uint64) ([]histcheck.Txn, error) {
-	var out []histcheck.Txn
+func readRange(ctx context.Context, cl *client.Client, from, to uint64) ([]histTxn, error) {
+	var out []histTxn
 	err := cl.Read(ctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: to}, func(r *logstorepb.ReadResponse) error {
 		for _, tx := range r.Transactions {
-			out = append(out, histcheck.TxnOf(tx, txnID))
+			out = append(out, histTxnOf(tx, realTxnID))
 		}
 		return nil
 	})

@@ -1,4 +1,4 @@
-package histcheck
+package e2e
 
 import (
 	"bytes"
@@ -18,14 +18,14 @@ import (
 // exact; a broken run would otherwise print one line per message).
 const violationsMax = 50
 
-// Violations are what a check found wrong: the first violationsMax, and
+// violations are what a check found wrong: the first violationsMax, and
 // how many there were.
-type Violations struct {
+type violations struct {
 	List  []string
 	Count int
 }
 
-func (v *Violations) add(format string, args ...any) {
+func (v *violations) add(format string, args ...any) {
 	v.Count++
 	if len(v.List) < violationsMax {
 		v.List = append(v.List, fmt.Sprintf(format, args...))
@@ -33,19 +33,19 @@ func (v *Violations) add(format string, args ...any) {
 }
 
 // OK reports whether nothing was found.
-func (v Violations) OK() bool { return v.Count == 0 }
+func (v violations) OK() bool { return v.Count == 0 }
 
-// Ack is an acknowledged Append: its transaction id and the LSN it was
+// histAck is an acknowledged Append: its transaction id and the LSN it was
 // acknowledged with.
-type Ack struct {
+type histAck struct {
 	ID  string
 	LSN uint64
 }
 
-// IDs returns the id of each transaction of the log read back (the whole
-// log from LSN 1): IDs(log, id)[i] names LSN i+1. It panics on an LSN gap,
+// logIDs returns the id of each transaction of the log read back (the whole
+// log from LSN 1): logIDs(log, id)[i] names LSN i+1. It panics on an LSN gap,
 // which the reader must have refused.
-func IDs(log []*logstorepb.Transaction, id func(*logstorepb.Transaction) string) []string {
+func logIDs(log []*logstorepb.Transaction, id func(*logstorepb.Transaction) string) []string {
 	out := make([]string, len(log))
 	for i, t := range log {
 		if t.Lsn != uint64(i)+1 {
@@ -56,16 +56,16 @@ func IDs(log []*logstorepb.Transaction, id func(*logstorepb.Transaction) string)
 	return out
 }
 
-// CheckAcks checks the log read back against the acknowledged Appends:
+// ackViolations checks the log read back against the acknowledged Appends:
 // every one is in the log exactly once, at its LSN; no LSN is acknowledged
 // twice (acks hold one ack per transaction: a producer retry answered as a
 // duplicate is the same ack); and no transaction id is in the log twice
 // (acknowledged or not: an unacknowledged retry that wrote twice counts).
 // ids names the transaction at each LSN of the whole log (ids[i] is LSN
-// i+1, as IDs returns; "" for one the workload did not write, which is not
+// i+1, as logIDs returns; "" for one the workload did not write, which is not
 // counted).
-func CheckAcks(ids []string, acks []Ack) Violations {
-	var v Violations
+func ackViolations(ids []string, acks []histAck) violations {
+	var v violations
 	count := map[string]int{}
 	for _, id := range ids {
 		if id != "" {
@@ -97,8 +97,8 @@ func CheckAcks(ids []string, acks []Ack) Violations {
 	return v
 }
 
-// Target is what a check knows of one target at the end of a run.
-type Target struct {
+// histTarget is what a check knows of one target at the end of a run.
+type histTarget struct {
 	ID     string
 	Topics []string
 	// AppliedLSN is its final durable applied LSN.
@@ -107,18 +107,18 @@ type Target struct {
 	// nil skips that comparison.
 	NextOffsets map[string]uint64
 	// Applied lists every delivery it durably applied, in order, across
-	// restarts (ApplyLog.Deliveries); nil when it was not recorded (a
+	// restarts (applyLog.Deliveries); nil when it was not recorded (a
 	// target in another process), which skips the per-LSN checks.
 	Applied []*targetpb.Delivery
 	// State is its final data; nil skips the state comparison.
 	State map[string][]byte
 }
 
-// ApplyFunc applies a transaction's slices to a target's model state (the
+// applyFunc applies a transaction's slices to a target's model state (the
 // reference shard's is shard.ModelApply).
-type ApplyFunc func(state map[string][]byte, topics []string, slices []*logstorepb.TxnSlice) error
+type applyFunc func(state map[string][]byte, topics []string, slices []*logstorepb.TxnSlice) error
 
-// CheckTargets checks exactly once at each target against the log read
+// targetViolations checks exactly once at each target against the log read
 // back (the whole log from LSN 1, through at least every AppliedLSN):
 //   - its applied LSN does not pass the log's end;
 //   - when recorded, its applied deliveries have strictly increasing LSNs
@@ -128,17 +128,17 @@ type ApplyFunc func(state map[string][]byte, topics []string, slices []*logstore
 //   - its durable next offsets are the log's counts of its topics;
 //   - its final state equals the log up to its applied LSN replayed for its
 //     topics with apply.
-func CheckTargets(log []*logstorepb.Transaction, apply ApplyFunc, targets []Target) map[string]Violations {
-	out := map[string]Violations{}
+func targetViolations(log []*logstorepb.Transaction, apply applyFunc, targets []histTarget) map[string]violations {
+	out := map[string]violations{}
 	for _, tg := range targets {
-		var v Violations
+		var v violations
 		checkTarget(&v, log, apply, tg)
 		out[tg.ID] = v
 	}
 	return out
 }
 
-func checkTarget(v *Violations, log []*logstorepb.Transaction, apply ApplyFunc, tg Target) {
+func checkTarget(v *violations, log []*logstorepb.Transaction, apply applyFunc, tg histTarget) {
 	if tg.AppliedLSN > uint64(len(log)) {
 		v.add("applied lsn %d beyond the log's last lsn %d", tg.AppliedLSN, len(log))
 		return
@@ -187,7 +187,7 @@ func checkTarget(v *Violations, log []*logstorepb.Transaction, apply ApplyFunc, 
 }
 
 // checkApplied checks a target's recorded deliveries against the log.
-func checkApplied(v *Violations, tg Target, ofTopics func(uint64) []*logstorepb.TxnSlice) {
+func checkApplied(v *violations, tg histTarget, ofTopics func(uint64) []*logstorepb.TxnSlice) {
 	last := uint64(0)
 	seen := map[uint64]bool{}
 	for _, d := range tg.Applied {
@@ -224,7 +224,7 @@ func sameDelivery(got, want []*logstorepb.TxnSlice) bool {
 }
 
 // diffState reports how a target's state differs from the replayed one.
-func diffState(v *Violations, got, want map[string][]byte) {
+func diffState(v *violations, got, want map[string][]byte) {
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		g, ok := got[k]
 		switch {
@@ -241,32 +241,32 @@ func diffState(v *Violations, got, want map[string][]byte) {
 	}
 }
 
-// ApplyLog records, per target, every delivery applied durably, in order.
+// applyLog records, per target, every delivery applied durably, in order.
 // Safe for concurrent use.
-type ApplyLog struct {
+type applyLog struct {
 	mu struct {
 		sync.Mutex
 		applied map[string][]*targetpb.Delivery
 	}
 }
 
-// NewApplyLog returns an empty ApplyLog.
-func NewApplyLog() *ApplyLog {
-	l := &ApplyLog{}
+// newApplyLog returns an empty applyLog.
+func newApplyLog() *applyLog {
+	l := &applyLog{}
 	l.mu.applied = map[string][]*targetpb.Delivery{}
 	return l
 }
 
 // Applied records that target durably applied ds (the Store contract says
 // ds are not modified afterwards, so they are kept as given).
-func (l *ApplyLog) Applied(target string, ds []*targetpb.Delivery) {
+func (l *applyLog) Applied(target string, ds []*targetpb.Delivery) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.mu.applied[target] = append(l.mu.applied[target], ds...)
 }
 
 // Deliveries returns what target applied so far (never nil).
-func (l *ApplyLog) Deliveries(target string) []*targetpb.Delivery {
+func (l *applyLog) Deliveries(target string) []*targetpb.Delivery {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]*targetpb.Delivery{}, l.mu.applied[target]...)
@@ -274,14 +274,14 @@ func (l *ApplyLog) Deliveries(target string) []*targetpb.Delivery {
 
 // Store wraps inner so that every Apply that succeeds is recorded in l
 // under target, after inner's local transaction committed.
-func (l *ApplyLog) Store(targetID string, inner target.Store) target.Store {
+func (l *applyLog) Store(targetID string, inner target.Store) target.Store {
 	return &recordingStore{inner: inner, target: targetID, log: l}
 }
 
 type recordingStore struct {
 	inner  target.Store
 	target string
-	log    *ApplyLog
+	log    *applyLog
 }
 
 func (s *recordingStore) State() (target.State, error) { return s.inner.State() }
