@@ -181,13 +181,9 @@ func wholeTxn(t *logstorepb.Transaction) (string, error) {
 // checkAcks checks every acknowledged Append is in the log exactly once,
 // at the LSN it was acknowledged with (§7.2, §7.5), and that no transaction
 // of the log, acknowledged or not, is there twice (ackViolations).
-func checkAcks(t testing.TB, f *logFacts, acks []ack) {
+func checkAcks(t testing.TB, f *logFacts, acks []histAck) {
 	t.Helper()
-	hacks := make([]histAck, 0, len(acks))
-	for _, a := range acks {
-		hacks = append(hacks, histAck{ID: a.txn, LSN: a.lsn})
-	}
-	if v := ackViolations(f.txn[1:], hacks); !v.OK() {
+	if v := ackViolations(f.txn[1:], acks); !v.OK() {
 		t.Errorf("%d violations of the acknowledged appends:\n%s", v.Count, strings.Join(v.List, "\n"))
 	}
 	if d := f.model.LogDuplicates(); d != 0 {

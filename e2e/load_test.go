@@ -13,24 +13,18 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-// ack is one acknowledged Append: the LSN the LogStore gave it and the
-// transaction id its events carry (demo.Order.Txn, also the key of its
-// orders message).
-type ack struct {
-	lsn uint64
-	txn string
-}
-
-// ackLog is a demo.Appender that remembers every acknowledged Append. A
-// retried Append (same producer sequence) is acknowledged once: the call
-// that returned without error.
+// ackLog is a demo.Appender that remembers every acknowledged Append (a
+// histAck: the LSN the LogStore gave it and the transaction id its events
+// carry, demo.Order.Txn, also the key of its orders message). A retried
+// Append (same producer sequence) is acknowledged once: the call that
+// returned without error.
 type ackLog struct {
 	inner demo.Appender
 	n     atomic.Int64
 	max   atomic.Uint64
 	mu    struct {
 		sync.Mutex
-		acks []ack
+		acks []histAck
 	}
 }
 
@@ -48,7 +42,7 @@ func (a *ackLog) Append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 		return nil, err
 	}
 	a.mu.Lock()
-	a.mu.acks = append(a.mu.acks, ack{lsn: resp.Lsn, txn: txnID(req.Slices)})
+	a.mu.acks = append(a.mu.acks, histAck{ID: txnID(req.Slices), LSN: resp.Lsn})
 	a.mu.Unlock()
 	a.n.Add(1)
 	for m := a.max.Load(); resp.Lsn > m && !a.max.CompareAndSwap(m, resp.Lsn); m = a.max.Load() {
@@ -70,10 +64,10 @@ func txnID[S interface {
 	return ""
 }
 
-func (a *ackLog) acks() []ack {
+func (a *ackLog) acks() []histAck {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]ack(nil), a.mu.acks...)
+	return append([]histAck(nil), a.mu.acks...)
 }
 
 // Load settings: a few producers keep every process busy without starving
