@@ -108,6 +108,10 @@ type histSlice struct {
 	Messages    int
 }
 
+// byTopic orders a transaction's slices by topic, the order the model
+// compares them in.
+func byTopic(a, b histSlice) int { return strings.Compare(a.Topic, b.Topic) }
+
 // histTxn is a transaction as a Read returned it.
 type histTxn struct {
 	LSN    uint64
@@ -158,7 +162,7 @@ func (o *histOp) validate() error {
 		return bad("returns at %d before its call", o.Return)
 	}
 	sortSlices := func(ss []histSlice) error {
-		slices.SortFunc(ss, func(a, b histSlice) int { return strings.Compare(a.Topic, b.Topic) })
+		slices.SortFunc(ss, byTopic)
 		for i, s := range ss {
 			if s.Messages <= 0 {
 				return bad("topic %q with %d messages", s.Topic, s.Messages)

@@ -988,11 +988,10 @@ func explain(ops []histOp, log []histTxn) []string {
 
 // sameSlices compares two transactions' slices in topic order.
 func sameSlices(a, b []histSlice) bool {
-	byTopic := func(x, y histSlice) int { return strings.Compare(x.Topic, y.Topic) }
 	a, b = slices.Clone(a), slices.Clone(b)
 	slices.SortFunc(a, byTopic)
 	slices.SortFunc(b, byTopic)
-	return slices.Equal(a, b)
+	return sameSortedSlices(a, b)
 }
 
 // dumpHistory writes the checked history and the final log as JSON next
