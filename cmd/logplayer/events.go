@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/logplayer/logplayer/demo"
 	"github.com/logplayer/logplayer/internal/serve"
@@ -40,11 +38,8 @@ gracefully on SIGINT or SIGTERM.`,
 }
 
 type eventsCmd struct {
-	id, dataDir string
-	addr        addrValue
-	metricsAddr optAddrValue
-	topics      stringList
-	tls         tlsServerFlags
+	targetFlags
+	dataDir string
 }
 
 func (c *eventsCmd) flags(fs *flag.FlagSet) {
@@ -61,43 +56,12 @@ func (c *eventsCmd) run(ctx context.Context, s *sys) error {
 	if len(topics) == 0 {
 		topics = []string{demo.OrdersTopic, demo.InventoryTopic}
 	}
-	opts, metricsTLS, err := c.tls.setup(s.log, nil) // no Shard reads to authorize
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(c.dataDir, 0o755); err != nil {
-		return fmt.Errorf("events: %w", err)
-	}
-	el, err := demo.OpenEventLog(filepath.Join(c.dataDir, demo.EventLogFileName))
-	if err != nil {
-		return err
-	}
-	st, err := el.State()
-	if err != nil {
-		_ = el.Close()
-		return err
-	}
-	reg := serve.ProcessRegistry()
-	srv, closeAll, err := target.NewServerFor(target.Config{
-		TargetID:   types.TargetID(c.id),
-		Store:      el,
-		Topics:     topics,
-		Logger:     s.log,
-		Registerer: reg,
-	}, el.Close)
-	if errors.Is(err, target.ErrInvalidConfig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
-	if err != nil {
-		return err
-	}
-	defer ms.Stop()
-	s.log.Info("events target serving", "target", c.id, "addr", ts.Addr(), "dir", c.dataDir, "topics", topics, "lsn", st.AppliedLSN)
-	<-ctx.Done()
-	s.log.Info("shutting down", "target", c.id)
-	return ts.Stop()
+	return c.serve(ctx, s, nil, func(reg prometheus.Registerer) (*serve.OpenTarget, error) { // no Shard reads to authorize
+		el, st, err := demo.OpenEventLogDir(c.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		return serve.StoreTarget(target.Config{TargetID: types.TargetID(c.id), Store: el, Topics: topics, Logger: s.log, Registerer: reg},
+			el.Close, "events target serving", "dir", c.dataDir, "topics", topics, "lsn", st.AppliedLSN)
+	})
 }

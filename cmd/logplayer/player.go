@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"strings"
@@ -135,38 +136,13 @@ func (c *playerCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
-	reg := serve.ProcessRegistry()
-	cfg.Registerer = reg
-	p, err := logplayer.New(cfg)
-	if errors.Is(err, logplayer.ErrInvalidConfig) {
+	err = serve.RunPlayer(ctx, serve.PlayerRole{Player: cfg, AdminAddr: c.adminAddr.addr, MetricsAddr: c.metricsAddr.addr, Log: s.log,
+		Security: func() ([]grpc.ServerOption, *tls.Config, error) { return c.tls.setup(s.log, nil) }})
+	if errors.Is(err, serve.ErrConfig) {
 		return usagef("%v", err)
 	}
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-	adminOpts, metricsTLS, err := c.tls.setup(s.log, nil)
-	if err != nil {
-		return err
-	}
-	ms, err := serve.StartMetricsTLS(c.metricsAddr.addr, reg, s.log, metricsTLS)
-	if err != nil {
-		return err
-	}
-	defer ms.Stop()
-	if c.adminAddr.addr != "" {
-		admin, err := serve.ListenAdmin(c.adminAddr.addr, logplayer.NewAdminServer(p).Register, s.log, adminOpts...)
-		if err != nil {
-			return err
-		}
-		defer admin.Stop(adminStopMax)
-	}
-	s.log.Info("logplayer starting", "targets", len(cfg.Targets), "store", strings.Join(cfg.LogStore, ","), "group", c.group)
-	return p.Run(ctx)
+	return err
 }
-
-// adminStopMax bounds the admin server's graceful stop.
-const adminStopMax = 2 * time.Second
 
 // targetSpecs is the repeatable --target ID=ADDR/TOPIC[,TOPIC...].
 type targetSpecs struct{ targets []logplayer.TargetConfig }

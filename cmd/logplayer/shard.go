@@ -8,8 +8,12 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/target/sqlstore"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -43,13 +47,35 @@ with --skip-lsn LSN to drop that transaction's data for this shard.`,
 }
 
 type shardCmd struct {
-	id, dataDir string
+	targetFlags
+	dataDir  string
+	skipLSNs lsnList
+	adoptLog bool
+}
+
+// targetFlags are the flags of every target role (shard, events, sink).
+type targetFlags struct {
+	id          string
 	addr        addrValue
 	metricsAddr optAddrValue
 	topics      stringList
-	skipLSNs    lsnList
-	adoptLog    bool
 	tls         tlsServerFlags
+}
+
+// serve runs the target open opens (serve.RunTarget) on the flags'
+// addresses and security; shardTopics are the topics whose Shard reads
+// are authorized (nil: none). An invalid configuration is a usage error.
+func (f *targetFlags) serve(ctx context.Context, s *sys, shardTopics []string, open func(prometheus.Registerer) (*serve.OpenTarget, error)) error {
+	opts, metricsTLS, err := f.tls.setup(s.log, shardTopics)
+	if err != nil {
+		return err
+	}
+	err = serve.RunTarget(ctx, serve.TargetRole{ID: f.id, Addr: f.addr.addr, MetricsAddr: f.metricsAddr.addr,
+		MetricsTLS: metricsTLS, Options: targetServerOptions(opts), Log: s.log}, open)
+	if errors.Is(err, shard.ErrInvalidConfig) || errors.Is(err, target.ErrInvalidConfig) || errors.Is(err, sqlstore.ErrInvalidConfig) {
+		return usagef("%v", err)
+	}
+	return err
 }
 
 func (c *shardCmd) flags(fs *flag.FlagSet) {
@@ -68,35 +94,15 @@ func (c *shardCmd) run(ctx context.Context, s *sys) error {
 	if len(topics) == 0 {
 		topics = []string{c.id} // shard.Config's default
 	}
-	opts, metricsTLS, err := c.tls.setup(s.log, topics)
-	if err != nil {
-		return err
-	}
-	reg := serve.ProcessRegistry()
-	sh, err := shard.Open(shard.Config{
-		Dir:              c.dataDir,
-		ID:               types.TargetID(c.id),
-		Topics:           c.topics.items,
-		SkipLSNs:         c.skipLSNs.lsns,
-		AdoptLogIdentity: c.adoptLog,
-		Logger:           s.log,
-		Registerer:       reg,
+	return c.serve(ctx, s, topics, func(reg prometheus.Registerer) (*serve.OpenTarget, error) {
+		sh, err := shard.Open(shard.Config{Dir: c.dataDir, ID: types.TargetID(c.id), Topics: c.topics.items,
+			SkipLSNs: c.skipLSNs.lsns, AdoptLogIdentity: c.adoptLog, Logger: s.log, Registerer: reg})
+		if err != nil {
+			return nil, err
+		}
+		return &serve.OpenTarget{Register: sh.Register, Close: sh.Close, Serving: "shard serving",
+			Attrs: []any{"dir", c.dataDir, "lsn", sh.AppliedLSN()}}, nil
 	})
-	if errors.Is(err, shard.ErrInvalidConfig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	srv, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, sh.Register, sh.Close, s.log, targetServerOptions(opts)...)
-	if err != nil {
-		return err
-	}
-	defer ms.Stop()
-	s.log.Info("shard serving", "target", c.id, "addr", srv.Addr(), "dir", c.dataDir, "lsn", sh.AppliedLSN())
-	<-ctx.Done()
-	s.log.Info("shutting down", "target", c.id)
-	return srv.Stop()
 }
 
 // lsnList is a comma-separated list of LSNs (>= 1); repeated flags add up.

@@ -65,16 +65,13 @@ func init() {
 }
 
 type sinkCmd struct {
+	targetFlags
 	dialect           sqlstore.Dialect
-	id, dsn, path     string
+	dsn, path         string
 	prefix            string
-	addr              addrValue
-	metricsAddr       optAddrValue
-	topics            stringList
 	mode, onBad       choiceValue
 	maxKey, maxValue  sizeValue
 	skipLSNs          lsnList
-	tls               tlsServerFlags
 	timeout, lockWait time.Duration
 }
 
@@ -101,74 +98,32 @@ func (c *sinkCmd) flags(fs *flag.FlagSet) {
 	c.tls.register(fs)
 }
 
-// openSink opens the SQL store of the command's flags.
-func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sqlstore.Store, error) {
-	mc := sqlstore.MappingConfig{
-		TargetID:      types.TargetID(c.id),
-		Topics:        c.topics.items,
-		TablePrefix:   c.prefix,
-		Mode:          sqlstore.Append,
-		OnBadMessage:  sqlstore.Refuse,
-		MaxKeyBytes:   int(c.maxKey.bytes),
-		MaxValueBytes: int(c.maxValue.bytes),
-	}
+// openSink opens the SQL store of the command's flags and reads its State.
+func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sqlstore.Store, target.State, error) {
+	mc := sqlstore.MappingConfig{TargetID: types.TargetID(c.id), Topics: c.topics.items, TablePrefix: c.prefix,
+		Mode: sqlstore.Append, OnBadMessage: sqlstore.Refuse, MaxKeyBytes: int(c.maxKey.bytes), MaxValueBytes: int(c.maxValue.bytes)}
 	if c.mode.value == "upsert" {
 		mc.Mode = sqlstore.Upsert
 	}
 	if c.onBad.value == "dead-letter" {
 		mc.OnBadMessage = sqlstore.DeadLetter
 	}
-	st, err := sqlstore.OpenMapped(ctx, mc, sqlstore.Config{
-		TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
-		Timeout: c.timeout, LockTimeout: c.lockWait,
-		Registerer: reg,
-	})
-	if errors.Is(err, sqlstore.ErrInvalidConfig) {
-		return nil, usagef("%v", err)
+	store, st, err := sqlstore.OpenMappedState(ctx, mc, sqlstore.Config{TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
+		Timeout: c.timeout, LockTimeout: c.lockWait, Registerer: reg})
+	if err != nil && !errors.Is(err, sqlstore.ErrInvalidConfig) {
+		err = fmt.Errorf("sink: %w", err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("sink: %w", err)
-	}
-	return st, nil
+	return store, st, err
 }
 
 func (c *sinkCmd) run(ctx context.Context, s *sys) error {
-	opts, metricsTLS, err := c.tls.setup(s.log, nil) // no Shard reads to authorize
-	if err != nil {
-		return err
-	}
-	reg := serve.ProcessRegistry()
-	store, err := c.openSink(ctx, reg)
-	if err != nil {
-		return err
-	}
-	st, err := store.State()
-	if err != nil {
-		store.Close()
-		return fmt.Errorf("sink: %w", err)
-	}
-	srv, closeAll, err := target.NewServerFor(target.Config{
-		TargetID:   types.TargetID(c.id),
-		Store:      store,
-		Topics:     c.topics.items,
-		SkipLSNs:   c.skipLSNs.lsns,
-		Logger:     s.log,
-		Registerer: reg,
-	}, func() error { store.Close(); return nil })
-	if errors.Is(err, target.ErrInvalidConfig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
-	if err != nil {
-		return err
-	}
-	defer ms.Stop()
-	s.log.Info("sink serving", "target", c.id, "addr", ts.Addr(), "db", c.dialect.String(),
-		"topics", c.topics.items, "lsn", st.AppliedLSN, "epoch", st.Epoch)
-	<-ctx.Done()
-	s.log.Info("shutting down", "target", c.id)
-	return ts.Stop()
+	return c.serve(ctx, s, nil, func(reg prometheus.Registerer) (*serve.OpenTarget, error) { // no Shard reads to authorize
+		store, st, err := c.openSink(ctx, reg)
+		if err != nil {
+			return nil, err
+		}
+		return serve.StoreTarget(target.Config{TargetID: types.TargetID(c.id), Store: store, Topics: c.topics.items, SkipLSNs: c.skipLSNs.lsns,
+			Logger: s.log, Registerer: reg}, func() error { store.Close(); return nil },
+			"sink serving", "db", c.dialect.String(), "topics", c.topics.items, "lsn", st.AppliedLSN, "epoch", st.Epoch)
+	})
 }

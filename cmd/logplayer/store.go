@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/logplayer/logplayer/internal/serve"
@@ -155,72 +153,28 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 }
 
 func (c *storeCmd) run(ctx context.Context, s *sys) error {
-	cfg := c.config(s)
+	role := serve.StoreRoleConfig{Node: c.config(s), HTTPAddr: c.httpAddr.addr, MetricsAddr: c.metricsAddr.addr, Log: s.log,
+		RaftTLS: security.Files{CAFile: cmp.Or(c.raftTLS.ca, c.tls.ca), CertFile: cmp.Or(c.raftTLS.cert, c.tls.cert), KeyFile: cmp.Or(c.raftTLS.key, c.tls.key)}}
 	opts, metricsTLS, err := c.tls.setup(s.log, nil)
 	if err != nil {
 		return err
 	}
-	sl, err := c.raftStream(s)
-	if err != nil {
-		return err
-	}
-	if sl != nil { // a nil *StreamLayer in the interface would not be nil
-		cfg.RaftStream = sl
-	}
-	if c.tls.cert != "" {
-		// The leader polls the other nodes' supported versions over
-		// their API (logstore/version.go): as this node, over TLS.
-		if cfg.PeerDialOptions, err = security.GRPCDialOptions(security.ClientSettings{TLS: security.ClientOptions{
-			Files: security.Files{CAFile: c.tls.ca, CertFile: c.tls.cert, KeyFile: c.tls.key},
-		}}); err != nil {
-			return usagef("%v", err)
+	role.Options, role.MetricsTLS = append(opts, allowPlayerPings()), metricsTLS
+	if role.RaftPeers = c.raftTLS.peers.items; !c.raftTLS.peers.set {
+		for _, p := range c.peers.peers {
+			role.RaftPeers = append(role.RaftPeers, p.id)
 		}
 	}
-	var httpTLS *security.ServerOptions
+	if role.RaftTLS.CertFile != "" && len(role.RaftPeers) == 0 {
+		return usagef("%v", errRaftPeers)
+	}
 	if c.tls.enabled() {
 		o := c.tls.serverTLSOptions()
-		httpTLS = &o
+		role.HTTPTLS, role.PeerTLS = &o, o.Files
 	}
-	st, err := serve.StartStoreRole(cfg, c.httpAddr.addr, httpTLS, c.metricsAddr.addr, metricsTLS, s.log, append(opts, allowPlayerPings())...)
-	if errors.Is(err, logstore.ErrConfig) {
+	err = serve.RunStore(ctx, role)
+	if errors.Is(err, serve.ErrConfig) {
 		return usagef("%v", err)
 	}
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	s.log.Info("shutting down", "node", c.id)
-	return st.Close()
-}
-
-// raftStream is the Raft transport's mutual-TLS stream layer when
-// --raft-tls-cert or --tls-cert is set (nil: plain TCP).
-func (c *storeCmd) raftStream(s *sys) (*security.StreamLayer, error) {
-	files := security.Files{
-		CAFile:   cmp.Or(c.raftTLS.ca, c.tls.ca),
-		CertFile: cmp.Or(c.raftTLS.cert, c.tls.cert),
-		KeyFile:  cmp.Or(c.raftTLS.key, c.tls.key),
-	}
-	if files.CertFile == "" {
-		return nil, nil
-	}
-	peers := c.raftTLS.peers.items
-	if !c.raftTLS.peers.set {
-		for _, p := range c.peers.peers {
-			peers = append(peers, p.id)
-		}
-	}
-	if len(peers) == 0 {
-		return nil, usagef("%v", errRaftPeers)
-	}
-	lis, err := net.Listen("tcp", c.raftAddr.addr)
-	if err != nil {
-		return nil, fmt.Errorf("logstore: raft listen: %w", err)
-	}
-	sl, err := serve.RaftTLS(lis, files, peers, s.log)
-	if err != nil {
-		_ = lis.Close()
-		return nil, usagef("%v", err)
-	}
-	return sl, nil
+	return err
 }

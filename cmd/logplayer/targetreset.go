@@ -5,14 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/logplayer/logplayer/demo"
-	"github.com/logplayer/logplayer/shard"
-	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -105,14 +100,6 @@ func (c *targetResetCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *targetResetCmd) run(_ context.Context, s *sys) error {
-	path := filepath.Join(c.dataDir, demo.EventLogFileName)
-	if _, err := os.Stat(path); err != nil {
-		if _, serr := os.Stat(filepath.Join(c.dataDir, shard.FileName)); serr == nil {
-			return fmt.Errorf("%s holds a shard (%s), not an events target: restart the shard once with "+
-				"--adopt-log-identity, or re-seed it (empty its --data-dir); see the README's runbook", c.dataDir, shard.FileName)
-		}
-		return fmt.Errorf("no events target in %s: %w", c.dataDir, err)
-	}
 	r := demo.EventLogReset{DryRun: !c.confirm.on}
 	if c.lsn.set {
 		lsn := types.LSN(c.lsn.v)
@@ -122,24 +109,15 @@ func (c *targetResetCmd) run(_ context.Context, s *sys) error {
 		epoch := types.Epoch(c.epoch.v)
 		r.Epoch = &epoch
 	}
-	res, err := demo.ResetEventLog(path, r)
+	res, err := demo.ResetEventLogDir(c.dataDir, r)
 	if err != nil {
 		return err
 	}
-	printResetState(s.stdout, "now:  ", res.Before)
-	printResetState(s.stdout, "reset:", res.After)
-	fmt.Fprintf(s.stdout, "events above lsn %d: %d deleted\n", res.After.AppliedLSN, res.Removed)
+	_ = res.Write(s.stdout) // as fmt.Fprintf: the outcome is the reset's
+	path := demo.EventLogPath(c.dataDir)
 	if r.DryRun {
 		return fmt.Errorf("nothing written to %s: add --confirm to reset it", path)
 	}
 	fmt.Fprintf(s.stdout, "reset %s; start the target: the next LogPlayer's Hello gives it the log's identity\n", path)
 	return nil
-}
-
-func printResetState(w io.Writer, label string, st target.State) {
-	log := "none (the next Hello's is adopted)"
-	if st.LogClusterID != "" || st.LogIncarnation != "" {
-		log = st.LogClusterID + "/" + st.LogIncarnation
-	}
-	fmt.Fprintf(w, "%s applied lsn %d, epoch %d, log %s, topics %v\n", label, st.AppliedLSN, st.Epoch, log, st.Topics)
 }

@@ -537,3 +537,18 @@ func OpenMapped(ctx context.Context, mc MappingConfig, cfg Config) (*Store, erro
 	cfg.Apply, cfg.Setup, cfg.SnapshotTables = m.Apply, m.Setup, m.Tables()
 	return Open(ctx, cfg)
 }
+
+// OpenMappedState is OpenMapped followed by the store's State, what a
+// sink starts serving from; on an error of State the store is closed.
+func OpenMappedState(ctx context.Context, mc MappingConfig, cfg Config) (*Store, target.State, error) {
+	s, err := OpenMapped(ctx, mc, cfg)
+	if err != nil {
+		return nil, target.State{}, err
+	}
+	st, err := s.State()
+	if err != nil {
+		s.Close()
+		return nil, target.State{}, err
+	}
+	return s, st, nil
+}
