@@ -68,11 +68,7 @@ func (c *backupCmd) flags(fs *flag.FlagSet) {
 
 func (c *backupCmd) run(ctx context.Context, s *sys) error {
 	if c.op == "restore" {
-		var voters []logstore.Peer
-		for _, p := range c.peers.peers {
-			voters = append(voters, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
-		}
-		info, err := logstore.RestoreBackup(c.file, c.dataDir, voters)
+		info, err := logstore.RestoreBackup(c.file, c.dataDir, logstorePeers(c.peers))
 		if err != nil {
 			return err
 		}

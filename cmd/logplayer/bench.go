@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"time"
 
@@ -148,32 +146,13 @@ func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return usagef("--systems: %v", err)
 	}
-	if c.cpuProfile != "" {
-		stop, err := lsbench.StartCPUProfile(c.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
-		t, err := lsbench.Run(ctx, lsbench.Config{
-			Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
-			SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, Security: sec, RowProfileDir: c.rowProfiles,
-			Node: func(nc *logstore.Config) {
-				nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
-			},
-		})
-		if err != nil {
-			return err
-		}
-		if c.jsonOut != "" && sec == nil { // the plaintext table: what 'logplayer-bench chart' draws
-			if err := t.WriteJSONFile(c.jsonOut); err != nil {
-				return err
-			}
-		}
-		_, err = fmt.Fprint(s.stdout, t.String())
-		return err
-	})
+	return lsbench.RunReport(ctx, s.stdout, s.log, lsbench.Config{
+		Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
+		SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, RowProfileDir: c.rowProfiles,
+		Node: func(nc *logstore.Config) {
+			nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
+		},
+	}, lsbench.ReportOptions{TLS: c.tls, JSONFile: c.jsonOut, CPUProfile: c.cpuProfile})
 }
 
 type benchPlayerCmd struct {
@@ -239,14 +218,5 @@ func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
 	if c.tls && (c.processes || len(c.store.items) > 0) {
 		return usagef("--tls runs the in-process components only (not with --processes or --store)")
 	}
-	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
-		cfg.Security = sec
-		t, err := lpbench.Run(ctx, cfg)
-		if err != nil && len(t.Rows) == 0 {
-			return err
-		}
-		// A failed row keeps the rows measured before it.
-		_, perr := fmt.Fprint(s.stdout, t.String())
-		return errors.Join(err, perr)
-	})
+	return lpbench.RunReport(ctx, s.stdout, s.log, cfg, c.tls)
 }

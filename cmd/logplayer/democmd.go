@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -57,7 +56,7 @@ func (c *demoCmd) run(ctx context.Context, s *sys) error {
 	if c.duration <= 0 || c.clients < 1 || c.catchUp <= 0 {
 		return usagef("--duration, --clients and --catch-up must be positive")
 	}
-	if err := c.shards.check(); err != nil {
+	if err := demo.CheckShardAddrs(c.shards.addrs); err != nil {
 		return usagef("%v", err)
 	}
 	cl, err := c.conn.dial(s)
@@ -73,18 +72,12 @@ func (c *demoCmd) run(ctx context.Context, s *sys) error {
 }
 
 // writeDemoReport prints a demo session's report (the JSON line last);
-// a failed check is errDemoFailed (exit 1).
+// a failed check is demo.ErrCheckFailed (exit 1).
 func writeDemoReport(s *sys, rep *demo.Report, err error) error {
 	if err != nil {
 		return err
 	}
-	if err := rep.Write(s.stdout); err != nil {
-		return err
-	}
-	if !rep.OK {
-		return errDemoFailed
-	}
-	return nil
+	return rep.WriteChecked(s.stdout)
 }
 
 // shardAddrs is the repeatable --shard shard-N=HOST:PORT.
@@ -106,19 +99,3 @@ func (v *shardAddrs) Set(s string) error {
 	return nil
 }
 func (*shardAddrs) repeatable() {}
-
-// check requires shard-0 .. shard-N-1 with N >= 2 (the workload's topics).
-func (v *shardAddrs) check() error {
-	if len(v.addrs) < 2 {
-		return errors.New("give at least 2 shards (--shard shard-0=... --shard shard-1=...)")
-	}
-	for i := range len(v.addrs) {
-		if _, ok := v.addrs[demo.ShardTopic(i)]; !ok {
-			return fmt.Errorf("shards must be named shard-0 .. shard-%d: %s is missing", len(v.addrs)-1, demo.ShardTopic(i))
-		}
-	}
-	return nil
-}
-
-// errDemoFailed is returned when the demo's check found a problem (exit 1).
-var errDemoFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")

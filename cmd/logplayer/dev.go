@@ -12,7 +12,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
@@ -109,40 +108,21 @@ func (c *devCmd) run(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer d.Stop()
-	d.printBanner(s.stdout, c.demo > 0)
+	d.WriteBanner(s.stdout, c.demo > 0, envName("tls-ca"), envName("token-file"))
 	if c.demo == 0 {
 		<-ctx.Done()
 		fmt.Fprintln(s.stderr, "logplayer dev: shutting down")
 		return nil
 	}
-	return d.runDemo(ctx, s, c)
+	rep, err := d.Demo(ctx, demo.SessionConfig{Duration: c.demo, CatchUp: c.catchUp, Clients: c.demoClients, Seed: c.seed, Out: s.stderr, Logger: s.log})
+	return writeDemoReport(s, rep, err)
 }
+
+// devCluster is the running dev cluster (the name the tests use).
+type devCluster = devcluster.Cluster
 
 // startDev starts the dev cluster of c's flags (devcluster.Start).
 func startDev(ctx context.Context, s *sys, c *devCmd) (*devCluster, error) {
-	cl, err := devcluster.Start(ctx, devcluster.Config{
-		Dir:            c.dataDir,
-		PortBase:       c.portBase.port,
-		FallbackRandom: !c.portBase.set,
-		Metrics:        c.metrics,
-		Secure:         !c.insecure,
-		Logger:         s.log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &devCluster{cl}, nil
-}
-
-// devCluster is the running dev cluster (the type the tests use).
-type devCluster struct{ *devcluster.Cluster }
-
-func (d *devCluster) printBanner(w io.Writer, demoMode bool) {
-	d.WriteBanner(w, demoMode, envName("tls-ca"), envName("token-file"))
-}
-
-// runDemo is dev --demo (devcluster.Cluster.Demo), its report printed.
-func (d *devCluster) runDemo(ctx context.Context, s *sys, c *devCmd) error {
-	rep, err := d.Demo(ctx, demo.SessionConfig{Duration: c.demo, CatchUp: c.catchUp, Clients: c.demoClients, Seed: c.seed, Out: s.stderr, Logger: s.log})
-	return writeDemoReport(s, rep, err)
+	return devcluster.Start(ctx, devcluster.Config{Dir: c.dataDir, PortBase: c.portBase.port, FallbackRandom: !c.portBase.set,
+		Metrics: c.metrics, Secure: !c.insecure, Logger: s.log})
 }

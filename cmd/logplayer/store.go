@@ -146,10 +146,17 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}
 	c.tier.apply(&cfg)
-	for _, p := range c.peers.peers {
-		cfg.Bootstrap = append(cfg.Bootstrap, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
-	}
+	cfg.Bootstrap = logstorePeers(c.peers)
 	return cfg
+}
+
+// logstorePeers are the voters of --peer flags (nil for none).
+func logstorePeers(l peerList) []logstore.Peer {
+	var peers []logstore.Peer
+	for _, p := range l.peers {
+		peers = append(peers, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
+	}
+	return peers
 }
 
 func (c *storeCmd) run(ctx context.Context, s *sys) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
@@ -58,43 +57,21 @@ func (c *targetCloneCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.toAddr, "to-addr", "the new target's Deliver `address` when it is not registered yet")
 }
 
-// cloneRefusals name Clone's typed refusals on the command line.
-var cloneRefusals = []struct {
-	err  error
-	name string
-}{
-	{target.ErrSiblingBehind, "SIBLING_BEHIND"},
-	{target.ErrTopicsDiffer, "TOPICS_DIFFER"},
-	{target.ErrOtherLogSnapshot, "OTHER_LOG"},
-	{target.ErrTargetNotEmpty, "NOT_EMPTY"},
-	{target.ErrUnknownSibling, "UNKNOWN_SIBLING"},
-	{target.ErrCloneInvalid, "INVALID"},
-}
-
 func (c *targetCloneCmd) run(ctx context.Context, s *sys) error {
 	cl, err := c.conn.dial(s)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	res, err := target.Clone(ctx, target.CloneConfig{
-		From: types.TargetID(c.from), To: types.TargetID(c.to), ToAddress: c.toAddr.addr,
-		Registry: cl, Dial: c.conn.dialOther, Logger: s.log,
-	})
+	from, to := types.TargetID(c.from), types.TargetID(c.to)
+	res, err := target.Clone(ctx, target.CloneConfig{From: from, To: to, ToAddress: c.toAddr.addr, Registry: cl, Dial: c.conn.dialOther, Logger: s.log})
+	if name := target.CloneRefusal(err); name != "" {
+		return fmt.Errorf("refused: %s: %w", name, err)
+	}
 	if err != nil {
-		for _, r := range cloneRefusals {
-			if errors.Is(err, r.err) {
-				return fmt.Errorf("refused: %s: %w", r.name, err)
-			}
-		}
 		return c.conn.describe(ctx, "target clone", err)
 	}
-	msg := fmt.Sprintf("cloned %s into %s at applied lsn %d (%d bytes; the log's first retained lsn is %d); %s registered: the LogPlayer delivers the tail",
-		c.from, c.to, res.State.AppliedLSN, res.Bytes, res.FirstLSN, c.to)
-	if res.AlreadyRestored {
-		msg = fmt.Sprintf("%s already held applied lsn %d (an earlier clone restored it); registered it: the LogPlayer delivers the tail",
-			c.to, res.State.AppliedLSN)
-	}
+	msg := res.Message(from, to)
 	if c.asJSON {
 		return writeJSONLine(s.stdout, map[string]any{"ok": true, "message": msg, "applied_lsn": uint64(res.State.AppliedLSN),
 			"first_lsn": uint64(res.FirstLSN), "bytes": res.Bytes, "already_restored": res.AlreadyRestored})
