@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/logplayer/logplayer/security"
@@ -41,12 +40,7 @@ type certsCmd struct {
 func (c *certsCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.opts.Dir, "dir", "", "the `directory` to write into (created, mode 0700)")
 	fs.Func("node", "a node certificate: `NAME[=HOST,...]` (repeatable)", func(s string) error {
-		name, hosts, _ := strings.Cut(s, "=")
-		n := security.NodeSpec{Name: name}
-		if hosts != "" {
-			n.Hosts = strings.Split(hosts, ",")
-		}
-		c.opts.Nodes = append(c.opts.Nodes, n)
+		c.opts.Nodes = append(c.opts.Nodes, security.ParseNodeSpec(s))
 		return nil
 	})
 	fs.Func("client", "a client certificate for identity `NAME` (repeatable)", func(s string) error {

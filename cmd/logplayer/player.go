@@ -91,15 +91,6 @@ func (c *playerCmd) flags(fs *flag.FlagSet) {
 	c.dial.register(fs, false)
 }
 
-// dialOptions are the LogPlayer's connections' security (to the LogStore
-// and the targets): TLS verified by --tls-ca, --tls-cert as its client
-// certificate (its identity, which needs the player role), --token-file.
-func (c *playerCmd) dialOptions() ([]grpc.DialOption, error) {
-	d := c.dial
-	d.ca, d.cert, d.key = c.tls.ca, c.tls.cert, c.tls.key
-	return d.dialOptions()
-}
-
 func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
 	cfg := logplayer.Config{
 		PlayerID:         c.id,
@@ -112,8 +103,13 @@ func (c *playerCmd) config(s *sys) (logplayer.Config, error) {
 		WindowBatches:    c.windowBatches,
 		Logger:           s.log,
 	}
+	// The LogPlayer's connections' security (to the LogStore and the
+	// targets): TLS verified by --tls-ca, --tls-cert as its client
+	// certificate (its identity, which needs the player role), --token-file.
+	d := c.dial
+	d.ca, d.cert, d.key = c.tls.ca, c.tls.cert, c.tls.key
 	var err error
-	if cfg.DialOptions, err = c.dialOptions(); err != nil {
+	if cfg.DialOptions, err = d.dialOptions(); err != nil {
 		return cfg, err
 	}
 	if c.targetsFile != "" {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -117,13 +116,8 @@ func (v *lsnList) String() string {
 }
 
 func (v *lsnList) Set(s string) error {
-	for _, p := range strings.Split(s, ",") {
-		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
-		if err != nil || n == 0 {
-			return fmt.Errorf("want LSNs (>= 1) separated by commas")
-		}
-		v.lsns = append(v.lsns, types.LSN(n))
-	}
-	return nil
+	lsns, err := types.ParseLSNs(s)
+	v.lsns = append(v.lsns, lsns...)
+	return err
 }
 func (*lsnList) repeatable() {}

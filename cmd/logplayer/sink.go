@@ -101,13 +101,8 @@ func (c *sinkCmd) flags(fs *flag.FlagSet) {
 // openSink opens the SQL store of the command's flags and reads its State.
 func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sqlstore.Store, target.State, error) {
 	mc := sqlstore.MappingConfig{TargetID: types.TargetID(c.id), Topics: c.topics.items, TablePrefix: c.prefix,
-		Mode: sqlstore.Append, OnBadMessage: sqlstore.Refuse, MaxKeyBytes: int(c.maxKey.bytes), MaxValueBytes: int(c.maxValue.bytes)}
-	if c.mode.value == "upsert" {
-		mc.Mode = sqlstore.Upsert
-	}
-	if c.onBad.value == "dead-letter" {
-		mc.OnBadMessage = sqlstore.DeadLetter
-	}
+		Mode: sqlstore.ModeNamed(c.mode.value), OnBadMessage: sqlstore.BadMessageNamed(c.onBad.value),
+		MaxKeyBytes: int(c.maxKey.bytes), MaxValueBytes: int(c.maxValue.bytes)}
 	store, st, err := sqlstore.OpenMappedState(ctx, mc, sqlstore.Config{TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
 		Timeout: c.timeout, LockTimeout: c.lockWait, Registerer: reg})
 	if err != nil && !errors.Is(err, sqlstore.ErrInvalidConfig) {

@@ -37,6 +37,15 @@ const (
 	Upsert
 )
 
+// ModeNamed is the Mode of a name (`logplayer sink --mode`): Upsert for
+// "upsert", Append for any other.
+func ModeNamed(name string) Mode {
+	if name == "upsert" {
+		return Upsert
+	}
+	return Append
+}
+
 // BadMessage is what the Mapping does with a message it cannot store.
 type BadMessage int
 
@@ -49,6 +58,15 @@ const (
 	// the same transaction and goes on.
 	DeadLetter
 )
+
+// BadMessageNamed is the BadMessage of a name (`logplayer sink
+// --on-bad-message`): DeadLetter for "dead-letter", Refuse for any other.
+func BadMessageNamed(name string) BadMessage {
+	if name == "dead-letter" {
+		return DeadLetter
+	}
+	return Refuse
+}
 
 // DefaultMaxKeyBytes bounds an Upsert key: PostgreSQL's B-tree index entry
 // (the primary key) holds at most about 2.7 KB, so a longer key could not
