@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
@@ -161,6 +163,16 @@ func Collect(ctx context.Context, cl *client.Client, addrs []string, timeout tim
 		rep.PlayerGroups = append(rep.PlayerGroups, GroupSummary{Group: g.Group, Members: g.Members, OwnedTargets: g.OwnedTargets, Generation: g.Generation, Reassignments: g.Reassignments})
 	}
 	return rep, true, lastErr
+}
+
+// ListPlayerTargets asks the LogPlayer admin API on cc for its targets
+// (waiting for cc to be ready until ctx ends).
+func ListPlayerTargets(ctx context.Context, cc grpc.ClientConnInterface) (*Player, error) {
+	resp, err := playerpb.NewPlayerAdminClient(cc).ListTargets(ctx, &playerpb.ListTargetsRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, err
+	}
+	return PlayerOf(resp), nil
 }
 
 // PlayerOf is a LogPlayer's ListTargets answer as a report.

@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
-	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
@@ -71,17 +71,6 @@ func (c *appendCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.expect, "expect", "condition `TOPIC=OFFSET`: TOPIC's next offset must be OFFSET; repeatable")
 }
 
-// appendResult is append's output line.
-type appendResult struct {
-	LSN       uint64            `json:"lsn"`
-	Offsets   map[string]uint64 `json:"offsets"`
-	Duplicate bool              `json:"duplicate,omitempty"`
-	// --producer: the registered id, epoch and sequence used.
-	ProducerID string `json:"producer_id,omitempty"`
-	Epoch      uint64 `json:"epoch,omitempty"`
-	Sequence   uint64 `json:"sequence,omitempty"`
-}
-
 func (c *appendCmd) run(ctx context.Context, s *sys) error {
 	if len(c.messages.items)+len(c.puts.items)+len(c.deletes.items) == 0 {
 		return usagef("nothing to append: give at least one --topic, --put or --delete")
@@ -96,30 +85,18 @@ func (c *appendCmd) run(ctx context.Context, s *sys) error {
 	if c.key != "" {
 		key = []byte(c.key)
 	}
-	slices, err := buildSlices(c.messages.items, append(c.puts.items, c.deletes.items...), key, c.raw, s.stdin)
+	slices, err := clireport.Slices(c.messages.items, append(c.puts.items, c.deletes.items...), key, c.raw, s.stdin)
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	req := &logstorepb.AppendRequest{Slices: slices, ProducerId: c.producerID, Sequence: c.sequence, Conditions: c.expect.conds}
-	cl, err := c.conn.dial(s)
+	res, err := call(ctx, s, &c.conn, "append", func(ctx context.Context, cl *client.Client) (*clireport.AppendResult, error) {
+		return clireport.Append(ctx, cl, req, c.producer)
+	})
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	if c.producer != "" {
-		return c.appendRegistered(ctx, s, cl, req)
-	}
-	resp, err := cl.Append(ctx, req)
-	if err != nil {
-		return c.conn.describe(ctx, "append", err)
-	}
-	out := appendResult{LSN: resp.Lsn, Offsets: map[string]uint64{}, Duplicate: resp.Duplicate}
-	for _, sr := range resp.Slices {
-		out.Offsets[sr.Topic] = sr.FirstOffset
-	}
-	return writeJSONLine(s.stdout, out)
+	return writeJSONLine(s.stdout, res)
 }
 
 // expectArgs is the repeatable --expect TOPIC=OFFSET.
@@ -137,29 +114,3 @@ func (v *expectArgs) Set(s string) error {
 }
 func (*expectArgs) repeatable() {}
 func (*expectArgs) noEnv()      {}
-
-// appendRegistered appends req through a client.Producer registered as
-// --producer.
-func (c *appendCmd) appendRegistered(ctx context.Context, s *sys, cl *client.Client, req *logstorepb.AppendRequest) error {
-	p, err := cl.NewProducer(client.ProducerConfig{ID: c.producer, MaxInFlight: 1})
-	if err != nil {
-		return usagef("--producer: %v", err)
-	}
-	txn := client.NewTxn()
-	for _, sl := range req.Slices {
-		txn.AddMessages(sl.Topic, sl.Messages...)
-	}
-	for _, cond := range req.Conditions {
-		txn.Expect(cond.Topic, types.Offset(cond.ExpectedNextOffset))
-	}
-	res, err := p.Append(ctx, txn)
-	if err != nil {
-		return c.conn.describe(ctx, "append", err)
-	}
-	id, epoch := p.RegisteredID()
-	out := appendResult{LSN: uint64(res.LSN), Offsets: map[string]uint64{}, Duplicate: res.Duplicate, ProducerID: id, Epoch: epoch, Sequence: res.Sequence}
-	for topic, off := range res.Offsets {
-		out.Offsets[topic] = uint64(off)
-	}
-	return writeJSONLine(s.stdout, out)
-}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -11,11 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
 // setEnv sets env in the process environment for the rest of the test
@@ -241,76 +235,5 @@ func TestConfigFileRefusesPerInvocationFlags(t *testing.T) {
 	var ue *usageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"topic" cannot be set in a file`) {
 		t.Fatalf("got %v", err)
-	}
-}
-
-func TestBuildSlices(t *testing.T) {
-	file := writeFile(t, "order.json", "{\n  \"id\": 7,\n  \"items\": [1, 2]\n}\n")
-	msgs := []messageArg{{"orders", "@" + file}, {"inventory", `{"sku": 1}`}, {"orders", "@-"}}
-	puts := []mutationArg{{"shard-0", &shardpb.Mutation{Op: shardpb.Mutation_PUT, Key: []byte("k"), Value: []byte("v")}}}
-	slices, err := buildSlices(msgs, puts, []byte("key1"), false, strings.NewReader(`"from stdin"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]string{}
-	var order []string
-	for _, s := range slices {
-		order = append(order, s.Topic)
-		for _, m := range s.Messages {
-			if string(m.Key) != "key1" {
-				t.Fatalf("key %q", m.Key)
-			}
-			got[s.Topic] = append(got[s.Topic], string(m.Value))
-		}
-	}
-	if strings.Join(order, ",") != "orders,inventory,shard-0" {
-		t.Fatalf("topic order %v", order)
-	}
-	if strings.Join(got["orders"], "|") != `{"id":7,"items":[1,2]}|"from stdin"` || got["inventory"][0] != `{"sku":1}` {
-		t.Fatalf("values %q", got)
-	}
-	var m shardpb.Mutation
-	if err := proto.Unmarshal([]byte(got["shard-0"][0]), &m); err != nil || string(m.Key) != "k" || string(m.Value) != "v" {
-		t.Fatalf("mutation %v, %v", &m, err)
-	}
-
-	_, err = buildSlices([]messageArg{{"orders", `{"id": 1`}}, nil, nil, false, nil)
-	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "malformed JSON") {
-		t.Fatalf("malformed JSON: %v", err)
-	}
-	raw, err := buildSlices([]messageArg{{"logs", "not json"}}, nil, nil, true, nil)
-	if err != nil || string(raw[0].Messages[0].Value) != "not json" {
-		t.Fatalf("--raw: %v %v", raw, err)
-	}
-	if _, err := buildSlices([]messageArg{{"a", "@-"}, {"b", "@-"}}, nil, nil, true, strings.NewReader("x")); err == nil {
-		t.Fatal("stdin read twice")
-	}
-}
-
-func TestRenderMessage(t *testing.T) {
-	mut, _ := proto.Marshal(&shardpb.Mutation{Op: shardpb.Mutation_DELETE, Key: []byte("user/1")})
-	for _, tc := range []struct {
-		topic string
-		value []byte
-		want  string
-	}{
-		{"orders", []byte(`{"id":1}`), `{"key":"k","value":{"id":1}}`},
-		{"logs", []byte("plain text"), `{"key":"k","value_text":"plain text"}`},
-		{"blobs", []byte{0xff, 0x00}, `{"key":"k","value_base64":"/wA="}`},
-		{"shard-2", mut, `{"key":"k","mutation":{"op":"DELETE","key":"user/1"}}`},
-	} {
-		b, err := json.Marshal(renderMessage(tc.topic, &logstorepb.Message{Key: []byte("k"), Value: tc.value}))
-		if err != nil || string(b) != tc.want {
-			t.Fatalf("%s: %s (%v), want %s", tc.topic, b, err, tc.want)
-		}
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 609762: "595.5KiB", 3 << 30: "3.0GiB"} {
-		if got := humanBytes(n); got != want {
-			t.Fatalf("humanBytes(%d) = %s, want %s", n, got, want)
-		}
 	}
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 )
 
 func init() {
@@ -66,48 +66,17 @@ func (c *clusterCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *clusterCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	var done string
-	switch c.op {
-	case "add":
-		err, done = cl.AddVoter(ctx, c.id, c.raftAddr.addr, c.apiAddr.addr), "added voter "+c.id
-	case "remove":
-		// Raft treats removing an unknown id as done; say it instead.
-		if err := c.checkMember(ctx, cl); err != nil {
-			return err
+	done, err := call(ctx, s, &c.conn, "cluster "+c.op, func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+		switch c.op {
+		case "add":
+			return clireport.AddVoter(ctx, cl, c.id, c.raftAddr.addr, c.apiAddr.addr)
+		case "remove":
+			return clireport.RemoveServer(ctx, cl, c.id)
 		}
-		err, done = cl.RemoveServer(ctx, c.id), "removed "+c.id
-	case "transfer":
-		err, done = cl.TransferLeadership(ctx, c.id), "leadership transferred"
-		if c.id != "" {
-			done += " to " + c.id
-		}
+		return clireport.TransferLeadership(ctx, cl, c.id)
+	})
+	if err == nil {
+		fmt.Fprintln(s.stdout, done)
 	}
-	if err != nil {
-		return c.conn.describe(ctx, "cluster "+c.op, err)
-	}
-	fmt.Fprintln(s.stdout, done)
-	return nil
-}
-
-// checkMember fails when --id is not in the leader's Raft configuration.
-func (c *clusterCmd) checkMember(ctx context.Context, cl *client.Client) error {
-	st, err := c.conn.leaderStatus(ctx, cl, "cluster "+c.op)
-	if err != nil {
-		return err
-	}
-	var ids []string
-	for _, sv := range st.Servers {
-		if sv.Id == c.id {
-			return nil
-		}
-		ids = append(ids, sv.Id)
-	}
-	return fmt.Errorf("cluster %s refused: no server %q in the configuration (members: %s)", c.op, c.id, strings.Join(ids, ", "))
+	return err
 }

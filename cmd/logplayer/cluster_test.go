@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/devcluster"
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/internal/testwait"
@@ -232,7 +233,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 		t.Fatalf("status: exit %d, %q\n%s", code, errOut, out)
 	}
 	code, out, _ = runCLI(t, nil, "status", addr, "--json")
-	var st statusReport
+	var st clireport.Status
 	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
 		t.Fatalf("status --json: exit %d, %v: %s", code, err, out)
 	}
@@ -243,7 +244,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	// events target acked the append (any JSON is an event).
 	testwait.For(t, 30*time.Second, "status --player listing four targets", func() bool {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.AdminAddr(), "--json")
-		var st statusReport
+		var st clireport.Status
 		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
 			t.Fatalf("status --player: exit %d, %q, %v: %s", code, errOut, err, out)
 		}
@@ -348,7 +349,7 @@ func TestClusterMembership(t *testing.T) {
 	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 	leader := func() string {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--json")
-		var st statusReport
+		var st clireport.Status
 		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
 			t.Fatalf("status: exit %d, %q, %v", code, errOut, err)
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
+	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 )
 
 func init() {
@@ -34,17 +37,11 @@ func (c *groupCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *groupCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
-		return err
+	done, err := call(ctx, s, &c.conn, "group delete", func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+		return clireport.DeleteGroup(ctx, cl, c.group)
+	})
+	if err == nil {
+		fmt.Fprintln(s.stdout, done)
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	n, err := cl.DeleteGroup(ctx, c.group)
-	if err != nil {
-		return c.conn.describe(ctx, "group delete", err)
-	}
-	fmt.Fprintf(s.stdout, "deleted %d committed offsets of group %s\n", n, c.group)
-	return nil
+	return err
 }

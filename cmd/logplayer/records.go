@@ -1,28 +1,24 @@
 package main
 
-// Turning command-line values into messages (append); tail's JSON lines
-// are client/report's (lines.go).
+// The values of append's command line, and how a client command calls its
+// library function (client/report) and prints its answer.
 
 import (
-	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
-	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
-// messageArg is one --topic TOPIC=VALUE: VALUE is literal text, @FILE, or
-// @- for standard input. Never read from the environment or a file.
-type messageArgs struct{ items []messageArg }
-
-type messageArg struct{ topic, value string }
+// messageArgs is the repeatable --topic TOPIC=VALUE: VALUE is literal text,
+// @FILE, or @- for standard input. Never read from the environment or a file.
+type messageArgs struct{ items []clireport.Value }
 
 func (v *messageArgs) String() string { return "" }
 func (v *messageArgs) Set(s string) error {
@@ -30,7 +26,7 @@ func (v *messageArgs) Set(s string) error {
 	if !ok || topic == "" {
 		return fmt.Errorf("want TOPIC=VALUE, TOPIC=@FILE or TOPIC=@-")
 	}
-	v.items = append(v.items, messageArg{topic: topic, value: value})
+	v.items = append(v.items, clireport.Value{Topic: topic, Value: value})
 	return nil
 }
 func (*messageArgs) repeatable() {}
@@ -39,101 +35,67 @@ func (*messageArgs) noEnv()      {}
 // mutationArgs is --put TOPIC:KEY=VALUE or --delete TOPIC:KEY (shard
 // mutations).
 type mutationArgs struct {
-	items []mutationArg
+	items []clireport.Mutation
 	op    shardpb.Mutation_Op
-}
-
-type mutationArg struct {
-	topic string
-	m     *shardpb.Mutation
 }
 
 func (v *mutationArgs) String() string { return "" }
 func (v *mutationArgs) Set(s string) error {
-	topic, rest, ok := strings.Cut(s, ":")
-	if !ok || topic == "" || rest == "" {
-		if v.op == shardpb.Mutation_PUT {
-			return fmt.Errorf("want TOPIC:KEY=VALUE, e.g. shard-0:user/1=alice")
-		}
-		return fmt.Errorf("want TOPIC:KEY, e.g. shard-0:user/1")
+	m, err := clireport.ParseMutation(v.op, s)
+	if err != nil {
+		return err
 	}
-	m := &shardpb.Mutation{Op: v.op, Key: []byte(rest)}
-	if v.op == shardpb.Mutation_PUT {
-		key, value, ok := strings.Cut(rest, "=")
-		if !ok || key == "" {
-			return fmt.Errorf("want TOPIC:KEY=VALUE, e.g. shard-0:user/1=alice")
-		}
-		m.Key, m.Value = []byte(key), []byte(value)
-	}
-	v.items = append(v.items, mutationArg{topic: topic, m: m})
+	v.items = append(v.items, m)
 	return nil
 }
 func (*mutationArgs) repeatable() {}
 func (*mutationArgs) noEnv()      {}
 
-// buildSlices groups the messages by topic, in the order topics first appear
-// (a topic may appear once per transaction, with several messages).
-// Unless raw, every --topic value must be JSON and is sent compacted.
-func buildSlices(msgs []messageArg, muts []mutationArg, key []byte, raw bool, stdin io.Reader) ([]*logstorepb.Slice, error) {
-	var slices []*logstorepb.Slice
-	byTopic := map[string]*logstorepb.Slice{}
-	add := func(topic string, value []byte) {
-		s := byTopic[topic]
-		if s == nil {
-			s = &logstorepb.Slice{Topic: topic}
-			byTopic[topic] = s
-			slices = append(slices, s)
-		}
-		s.Messages = append(s.Messages, &logstorepb.Message{Value: value, Key: key})
+// call dials the cluster and runs fn within --timeout. fn's error is told
+// as what's: an InputError is a usage error, a Refusal "what refused: ...",
+// any other clientFlags.describe's line.
+func call[T any](ctx context.Context, s *sys, c *clientFlags, what string, fn func(context.Context, *client.Client) (T, error)) (T, error) {
+	var zero T
+	cl, err := c.dial(s)
+	if err != nil {
+		return zero, err
 	}
-	stdinUsed := false
-	for _, a := range msgs {
-		value, err := readValue(a.value, stdin, &stdinUsed)
-		if err != nil {
-			return nil, usagef("--topic %s: %v", a.topic, err)
-		}
-		if !raw {
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, value); err != nil {
-				return nil, usagef("--topic %s: malformed JSON (%v); pass --raw to send bytes as they are", a.topic, err)
-			}
-			value = buf.Bytes()
-		}
-		add(a.topic, value)
-	}
-	for _, m := range muts {
-		b, err := proto.Marshal(m.m)
-		if err != nil {
-			return nil, fmt.Errorf("encode mutation: %w", err)
-		}
-		add(m.topic, b)
-	}
-	return slices, nil
-}
-
-// readValue resolves VALUE, @FILE or @-.
-func readValue(v string, stdin io.Reader, stdinUsed *bool) ([]byte, error) {
-	path, ok := strings.CutPrefix(v, "@")
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	v, err := fn(ctx, cl)
+	var bad *clireport.InputError
+	var no *clireport.Refusal
 	switch {
-	case !ok:
-		return []byte(v), nil
-	case path == "-":
-		if *stdinUsed {
-			return nil, fmt.Errorf("standard input (@-) can be read only once")
-		}
-		*stdinUsed = true
-		return io.ReadAll(stdin)
-	default:
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %v", path, err)
-		}
-		return b, nil
+	case err == nil:
+		return v, nil
+	case errors.As(err, &bad):
+		return zero, usage(bad)
+	case errors.As(err, &no):
+		return zero, fmt.Errorf("%s refused: %w", what, no)
 	}
+	return zero, c.describe(ctx, what, err)
 }
 
-// renderMessage is a message as tail shows it (the name the tests use).
-var renderMessage = clireport.MessageOf
+// usage is err, or the usage error it is when a clireport.InputError.
+func usage(err error) error {
+	if bad := (*clireport.InputError)(nil); errors.As(err, &bad) {
+		return usagef("%s", bad)
+	}
+	return err
+}
+
+// show calls fn (see call) and prints its answer: one JSON line, or text.
+func show[V clireport.View](ctx context.Context, s *sys, c *clientFlags, what string, asJSON bool, fn func(context.Context, *client.Client) (V, error)) error {
+	v, err := call(ctx, s, c, what, fn)
+	switch {
+	case err != nil:
+		return err
+	case asJSON:
+		return writeJSONLine(s.stdout, v)
+	}
+	return v.WriteText(s.stdout)
+}
 
 // writeJSONLine writes v as one line.
 func writeJSONLine(w io.Writer, v any) error {

@@ -5,13 +5,11 @@ import (
 	"flag"
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
-	"github.com/logplayer/logplayer/proto/playerpb"
 )
 
 func init() {
@@ -50,9 +48,6 @@ func (c *statusCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object instead of tables")
 }
 
-// statusReport is status's JSON output (the name the tests use).
-type statusReport = clireport.Status
-
 func (c *statusCmd) run(ctx context.Context, s *sys) error {
 	cl, err := c.conn.dial(s)
 	if err != nil {
@@ -76,7 +71,7 @@ func (c *statusCmd) run(ctx context.Context, s *sys) error {
 }
 
 // collect asks every node; it fails only when none answers.
-func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusReport, error) {
+func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*clireport.Status, error) {
 	rep, ok, lastErr := clireport.Collect(ctx, cl, c.conn.addrs.items, c.conn.timeout)
 	if m := c.conn.tls.mistake("status", "the LogStore at "+c.conn.addrs.String(), lastErr); !ok && m != nil {
 		return nil, m
@@ -99,13 +94,10 @@ func (c *statusCmd) listTargets(ctx context.Context) (*clireport.Player, error) 
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
 	defer cancel()
-	resp, err := playerpb.NewPlayerAdminClient(cc).ListTargets(ctx, &playerpb.ListTargetsRequest{}, grpc.WaitForReady(true))
+	p, err := clireport.ListPlayerTargets(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the LogPlayer's targets at %s within %v (is it running? set --player): %v",
 			c.player.addr, c.conn.timeout, err)
 	}
-	return clireport.PlayerOf(resp), nil
+	return p, nil
 }
-
-// humanBytes formats n with a binary unit (the name the tests use).
-var humanBytes = clireport.HumanBytes

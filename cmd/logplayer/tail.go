@@ -5,17 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
-	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
@@ -107,111 +101,18 @@ func (c *tailCmd) tail(ctx context.Context, s *sys) error {
 		return err
 	}
 	defer cl.Close()
-	if c.topic != "" {
-		return c.tailTopic(ctx, s, cl)
-	}
-	from, to := c.from, c.to
-	if c.newOnly || (to == 0 && !c.follow) {
-		st, err := c.conn.leaderStatus(ctx, cl, "tail")
-		if err != nil {
-			return err
-		}
-		if c.newOnly {
-			from = st.HeadLsn + 1
-		}
-		if to == 0 && !c.follow {
-			to = st.HeadLsn
-		}
-	}
-	if !c.follow && to < from {
-		return nil
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var printed uint64
-	errLimit := errors.New("limit reached")
-	err = cl.Read(rctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: to, Topics: c.filter.items}, func(resp *logstorepb.ReadResponse) error {
-		for _, t := range resp.Transactions {
-			if err := writeJSONLine(s.stdout, clireport.TxnOf(t)); err != nil {
-				return err
-			}
-			printed++
-			if c.limit > 0 && printed >= c.limit {
-				return errLimit
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errLimit) {
-		return nil
-	}
-	if err != nil && ctx.Err() == nil {
-		return c.conn.describe(ctx, "tail", err)
-	}
-	return err
-}
-
-// tailTopic reads one topic by offset (client.TopicReader: any node,
-// resuming elsewhere after a failure). Without --follow it stops at the
-// topic's end as the leader sees it at the start.
-func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) error {
-	limit := c.limit
-	if !c.follow {
-		// The topic's end as the leader sees it (DescribeTopic: Status
-		// lists only the first topics).
-		end, known := uint64(0), false
-		dctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-		info, err := cl.DescribeTopic(dctx, c.topic)
-		cancel()
-		switch {
-		case err == nil:
-			end, known = info.NextOffset, true
-		case status.Code(err) == codes.Unimplemented: // a leader older than DescribeTopic: its Status lists every topic
-			st, err := c.conn.leaderStatus(ctx, cl, "tail")
-			if err != nil {
-				return err
-			}
-			for _, t := range st.Topics {
-				if t.Topic == c.topic {
-					end, known = t.NextOffset, true
-				}
-			}
-		case apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC:
-			return c.conn.describe(ctx, "tail", err)
-		}
-		if !known {
-			return c.unknownTopic(ctx)
-		}
-		if end <= c.offset {
-			return nil
-		}
-		if limit == 0 || end-c.offset < limit {
-			limit = end - c.offset
-		}
-	}
-	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: types.Offset(c.offset), Limit: limit, WaitForTopic: c.waitTopic})
-	if err != nil {
+	var werr error // a topic's lines' write error is returned as it is
+	err = clireport.Tail(ctx, cl, clireport.TailConfig{From: c.from, To: c.to, New: c.newOnly, Topics: c.filter.items,
+		Topic: c.topic, Offset: c.offset, WaitForTopic: c.waitTopic, Follow: c.follow, Limit: c.limit, Timeout: c.conn.timeout},
+		func(line any) error { werr = writeJSONLine(s.stdout, line); return werr })
+	var stopped *clireport.Stopped
+	switch {
+	case err == nil || (c.topic != "" && werr != nil && errors.Is(err, werr)):
 		return err
+	case errors.As(err, &stopped):
+		return stopped.Err
+	case c.topic != "" && errors.Is(err, client.ErrUnknownTopic):
+		return fmt.Errorf("%w (to wait for its first message: --follow --wait-for-topic)", c.conn.describe(ctx, "tail", apierr.UnknownTopic(c.topic)))
 	}
-	defer r.Close()
-	for {
-		m, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if errors.Is(err, client.ErrUnknownTopic) {
-			return c.unknownTopic(ctx)
-		}
-		if err != nil {
-			return c.conn.describe(ctx, "tail", err)
-		}
-		if err := writeJSONLine(s.stdout, clireport.TopicMessageOf(c.topic, m)); err != nil {
-			return err
-		}
-	}
-}
-
-// unknownTopic is tail's answer for a topic that was never written.
-func (c *tailCmd) unknownTopic(ctx context.Context) error {
-	return fmt.Errorf("%w (to wait for its first message: --follow --wait-for-topic)", c.conn.describe(ctx, "tail", apierr.UnknownTopic(c.topic)))
+	return c.conn.describe(ctx, "tail", err)
 }

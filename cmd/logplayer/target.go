@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
-	"io"
-	"strings"
 
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
@@ -105,87 +102,27 @@ func (c *targetCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *targetCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
 	what := "target " + c.op
 	switch c.op {
 	case "add":
 		t := &logstorepb.RegisteredTarget{Id: c.id, Address: c.targetAddr.addr, Topics: c.topics.items}
-		if err := cl.RegisterTarget(ctx, t); err != nil {
-			return c.conn.describe(ctx, what, err)
-		}
-		return c.done(s.stdout, fmt.Sprintf("registered target %s at %s (topics %s)", c.id, t.Address, strings.Join(t.Topics, ",")))
+		return show(ctx, s, &c.conn, what, c.asJSON, func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+			return clireport.RegisterTarget(ctx, cl, t)
+		})
 	case "remove":
-		if err := cl.UnregisterTarget(ctx, c.id); err != nil {
-			return c.conn.describe(ctx, what, err)
-		}
-		return c.done(s.stdout, "removed target "+c.id)
-	case "list", "describe":
-		return c.list(ctx, s, cl, what)
-	default:
-		return c.players(ctx, s, cl)
+		return show(ctx, s, &c.conn, what, c.asJSON, func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+			return clireport.UnregisterTarget(ctx, cl, c.id)
+		})
+	case "list":
+		return show(ctx, s, &c.conn, what, c.asJSON, func(ctx context.Context, cl *client.Client) (clireport.TargetList, error) {
+			return clireport.ListTargets(ctx, cl, c.group)
+		})
+	case "describe":
+		return show(ctx, s, &c.conn, what, c.asJSON, func(ctx context.Context, cl *client.Client) (clireport.Target, error) {
+			return clireport.DescribeTarget(ctx, cl, c.id)
+		})
 	}
-}
-
-// done prints a write's result: text, or {"ok": true, "message": ...}.
-func (c *targetCmd) done(w io.Writer, msg string) error {
-	if c.asJSON {
-		return writeJSONLine(w, map[string]any{"ok": true, "message": msg})
-	}
-	_, err := fmt.Fprintln(w, msg)
-	return err
-}
-
-func (c *targetCmd) list(ctx context.Context, s *sys, cl *client.Client, what string) error {
-	resp, err := cl.ListRegisteredTargets(ctx, c.group)
-	if err != nil {
-		return c.conn.describe(ctx, what, err)
-	}
-	only := ""
-	if c.op == "describe" {
-		only = c.id
-	}
-	out := clireport.TargetsOf(resp, only)
-	if c.op == "describe" && len(out) == 0 {
-		return fmt.Errorf("%s refused: UNKNOWN_TARGET: no registered target %q", what, c.id)
-	}
-	if c.asJSON {
-		if c.op == "describe" {
-			return writeJSONLine(s.stdout, out[0])
-		}
-		return writeJSONLine(s.stdout, map[string]any{"targets": out})
-	}
-	return clireport.WriteTargets(s.stdout, out)
-}
-
-func (c *targetCmd) players(ctx context.Context, s *sys, cl *client.Client) error {
-	groups := []string{c.group}
-	if c.group == "" {
-		st, err := cl.LeaderStatus(ctx)
-		if err != nil {
-			return c.conn.describe(ctx, "players", err)
-		}
-		groups = groups[:0]
-		for _, g := range st.PlayerGroups {
-			groups = append(groups, g.Group)
-		}
-	}
-	out := []clireport.Group{}
-	for _, name := range groups {
-		d, err := cl.DescribeGroup(ctx, name)
-		if err != nil {
-			return c.conn.describe(ctx, "players", err)
-		}
-		out = append(out, clireport.GroupOf(d))
-	}
-	if c.asJSON {
-		return writeJSONLine(s.stdout, map[string]any{"groups": out})
-	}
-	clireport.WriteGroups(s.stdout, out)
-	return nil
+	return show(ctx, s, &c.conn, "players", c.asJSON, func(ctx context.Context, cl *client.Client) (clireport.GroupList, error) {
+		return clireport.Players(ctx, cl, c.group)
+	})
 }

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
-	"github.com/logplayer/logplayer/logstore/fsm"
-	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
 func init() {
@@ -57,30 +54,6 @@ and offsets, then the declared patterns. The LogStore answers in pages
 	})
 }
 
-// once dials the cluster, runs fn within the timeout and describes its
-// error as what's (the pattern of every one-call client command).
-func (c *clientFlags) once(ctx context.Context, s *sys, what string, fn func(context.Context, *client.Client) error) error {
-	cl, err := c.dial(s)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	return c.describe(ctx, what, fn(ctx, cl))
-}
-
-// parseSchema is --schema's value.
-func parseSchema(s string) (logstorepb.TopicSchema, error) {
-	switch s {
-	case "bytes", "":
-		return logstorepb.TopicSchema_TOPIC_SCHEMA_BYTES, nil
-	case "kv":
-		return logstorepb.TopicSchema_TOPIC_SCHEMA_KV, nil
-	}
-	return 0, usagef("--schema %q: want kv or bytes", s)
-}
-
 type topicCreateCmd struct {
 	conn                   clientFlags
 	topic, pattern, schema string
@@ -97,27 +70,17 @@ func (c *topicCreateCmd) run(ctx context.Context, s *sys) error {
 	if (c.topic == "") == (c.pattern == "") {
 		return usagef("topic create needs exactly one of --topic and --pattern")
 	}
-	schema, err := parseSchema(c.schema)
+	schema, err := clireport.ParseSchema(c.schema)
 	if err != nil {
-		return err
+		return usage(err)
 	}
-	var resp *logstorepb.CreateTopicResponse
-	if err := c.conn.once(ctx, s, "topic create", func(ctx context.Context, cl *client.Client) (err error) {
-		resp, err = cl.CreateTopic(ctx, &logstorepb.TopicDeclaration{Topic: c.topic, Pattern: c.pattern, Schema: schema})
-		return err
-	}); err != nil {
-		return err
+	done, err := call(ctx, s, &c.conn, "topic create", func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+		return clireport.DeclareTopic(ctx, cl, c.topic, c.pattern, schema)
+	})
+	if err == nil {
+		fmt.Fprintln(s.stdout, done)
 	}
-	what := "topic " + c.topic
-	if c.pattern != "" {
-		what = "pattern " + c.pattern
-	}
-	if resp.Created {
-		fmt.Fprintf(s.stdout, "declared %s with schema %s\n", what, fsm.SchemaName(schema))
-	} else {
-		fmt.Fprintf(s.stdout, "declared %s with schema %s (was %s)\n", what, fsm.SchemaName(schema), fsm.SchemaName(resp.PreviousSchema))
-	}
-	return nil
+	return err
 }
 
 type topicDescribeCmd struct {
@@ -133,18 +96,9 @@ func (c *topicDescribeCmd) flags(fs *flag.FlagSet) {
 }
 
 func (c *topicDescribeCmd) run(ctx context.Context, s *sys) error {
-	var info *logstorepb.TopicInfo
-	if err := c.conn.once(ctx, s, "topic describe", func(ctx context.Context, cl *client.Client) (err error) {
-		info, err = cl.DescribeTopic(ctx, c.topic)
-		return err
-	}); err != nil {
-		return err
-	}
-	if c.asJSON {
-		return writeJSONLine(s.stdout, clireport.TopicOf(info))
-	}
-	clireport.WriteTopics(s.stdout, []*logstorepb.TopicInfo{info})
-	return nil
+	return show(ctx, s, &c.conn, "topic describe", c.asJSON, func(ctx context.Context, cl *client.Client) (clireport.TopicInfo, error) {
+		return clireport.DescribeTopic(ctx, cl, c.topic)
+	})
 }
 
 type topicListCmd struct {
@@ -159,46 +113,8 @@ func (c *topicListCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object")
 }
 
-// errListLimit stops EachTopic at --limit.
-var errListLimit = errors.New("limit reached")
-
 func (c *topicListCmd) run(ctx context.Context, s *sys) error {
-	var infos []*logstorepb.TopicInfo
-	out := clireport.TopicList{Topics: []clireport.TopicInfo{}, Patterns: []clireport.Pattern{}}
-	var patterns []*logstorepb.TopicDeclaration
-	err := c.conn.once(ctx, s, "topic list", func(ctx context.Context, cl *client.Client) (err error) {
-		patterns, err = cl.EachTopic(ctx, func(t *logstorepb.TopicInfo) error {
-			if c.limit > 0 && uint(len(infos)) == c.limit {
-				out.Truncated = true
-				return errListLimit
-			}
-			infos = append(infos, t)
-			return nil
-		})
-		if errors.Is(err, errListLimit) {
-			// EachTopic returns no patterns when stopped: ask for the first page.
-			var resp *logstorepb.ListTopicsResponse
-			resp, err = cl.ListTopics(ctx, "", 1)
-			patterns = resp.GetPatterns()
-		}
-		return err
+	return show(ctx, s, &c.conn, "topic list", c.asJSON, func(ctx context.Context, cl *client.Client) (*clireport.TopicList, error) {
+		return clireport.ListTopics(ctx, cl, c.limit)
 	})
-	if err != nil {
-		return err
-	}
-	for _, t := range infos {
-		out.Topics = append(out.Topics, clireport.TopicOf(t))
-	}
-	for _, p := range patterns {
-		out.Patterns = append(out.Patterns, clireport.PatternOf(p))
-	}
-	if c.asJSON {
-		return writeJSONLine(s.stdout, out)
-	}
-	clireport.WriteTopics(s.stdout, infos)
-	if out.Truncated {
-		fmt.Fprintf(s.stdout, "(first %d topics; raise --limit for more)\n", c.limit)
-	}
-	clireport.WritePatterns(s.stdout, out.Patterns)
-	return nil
 }
