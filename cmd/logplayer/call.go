@@ -33,7 +33,7 @@ func call[T any](ctx context.Context, s *sys, c *clientFlags, what string, fn fu
 	case err == nil:
 		return v, nil
 	case errors.As(err, &bad):
-		return zero, usage(bad)
+		return zero, usagef("%s", bad)
 	case errors.As(err, &no):
 		return zero, fmt.Errorf("%s refused: %w", what, no)
 	}
