@@ -7,52 +7,35 @@ import (
 	"strings"
 
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "cluster add",
-		summary:  "add a LogStore node to the Raft cluster as a voter",
-		synopsis: "--id ID --raft-addr HOST:PORT --api-addr HOST:PORT [--addr LIST]",
-		about: `
-Asks the leader to add a voter. Start the new node first, without --peer, so
-it waits to be added; it then receives the log (every retained segment) from
-the leader.`,
-		examples: []string{
-			"logplayer store --id n4 --data-dir data/n4 --raft-addr 127.0.0.1:7413 --api-addr 127.0.0.1:7403 &",
-			"logplayer cluster add --id n4 --raft-addr 127.0.0.1:7413 --api-addr 127.0.0.1:7403",
-		},
-		required: []string{"id", "raft-addr", "api-addr"},
-		new:      func() runner { return &clusterCmd{op: "add"} },
+	app.Register(&cli.Command{
+		Name:     "cluster add",
+		Required: []string{"id", "raft-addr", "api-addr"},
+		New:      func() cli.Runner { return &clusterCmd{op: "add"} },
 	})
-	register(&command{
-		name:     "cluster remove",
-		summary:  "remove a node from the Raft cluster",
-		synopsis: "--id ID [--addr LIST]",
-		about:    "Asks the leader to remove a server (voter or not) from the Raft configuration.",
-		examples: []string{"logplayer cluster remove --id n4"},
-		required: []string{"id"},
-		new:      func() runner { return &clusterCmd{op: "remove"} },
+	app.Register(&cli.Command{
+		Name:     "cluster remove",
+		Required: []string{"id"},
+		New:      func() cli.Runner { return &clusterCmd{op: "remove"} },
 	})
-	register(&command{
-		name:     "cluster transfer",
-		summary:  "transfer Raft leadership (to --id, or to a node Raft picks)",
-		synopsis: "[--id ID] [--addr LIST]",
-		about:    "Asks the leader to hand leadership over to --id, or to the most up-to-date follower when --id is not given.",
-		examples: []string{"logplayer cluster transfer", "logplayer cluster transfer --id n2"},
-		new:      func() runner { return &clusterCmd{op: "transfer"} },
+	app.Register(&cli.Command{
+		Name: "cluster transfer",
+		New:  func() cli.Runner { return &clusterCmd{op: "transfer"} },
 	})
 }
 
 type clusterCmd struct {
 	op                string
-	conn              clientFlags
+	conn              cli.ClientFlags
 	id                string
-	raftAddr, apiAddr addrValue
+	raftAddr, apiAddr cli.AddrValue
 }
 
-func (c *clusterCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *clusterCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	switch c.op {
 	case "add":
 		fs.StringVar(&c.id, "id", "", "the new node's Raft server `id`")
@@ -65,18 +48,18 @@ func (c *clusterCmd) flags(fs *flag.FlagSet) {
 	}
 }
 
-func (c *clusterCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
+func (c *clusterCmd) Run(ctx context.Context, s *cli.Sys) error {
+	cl, err := c.conn.Dial(s)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.conn.Timeout)
 	defer cancel()
 	var done string
 	switch c.op {
 	case "add":
-		err, done = cl.AddVoter(ctx, c.id, c.raftAddr.addr, c.apiAddr.addr), "added voter "+c.id
+		err, done = cl.AddVoter(ctx, c.id, c.raftAddr.Addr, c.apiAddr.Addr), "added voter "+c.id
 	case "remove":
 		// Raft treats removing an unknown id as done; say it instead.
 		if err := c.checkMember(ctx, cl); err != nil {
@@ -90,15 +73,15 @@ func (c *clusterCmd) run(ctx context.Context, s *sys) error {
 		}
 	}
 	if err != nil {
-		return c.conn.describe(ctx, "cluster "+c.op, err)
+		return c.conn.Describe(ctx, "cluster "+c.op, err)
 	}
-	fmt.Fprintln(s.stdout, done)
+	fmt.Fprintln(s.Stdout, done)
 	return nil
 }
 
 // checkMember fails when --id is not in the leader's Raft configuration.
 func (c *clusterCmd) checkMember(ctx context.Context, cl *client.Client) error {
-	st, err := c.conn.leaderStatus(ctx, cl, "cluster "+c.op)
+	st, err := c.conn.LeaderStatus(ctx, cl, "cluster "+c.op)
 	if err != nil {
 		return err
 	}

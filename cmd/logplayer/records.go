@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	clireport "github.com/logplayer/logplayer/client/report"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
@@ -33,8 +34,8 @@ func (v *messageArgs) Set(s string) error {
 	v.items = append(v.items, messageArg{topic: topic, value: value})
 	return nil
 }
-func (*messageArgs) repeatable() {}
-func (*messageArgs) noEnv()      {}
+func (*messageArgs) Repeatable() {}
+func (*messageArgs) NoEnv()      {}
 
 // mutationArgs is --put TOPIC:KEY=VALUE or --delete TOPIC:KEY (shard
 // mutations).
@@ -68,8 +69,8 @@ func (v *mutationArgs) Set(s string) error {
 	v.items = append(v.items, mutationArg{topic: topic, m: m})
 	return nil
 }
-func (*mutationArgs) repeatable() {}
-func (*mutationArgs) noEnv()      {}
+func (*mutationArgs) Repeatable() {}
+func (*mutationArgs) NoEnv()      {}
 
 // buildSlices groups the messages by topic, in the order topics first appear
 // (a topic may appear once per transaction, with several messages).
@@ -90,12 +91,12 @@ func buildSlices(msgs []messageArg, muts []mutationArg, key []byte, raw bool, st
 	for _, a := range msgs {
 		value, err := readValue(a.value, stdin, &stdinUsed)
 		if err != nil {
-			return nil, usagef("--topic %s: %v", a.topic, err)
+			return nil, cli.Usagef("--topic %s: %v", a.topic, err)
 		}
 		if !raw {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, value); err != nil {
-				return nil, usagef("--topic %s: malformed JSON (%v); pass --raw to send bytes as they are", a.topic, err)
+				return nil, cli.Usagef("--topic %s: malformed JSON (%v); pass --raw to send bytes as they are", a.topic, err)
 			}
 			value = buf.Bytes()
 		}
