@@ -9,6 +9,18 @@
 #   - run gofmt -w (the register blocks and struct fields lose their
 #     alignment when the help fields go).
 # A file may still need "flag" or lose "fmt"; go vet names it.
+# Caution: a local variable named cli (devhttp_test.go has one) shadows the
+# package; such a file needs no import unless it uses the package too.
+# The register-block rules delete the prose fields (summary, synopsis,
+# about, examples, const sinkAbout): if another branch changed that prose,
+# carry the change into cmd/logplayer/help/<command with dashes>.txt and
+# rewrite cmd/logplayer/testdata/help.golden with
+#   go test ./cmd/logplayer -run TestHelpGolden -update-help
+# A new command needs its help file (app.Register panics without one) and
+# its name in app.Order (cmd/logplayer/app.go).
+# Checked: this script, then adding the import and gofmt, turns main's
+# command files into wip/cli's, but for the hand-edited main.go,
+# cli_test.go and readme_test.go.
 # Every rule is idempotent: applying the script twice changes nothing more.
 #
 # Test files use a few framework names sed cannot rename safely (the
