@@ -12,19 +12,20 @@ import (
 
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // call dials the cluster and runs fn within --timeout. fn's error is told
 // as what's: an InputError is a usage error, a Refusal "what refused: ...",
-// any other clientFlags.describe's line.
-func call[T any](ctx context.Context, s *sys, c *clientFlags, what string, fn func(context.Context, *client.Client) (T, error)) (T, error) {
+// any other cli.ClientFlags.Describe's line.
+func call[T any](ctx context.Context, s *cli.Sys, c *cli.ClientFlags, what string, fn func(context.Context, *client.Client) (T, error)) (T, error) {
 	var zero T
-	cl, err := c.dial(s)
+	cl, err := c.Dial(s)
 	if err != nil {
 		return zero, err
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	v, err := fn(ctx, cl)
 	var bad *clireport.InputError
@@ -33,31 +34,31 @@ func call[T any](ctx context.Context, s *sys, c *clientFlags, what string, fn fu
 	case err == nil:
 		return v, nil
 	case errors.As(err, &bad):
-		return zero, usagef("%s", bad)
+		return zero, cli.Usagef("%s", bad)
 	case errors.As(err, &no):
 		return zero, fmt.Errorf("%s refused: %w", what, no)
 	}
-	return zero, c.describe(ctx, what, err)
+	return zero, c.Describe(ctx, what, err)
 }
 
 // usage is err, or the usage error it is when a clireport.InputError.
 func usage(err error) error {
 	if bad := (*clireport.InputError)(nil); errors.As(err, &bad) {
-		return usagef("%s", bad)
+		return cli.Usagef("%s", bad)
 	}
 	return err
 }
 
 // show calls fn (see call) and prints its answer: one JSON line, or text.
-func show[V clireport.View](ctx context.Context, s *sys, c *clientFlags, what string, asJSON bool, fn func(context.Context, *client.Client) (V, error)) error {
+func show[V clireport.View](ctx context.Context, s *cli.Sys, c *cli.ClientFlags, what string, asJSON bool, fn func(context.Context, *client.Client) (V, error)) error {
 	v, err := call(ctx, s, c, what, fn)
 	switch {
 	case err != nil:
 		return err
 	case asJSON:
-		return writeJSONLine(s.stdout, v)
+		return writeJSONLine(s.Stdout, v)
 	}
-	return v.WriteText(s.stdout)
+	return v.WriteText(s.Stdout)
 }
 
 // writeJSONLine writes v as one line.

@@ -24,8 +24,8 @@ func (v *messageArgs) Set(s string) error {
 	v.items = append(v.items, clireport.Value{Topic: topic, Value: value})
 	return nil
 }
-func (*messageArgs) repeatable() {}
-func (*messageArgs) noEnv()      {}
+func (*messageArgs) Repeatable() {}
+func (*messageArgs) NoEnv()      {}
 
 // mutationArgs is --put TOPIC:KEY=VALUE or --delete TOPIC:KEY (shard
 // mutations).
@@ -43,5 +43,5 @@ func (v *mutationArgs) Set(s string) error {
 	v.items = append(v.items, m)
 	return nil
 }
-func (*mutationArgs) repeatable() {}
-func (*mutationArgs) noEnv()      {}
+func (*mutationArgs) Repeatable() {}
+func (*mutationArgs) NoEnv()      {}
