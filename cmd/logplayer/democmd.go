@@ -8,34 +8,19 @@ import (
 	"time"
 
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "demo",
-		summary:  "drive the WAL-apply demo workload against a running cluster and check the shards",
-		synopsis: "--shard shard-0=HOST:PORT [--shard ...] [--duration D] [--addr LIST] [flags]",
-		about: `
-The workload of 'logplayer dev --demo', against a cluster running elsewhere
-(processes, containers): idempotent producers append transactions that write
-mutations to 2 or 3 of the shards shard-0..shard-N-1 (topics of the same
-names) plus an event to orders and inventory. Then it waits for the shards to
-catch up, reads the log back and compares every shard's state with the model
-built from it, prints the summary table and, last, one JSON line. Exit code 1
-if anything is missing, duplicated or different.
-
-Without access to the shards' stores, delivery is audited from each shard's
-applied LSN and its final state (the table says "position+state").`,
-		examples: []string{
-			"logplayer demo --addr 127.0.0.1:7400 --shard shard-0=127.0.0.1:7430 --shard shard-1=127.0.0.1:7431 --duration 10s",
-		},
-		required: []string{"shard"},
-		new:      func() runner { return &demoCmd{} },
+	app.Register(&cli.Command{
+		Name:     "demo",
+		Required: []string{"shard"},
+		New:      func() cli.Runner { return &demoCmd{} },
 	})
 }
 
 type demoCmd struct {
-	conn     clientFlags
+	conn     cli.ClientFlags
 	shards   shardAddrs
 	duration time.Duration
 	clients  int
@@ -43,8 +28,8 @@ type demoCmd struct {
 	catchUp  time.Duration
 }
 
-func (c *demoCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *demoCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	fs.Var(&c.shards, "shard", "a shard target `shard-N=HOST:PORT`; repeat for shard-0 .. shard-N-1")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to append")
 	fs.IntVar(&c.clients, "clients", demo.DefaultClients, "concurrent producers")
@@ -52,32 +37,32 @@ func (c *demoCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.catchUp, "catch-up", 60*time.Second, "how long to wait for delivery to catch up before checking")
 }
 
-func (c *demoCmd) run(ctx context.Context, s *sys) error {
+func (c *demoCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.duration <= 0 || c.clients < 1 || c.catchUp <= 0 {
-		return usagef("--duration, --clients and --catch-up must be positive")
+		return cli.Usagef("--duration, --clients and --catch-up must be positive")
 	}
 	if err := demo.CheckShardAddrs(c.shards.addrs); err != nil {
-		return usagef("%v", err)
+		return cli.Usagef("%v", err)
 	}
-	cl, err := c.conn.dial(s)
+	cl, err := c.conn.Dial(s)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	rep, err := demo.SessionAt(ctx, demo.SessionConfig{
 		Cluster: cl, Duration: c.duration, Clients: c.clients, Seed: c.seed,
-		CatchUp: c.catchUp, StatusTimeout: c.conn.timeout, Out: s.stderr, Logger: s.log,
-	}, c.shards.addrs, c.conn.dialOther)
+		CatchUp: c.catchUp, StatusTimeout: c.conn.Timeout, Out: s.Stderr, Logger: s.Log,
+	}, c.shards.addrs, c.conn.DialOther)
 	return writeDemoReport(s, rep, err)
 }
 
 // writeDemoReport prints a demo session's report (the JSON line last);
 // a failed check is demo.ErrCheckFailed (exit 1).
-func writeDemoReport(s *sys, rep *demo.Report, err error) error {
+func writeDemoReport(s *cli.Sys, rep *demo.Report, err error) error {
 	if err != nil {
 		return err
 	}
-	return rep.WriteChecked(s.stdout)
+	return rep.WriteChecked(s.Stdout)
 }
 
 // shardAddrs is the repeatable --shard shard-N=HOST:PORT.
@@ -89,7 +74,7 @@ func (v *shardAddrs) Set(s string) error {
 	if !ok || !strings.HasPrefix(id, "shard-") {
 		return fmt.Errorf("want shard-N=HOST:PORT")
 	}
-	if err := checkAddr(addr); err != nil {
+	if err := cli.CheckAddr(addr); err != nil {
 		return err
 	}
 	if v.addrs == nil {
@@ -98,4 +83,4 @@ func (v *shardAddrs) Set(s string) error {
 	v.addrs[id] = addr
 	return nil
 }
-func (*shardAddrs) repeatable() {}
+func (*shardAddrs) Repeatable() {}
