@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,29 +25,11 @@ import (
 	"github.com/logplayer/logplayer/target/targettest"
 )
 
-// syncBuffer is a log destination the test reads after the role returned.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRunTargetServesUntilDone: RunTarget opens the target with a registry,
 // serves it (a Hello is answered), logs its serving line with the
 // target's attributes, and at the end of ctx closes the store and returns.
 func TestRunTargetServesUntilDone(t *testing.T) {
-	var logs syncBuffer
+	var logs bytes.Buffer // read once RunTarget returned: its servers have stopped
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	addr := logstoretest.FreeAddr(t)
 	closed := false
@@ -57,7 +38,7 @@ func TestRunTargetServesUntilDone(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- serve.RunTarget(ctx, serve.TargetRole{ID: "t1", Addr: addr, Log: log}, func(reg prometheus.Registerer) (*serve.OpenTarget, error) {
-			return serve.StoreTarget(target.Config{TargetID: "t1", Store: &targettest.MemStore{}, Topics: []string{"a"}, Logger: log, Registerer: reg},
+			return serve.StoreTarget(target.Config{TargetID: "t1", Store: &targettest.MemStore{}, Topics: []string{"a"}, Logger: logstoretest.QuietLogger(), Registerer: reg},
 				func() error { closed = true; return nil }, "test target serving", "dir", "d1")
 		})
 	}()
@@ -106,7 +87,7 @@ func TestRunTargetOpenErrors(t *testing.T) {
 // TestRunStoreServesUntilDone: the store role serves the node's API
 // (health SERVING) until ctx ends, then logs and closes it.
 func TestRunStoreServesUntilDone(t *testing.T) {
-	var logs syncBuffer
+	var logs bytes.Buffer // read once RunStore returned: its servers have stopped
 	cfg := logstoretest.Config("n0", t.TempDir())
 	cfg.RaftAddr, cfg.APIAddr = logstoretest.FreeAddr(t), logstoretest.FreeAddr(t)
 	cfg.Bootstrap = []logstore.Peer{{ID: "n0", RaftAddr: cfg.RaftAddr, APIAddr: cfg.APIAddr}}
