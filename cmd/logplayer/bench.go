@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
-	"os"
 	"time"
 
 	"github.com/logplayer/logplayer/internal/cli"
@@ -115,8 +113,8 @@ func (c *benchPlayerCmd) Flags(fs *flag.FlagSet) {
 
 func (c *benchPlayerCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.child != "" {
-		var args []string
-		if err := json.Unmarshal([]byte(c.child), &args); err != nil {
+		args, err := lpbench.ParseChildSpec(c.child)
+		if err != nil {
 			return cli.Usagef("--child: %v", err)
 		}
 		return lpbench.ServeChild(ctx, args, s.Stdin, s.Stdout, nil) // quiet, like the in-process components
@@ -133,11 +131,10 @@ func (c *benchPlayerCmd) Run(ctx context.Context, s *cli.Sys) error {
 		return cli.Usagef("--group must not be negative and runs in-process only (not with --processes)")
 	}
 	if c.processes {
-		exe, err := os.Executable()
-		if err != nil {
+		var err error
+		if cfg.Spawn, err = lpbench.SpawnSelfExecutable([]string{"bench", "player", "--child"}, s.Stderr, c.childProcs); err != nil {
 			return err
 		}
-		cfg.Spawn = lpbench.SpawnSelf(exe, []string{"bench", "player", "--child"}, s.Stderr, c.childProcs)
 	}
 	if c.tls && (c.processes || len(c.store.Items) > 0) {
 		return cli.Usagef("--tls runs the in-process components only (not with --processes or --store)")

@@ -24,3 +24,15 @@ func TestRunReport(t *testing.T) {
 		t.Errorf("invalid config: %v, printed %q", err, out.String())
 	}
 }
+
+// TestParseChildSpec reads back what SpawnSelf gives a child.
+func TestParseChildSpec(t *testing.T) {
+	cmd := SpawnSelf("exe", []string{"bench", "player", "--child"}, nil, 0)("target", "t 1")
+	args, err := ParseChildSpec(cmd.Args[len(cmd.Args)-1])
+	if err != nil || strings.Join(args, "|") != "target|t 1" {
+		t.Fatalf("ParseChildSpec: %q, %v", args, err)
+	}
+	if _, err := ParseChildSpec("[1"); err == nil {
+		t.Fatal("a broken spec parsed")
+	}
+}
