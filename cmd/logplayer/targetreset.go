@@ -89,7 +89,7 @@ func (c *targetResetCmd) Run(_ context.Context, s *cli.Sys) error {
 	if err != nil {
 		return err
 	}
-	_ = res.Write(s.Stdout) // as fmt.Fprintf: the outcome is the reset's
+	_ = res.Write(s.Stdout) // like the Fprintf below: a failed write to stdout is not a failed reset
 	path := demo.EventLogPath(c.dataDir)
 	if r.DryRun {
 		return fmt.Errorf("nothing written to %s: add --confirm to reset it", path)
