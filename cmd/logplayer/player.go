@@ -12,6 +12,7 @@ import (
 
 	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/serve"
+	"github.com/logplayer/logplayer/internal/serve/playerrole"
 	"github.com/logplayer/logplayer/logplayer"
 )
 
@@ -105,7 +106,7 @@ func (c *playerCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if err != nil {
 		return err
 	}
-	err = serve.RunPlayer(ctx, serve.PlayerRole{Player: cfg, AdminAddr: c.adminAddr.Addr, MetricsAddr: c.metricsAddr.Addr, Log: s.Log,
+	err = playerrole.Run(ctx, playerrole.Role{Player: cfg, AdminAddr: c.adminAddr.Addr, MetricsAddr: c.metricsAddr.Addr, Log: s.Log,
 		Security: func() ([]grpc.ServerOption, *tls.Config, error) { return c.tls.Setup(s.Log, nil) }})
 	if errors.Is(err, serve.ErrConfig) {
 		return cli.Usagef("%v", err)

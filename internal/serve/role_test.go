@@ -3,7 +3,6 @@ package serve_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"strings"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/internal/testwait"
-	"github.com/logplayer/logplayer/logplayer"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/logstore/logstoretest"
 	"github.com/logplayer/logplayer/security"
@@ -144,23 +142,5 @@ func TestRunStoreConfigErrors(t *testing.T) {
 				t.Fatalf("RunStore: %v, want logstore.ErrConfig", err)
 			}
 		})
-	}
-}
-
-// TestRunPlayerErrorsInOrder: an invalid LogPlayer config is ErrConfig and
-// comes before the security settings are read; their error is returned
-// as it is.
-func TestRunPlayerErrorsInOrder(t *testing.T) {
-	errSec := errors.New("bad security flags")
-	called := false
-	sec := func() ([]grpc.ServerOption, *tls.Config, error) { called = true; return nil, nil, errSec }
-	role := serve.PlayerRole{Player: logplayer.Config{Logger: logstoretest.QuietLogger()}, Security: sec, Log: logstoretest.QuietLogger()}
-	err := serve.RunPlayer(context.Background(), role)
-	if !errors.Is(err, serve.ErrConfig) || !errors.Is(err, logplayer.ErrInvalidConfig) || called {
-		t.Fatalf("RunPlayer without LogStore addresses: %v (security read: %v), want ErrConfig first", err, called)
-	}
-	role.Player.LogStore = []string{logstoretest.FreeAddr(t)}
-	if err := serve.RunPlayer(context.Background(), role); err != errSec {
-		t.Fatalf("RunPlayer: %v, want the security error", err)
 	}
 }

@@ -26,6 +26,10 @@ type configError struct{ err error }
 func (e configError) Error() string   { return e.err.Error() }
 func (e configError) Unwrap() []error { return []error{ErrConfig, e.err} }
 
+// ConfigError marks err as ErrConfig without changing its message, for the
+// roles that run outside this package (internal/serve/playerrole).
+func ConfigError(err error) error { return configError{err} }
+
 // StoreRoleConfig is the `logplayer store` role: the node, and where and
 // how it serves beyond Node.APIAddr.
 type StoreRoleConfig struct {

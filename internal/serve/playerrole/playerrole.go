@@ -1,4 +1,8 @@
-package serve
+// Package playerrole runs the `logplayer player` role: a LogPlayer, its
+// admin API and its /metrics. It is apart from internal/serve, which the
+// logplayer package's own tests use to start LogStore nodes, because it
+// imports logplayer.
+package playerrole
 
 import (
 	"context"
@@ -10,16 +14,17 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logplayer"
 )
 
 // AdminStopMax bounds a LogPlayer admin server's graceful stop.
 const AdminStopMax = 2 * time.Second
 
-// PlayerRole is the `logplayer player` role: the LogPlayer, its admin API
+// Role is the `logplayer player` role: the LogPlayer, its admin API
 // and its /metrics.
-type PlayerRole struct {
-	Player      logplayer.Config // its Registerer is RunPlayer's registry
+type Role struct {
+	Player      logplayer.Config // its Registerer is Run's registry
 	AdminAddr   string           // the PlayerAdmin API ("": none)
 	MetricsAddr string           // "": no /metrics
 	// Security gives the admin API's server options and /metrics' TLS
@@ -29,16 +34,16 @@ type PlayerRole struct {
 	Log      *slog.Logger
 }
 
-// RunPlayer builds the LogPlayer of r with a process registry
-// (ProcessRegistry), serves its /metrics and admin API (logplayer.NewAdminServer)
+// Run builds the LogPlayer of r with a process registry
+// (serve.ProcessRegistry), serves its /metrics and admin API (logplayer.NewAdminServer)
 // and runs it until ctx is done (Player.Run). An invalid r.Player is an
-// error wrapping ErrConfig.
-func RunPlayer(ctx context.Context, r PlayerRole) error {
-	reg := ProcessRegistry()
+// error wrapping serve.ErrConfig.
+func Run(ctx context.Context, r Role) error {
+	reg := serve.ProcessRegistry()
 	r.Player.Registerer = reg
 	p, err := logplayer.New(r.Player)
 	if errors.Is(err, logplayer.ErrInvalidConfig) {
-		return configError{err}
+		return serve.ConfigError(err)
 	}
 	if err != nil {
 		return err
@@ -51,13 +56,13 @@ func RunPlayer(ctx context.Context, r PlayerRole) error {
 			return err
 		}
 	}
-	ms, err := StartMetricsTLS(r.MetricsAddr, reg, r.Log, metricsTLS)
+	ms, err := serve.StartMetricsTLS(r.MetricsAddr, reg, r.Log, metricsTLS)
 	if err != nil {
 		return err
 	}
 	defer ms.Stop()
 	if r.AdminAddr != "" {
-		admin, err := ListenAdmin(r.AdminAddr, logplayer.NewAdminServer(p).Register, r.Log, adminOpts...)
+		admin, err := serve.ListenAdmin(r.AdminAddr, logplayer.NewAdminServer(p).Register, r.Log, adminOpts...)
 		if err != nil {
 			return err
 		}
