@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -184,6 +185,21 @@ func positionAudit(m *Model, sc ShardCheck, after, through uint64) TargetAudit {
 
 func ms(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1000
+}
+
+// ErrCheckFailed is WriteChecked's error for a report that is not OK.
+var ErrCheckFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")
+
+// WriteChecked is Write, then ErrCheckFailed when the check found a
+// problem (r.OK false): how `logplayer demo` and `dev --demo` end (exit 1).
+func (r *Report) WriteChecked(w io.Writer) error {
+	if err := r.Write(w); err != nil {
+		return err
+	}
+	if !r.OK {
+		return ErrCheckFailed
+	}
+	return nil
 }
 
 // Write prints the summary table and, as the last line, the JSON object.

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -23,4 +24,18 @@ func SessionAt(ctx context.Context, cfg SessionConfig, shards map[string]string,
 		cfg.Shards[id] = shardpb.NewShardClient(cc)
 	}
 	return Session(ctx, cfg)
+}
+
+// CheckShardAddrs checks the shards given to SessionAt: shard-0 ..
+// shard-N-1 with N >= 2, the workload's topics (ShardTopic).
+func CheckShardAddrs(shards map[string]string) error {
+	if len(shards) < 2 {
+		return errors.New("give at least 2 shards (--shard shard-0=... --shard shard-1=...)")
+	}
+	for i := range len(shards) {
+		if _, ok := shards[ShardTopic(i)]; !ok {
+			return fmt.Errorf("shards must be named shard-0 .. shard-%d: %s is missing", len(shards)-1, ShardTopic(i))
+		}
+	}
+	return nil
 }

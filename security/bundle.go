@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,16 @@ const (
 type NodeSpec struct {
 	Name  string
 	Hosts []string
+}
+
+// ParseNodeSpec reads NAME[=HOST,...] (`logplayer certs --node`).
+func ParseNodeSpec(s string) NodeSpec {
+	name, hosts, _ := strings.Cut(s, "=")
+	n := NodeSpec{Name: name}
+	if hosts != "" {
+		n.Hosts = strings.Split(hosts, ",")
+	}
+	return n
 }
 
 // BundleOptions is what `logplayer certs` makes.

@@ -79,6 +79,41 @@ type CloneResult struct {
 	AlreadyRestored bool
 }
 
+// cloneRefusals name Clone's refusals (CloneRefusal).
+var cloneRefusals = []struct {
+	err  error
+	name string
+}{
+	{ErrSiblingBehind, "SIBLING_BEHIND"},
+	{ErrTopicsDiffer, "TOPICS_DIFFER"},
+	{ErrOtherLogSnapshot, "OTHER_LOG"},
+	{ErrTargetNotEmpty, "NOT_EMPTY"},
+	{ErrUnknownSibling, "UNKNOWN_SIBLING"},
+	{ErrCloneInvalid, "INVALID"},
+}
+
+// CloneRefusal is the name of the refusal of Clone that err wraps
+// (SIBLING_BEHIND, TOPICS_DIFFER, OTHER_LOG, NOT_EMPTY, UNKNOWN_SIBLING,
+// INVALID), or "" when it wraps none.
+func CloneRefusal(err error) string {
+	for _, r := range cloneRefusals {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	return ""
+}
+
+// Message says in one line what the clone of from into to did.
+func (r CloneResult) Message(from, to types.TargetID) string {
+	if r.AlreadyRestored {
+		return fmt.Sprintf("%s already held applied lsn %d (an earlier clone restored it); registered it: the LogPlayer delivers the tail",
+			to, r.State.AppliedLSN)
+	}
+	return fmt.Sprintf("cloned %s into %s at applied lsn %d (%d bytes; the log's first retained lsn is %d); %s registered: the LogPlayer delivers the tail",
+		from, to, r.State.AppliedLSN, r.Bytes, r.FirstLSN, to)
+}
+
 // Clone seeds cfg.To from a consistent snapshot of cfg.From and registers
 // it (see docs/ARCHITECTURE.md "Bootstrapping a target from a sibling"):
 //

@@ -7,9 +7,28 @@
 // message is built or read.
 package types
 
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
 // LSN is the log sequence number of a committed transaction: dense 1, 2, 3, …
 // assigned at apply. 0 means "nothing yet".
 type LSN uint64
+
+// ParseLSNs reads LSNs (each >= 1) separated by commas, such as "4,711".
+func ParseLSNs(s string) ([]LSN, error) {
+	var lsns []LSN
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+		if err != nil || n == 0 {
+			return nil, errors.New("want LSNs (>= 1) separated by commas")
+		}
+		lsns = append(lsns, LSN(n))
+	}
+	return lsns, nil
+}
 
 // Offset is the dense per-topic position of a message: 0, 1, 2, …
 type Offset uint64

@@ -25,3 +25,15 @@ func TestValidTopic(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLSNs(t *testing.T) {
+	got, err := ParseLSNs("4, 711,1")
+	if err != nil || len(got) != 3 || got[0] != 4 || got[1] != 711 || got[2] != 1 {
+		t.Fatalf("ParseLSNs: %v, %v", got, err)
+	}
+	for _, s := range []string{"", "0", "1,,2", "x", "-1"} {
+		if _, err := ParseLSNs(s); err == nil || err.Error() != "want LSNs (>= 1) separated by commas" {
+			t.Errorf("ParseLSNs(%q): %v", s, err)
+		}
+	}
+}

@@ -1,11 +1,18 @@
-// Package report is what the operator CLI (cmd/logplayer) shows of a
-// cluster: reports built from the LogStore's and the LogPlayer's gRPC
+// Package report is what the operator CLI (cmd/logplayer) does and shows
+// of a cluster: reports built from the LogStore's and the LogPlayer's gRPC
 // responses (status, registered targets, LogPlayer groups, topics), the JSON
-// each prints with --json, and the tables it prints otherwise. A program
-// that wants the same views calls it with its own client.Client.
+// each prints with --json, and the tables it prints otherwise; tail's JSON
+// lines (Tail, MessageOf); append's messages from its command line (Slices,
+// Append); the writes of topic create, cluster, target and group delete. A
+// program that wants the same views calls it with its own client.Client.
+//
+// An operation answers with a View (ops.go) or an error: the client's as it
+// is, or one it words itself, an InputError (a wrong value in the command
+// line) or a Refusal (a request that cannot succeed).
 //
 // It holds no connection of its own and starts no goroutine; every function
-// either asks through the client.Client it is given or only formats.
+// either asks through the client.Client it is given (on the caller's
+// goroutine) or only formats.
 package report
 
 import (

@@ -1,11 +1,13 @@
 package report
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -134,4 +136,87 @@ func WriteGroups(w io.Writer, groups []Group) {
 		}
 		tw.Flush()
 	}
+}
+
+// RegisterTarget adds t to the target registry, or replaces it (target
+// add).
+func RegisterTarget(ctx context.Context, cl *client.Client, t *logstorepb.RegisteredTarget) (Done, error) {
+	return doneUnless(Done(fmt.Sprintf("registered target %s at %s (topics %s)", t.Id, t.Address, strings.Join(t.Topics, ","))), cl.RegisterTarget(ctx, t))
+}
+
+// UnregisterTarget removes the target id from the registry (target
+// remove).
+func UnregisterTarget(ctx context.Context, cl *client.Client, id string) (Done, error) {
+	return doneUnless("removed target "+Done(id), cl.UnregisterTarget(ctx, id))
+}
+
+// TargetList is logplayer target list's answer.
+type TargetList struct {
+	Targets []Target `json:"targets"`
+}
+
+// WriteText prints the targets' table.
+func (l TargetList) WriteText(w io.Writer) error { return WriteTargets(w, l.Targets) }
+
+// WriteText prints the target as a one-target table.
+func (t Target) WriteText(w io.Writer) error { return WriteTargets(w, []Target{t}) }
+
+// ListTargets is the target registry, each target with its owners in
+// group ("": in every group) (target list).
+func ListTargets(ctx context.Context, cl *client.Client, group string) (TargetList, error) {
+	resp, err := cl.ListRegisteredTargets(ctx, group)
+	if err != nil {
+		return TargetList{}, err
+	}
+	return TargetList{Targets: TargetsOf(resp, "")}, nil
+}
+
+// DescribeTarget is the registered target id with its owners in every
+// group; an unknown id is a Refusal (target describe).
+func DescribeTarget(ctx context.Context, cl *client.Client, id string) (Target, error) {
+	resp, err := cl.ListRegisteredTargets(ctx, "")
+	if err != nil {
+		return Target{}, err
+	}
+	out := TargetsOf(resp, id)
+	if len(out) == 0 {
+		return Target{}, refusef("UNKNOWN_TARGET: no registered target %q", id)
+	}
+	return out[0], nil
+}
+
+// GroupList is logplayer players' answer.
+type GroupList struct {
+	Groups []Group `json:"groups"`
+}
+
+// WriteText prints the groups as WriteGroups does.
+func (l GroupList) WriteText(w io.Writer) error {
+	WriteGroups(w, l.Groups)
+	return nil
+}
+
+// Players describes the LogPlayer group named group, or with group ""
+// every group the leader knows (players).
+func Players(ctx context.Context, cl *client.Client, group string) (GroupList, error) {
+	groups := []string{group}
+	if group == "" {
+		st, err := cl.LeaderStatus(ctx)
+		if err != nil {
+			return GroupList{}, err
+		}
+		groups = groups[:0]
+		for _, g := range st.PlayerGroups {
+			groups = append(groups, g.Group)
+		}
+	}
+	out := GroupList{Groups: []Group{}}
+	for _, name := range groups {
+		d, err := cl.DescribeGroup(ctx, name)
+		if err != nil {
+			return GroupList{}, err
+		}
+		out.Groups = append(out.Groups, GroupOf(d))
+	}
+	return out, nil
 }

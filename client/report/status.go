@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/logplayer/logplayer/client"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/playerpb"
@@ -118,23 +120,18 @@ type Consumer struct {
 // unreachable node is a row with its error; ok is false when no node
 // answered, and lastErr is the last node's error.
 func Collect(ctx context.Context, cl *client.Client, addrs []string, timeout time.Duration) (rep *Status, ok bool, lastErr error) {
-	rep = &Status{Nodes: []Node{}, Topics: []Topic{}, Servers: []Server{}, Consumers: []Consumer{}, PlayerGroups: []GroupSummary{}}
+	var nodes []Node
 	var view *logstorepb.StatusResponse
 	for _, addr := range addrs {
 		nctx, cancel := context.WithTimeout(ctx, timeout)
 		st, err := cl.Status(nctx, addr)
+		cancel()
 		if err != nil {
 			lastErr = err
-			rep.Nodes = append(rep.Nodes, Node{Addr: addr, Error: strings.Join(strings.Fields(err.Error()), " ")})
-			cancel()
+			nodes = append(nodes, Node{Addr: addr, Error: strings.Join(strings.Fields(err.Error()), " ")})
 			continue
 		}
-		cancel()
-		rep.Nodes = append(rep.Nodes, Node{
-			Addr: addr, ID: st.NodeId, Role: st.Role, LeaderID: st.LeaderId, RaftTerm: st.RaftTerm,
-			CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, HeadLSN: st.HeadLsn,
-			FirstLSN: st.FirstLsn, SegmentBytes: st.SegmentBytes, Tier: newTier(st),
-		})
+		nodes = append(nodes, nodeOf(addr, st))
 		if view == nil || st.Role == "leader" {
 			view = st
 		}
@@ -142,6 +139,22 @@ func Collect(ctx context.Context, cl *client.Client, addrs []string, timeout tim
 	if view == nil {
 		return nil, false, lastErr
 	}
+	return statusOf(nodes, view), true, lastErr
+}
+
+// nodeOf is the row of the node at addr that answered st.
+func nodeOf(addr string, st *logstorepb.StatusResponse) Node {
+	return Node{
+		Addr: addr, ID: st.NodeId, Role: st.Role, LeaderID: st.LeaderId, RaftTerm: st.RaftTerm,
+		CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, HeadLSN: st.HeadLsn,
+		FirstLSN: st.FirstLsn, SegmentBytes: st.SegmentBytes, Tier: newTier(st),
+	}
+}
+
+// statusOf is the report of nodes, with the cluster as view (the leader's
+// status, or else any node's) shows it.
+func statusOf(nodes []Node, view *logstorepb.StatusResponse) *Status {
+	rep := &Status{Nodes: append([]Node{}, nodes...), Topics: []Topic{}, Servers: []Server{}, Consumers: []Consumer{}, PlayerGroups: []GroupSummary{}}
 	rep.Leader, rep.Epoch = view.LeaderId, view.Epoch
 	for _, t := range view.Topics {
 		rep.Topics = append(rep.Topics, Topic{Topic: t.Topic, FirstOffset: t.FirstOffset, NextOffset: t.NextOffset})
@@ -160,7 +173,17 @@ func Collect(ctx context.Context, cl *client.Client, addrs []string, timeout tim
 	for _, g := range view.PlayerGroups {
 		rep.PlayerGroups = append(rep.PlayerGroups, GroupSummary{Group: g.Group, Members: g.Members, OwnedTargets: g.OwnedTargets, Generation: g.Generation, Reassignments: g.Reassignments})
 	}
-	return rep, true, lastErr
+	return rep
+}
+
+// ListPlayerTargets asks the LogPlayer admin API on cc for its targets
+// (waiting for cc to be ready until ctx ends).
+func ListPlayerTargets(ctx context.Context, cc grpc.ClientConnInterface) (*Player, error) {
+	resp, err := playerpb.NewPlayerAdminClient(cc).ListTargets(ctx, &playerpb.ListTargetsRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		return nil, err
+	}
+	return PlayerOf(resp), nil
 }
 
 // PlayerOf is a LogPlayer's ListTargets answer as a report.

@@ -8,44 +8,21 @@ import (
 	"strings"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/shardpb"
-	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
-	register(&command{
-		name:     "append",
-		summary:  "append one transaction to one or more topics, atomically",
-		synopsis: "--topic TOPIC=VALUE [--topic ...] [--put TOPIC:KEY=VALUE] [flags]",
-		about: `
-Appends one transaction: every --topic, --put and --delete becomes a message
-of its topic's slice, and all slices commit together or not at all. Prints the
-transaction's LSN and each topic's first offset as one JSON line.
-
-A --topic VALUE is JSON (checked and sent compacted) unless --raw; @FILE reads
-a file, @- standard input. --put and --delete encode shard mutations
-(shardpb.Mutation) for the reference shard targets. --producer-id with
---sequence makes the append idempotent with a legacy unregistered producer id:
-a retry of the same sequence returns the first result instead of writing again
-(while the cluster still holds the id's row). --producer NAME registers NAME
-(fencing any older instance of it) and appends through the SDK's producer:
-its retries within this command never write twice, and an unknown outcome
-exits with an in-doubt error instead of a success. --expect TOPIC=OFFSET makes it
-conditional: it fails, writing nothing, unless TOPIC's next offset is OFFSET.`,
-		examples: []string{
-			`logplayer append --topic orders=@order.json --topic inventory='{"sku":1}'`,
-			`logplayer append --topic orders='{"id":7}' --put shard-0:user/7=alice --put shard-2:sku/1=3 --key user/7`,
-			`echo '{"id":8}' | logplayer append --topic orders=@- --producer-id checkout-1 --sequence 42`,
-			`logplayer append --topic orders='{"id":8}' --producer checkout   # registered producer`,
-			`logplayer append --topic orders='{"id":9}' --expect orders=12   # only if orders' next offset is 12`,
-		},
-		new: func() runner { return &appendCmd{} },
+	app.Register(&cli.Command{
+		Name: "append",
+		New:  func() cli.Runner { return &appendCmd{} },
 	})
 }
 
 type appendCmd struct {
-	conn       clientFlags
+	conn       cli.ClientFlags
 	messages   messageArgs
 	puts       mutationArgs
 	deletes    mutationArgs
@@ -57,8 +34,8 @@ type appendCmd struct {
 	expect     expectArgs
 }
 
-func (c *appendCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *appendCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	c.puts.op, c.deletes.op = shardpb.Mutation_PUT, shardpb.Mutation_DELETE
 	fs.Var(&c.messages, "topic", "a message `TOPIC=VALUE` (VALUE: JSON text, @FILE or @-); repeatable")
 	fs.Var(&c.puts, "put", "a shard mutation `TOPIC:KEY=VALUE` (PUT); repeatable")
@@ -71,55 +48,32 @@ func (c *appendCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.expect, "expect", "condition `TOPIC=OFFSET`: TOPIC's next offset must be OFFSET; repeatable")
 }
 
-// appendResult is append's output line.
-type appendResult struct {
-	LSN       uint64            `json:"lsn"`
-	Offsets   map[string]uint64 `json:"offsets"`
-	Duplicate bool              `json:"duplicate,omitempty"`
-	// --producer: the registered id, epoch and sequence used.
-	ProducerID string `json:"producer_id,omitempty"`
-	Epoch      uint64 `json:"epoch,omitempty"`
-	Sequence   uint64 `json:"sequence,omitempty"`
-}
-
-func (c *appendCmd) run(ctx context.Context, s *sys) error {
+func (c *appendCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if len(c.messages.items)+len(c.puts.items)+len(c.deletes.items) == 0 {
-		return usagef("nothing to append: give at least one --topic, --put or --delete")
+		return cli.Usagef("nothing to append: give at least one --topic, --put or --delete")
 	}
 	if (c.producerID == "") != (c.sequence == 0) {
-		return usagef("--producer-id and --sequence go together")
+		return cli.Usagef("--producer-id and --sequence go together")
 	}
 	if c.producer != "" && c.producerID != "" {
-		return usagef("--producer and --producer-id exclude each other")
+		return cli.Usagef("--producer and --producer-id exclude each other")
 	}
 	var key []byte
 	if c.key != "" {
 		key = []byte(c.key)
 	}
-	slices, err := buildSlices(c.messages.items, append(c.puts.items, c.deletes.items...), key, c.raw, s.stdin)
+	slices, err := clireport.Slices(c.messages.items, append(c.puts.items, c.deletes.items...), key, c.raw, s.Stdin)
 	if err != nil {
-		return err
+		return usage(err)
 	}
 	req := &logstorepb.AppendRequest{Slices: slices, ProducerId: c.producerID, Sequence: c.sequence, Conditions: c.expect.conds}
-	cl, err := c.conn.dial(s)
+	res, err := call(ctx, s, &c.conn, "append", func(ctx context.Context, cl *client.Client) (*clireport.AppendResult, error) {
+		return clireport.Append(ctx, cl, req, c.producer)
+	})
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	if c.producer != "" {
-		return c.appendRegistered(ctx, s, cl, req)
-	}
-	resp, err := cl.Append(ctx, req)
-	if err != nil {
-		return c.conn.describe(ctx, "append", err)
-	}
-	out := appendResult{LSN: resp.Lsn, Offsets: map[string]uint64{}, Duplicate: resp.Duplicate}
-	for _, sr := range resp.Slices {
-		out.Offsets[sr.Topic] = sr.FirstOffset
-	}
-	return writeJSONLine(s.stdout, out)
+	return writeJSONLine(s.Stdout, res)
 }
 
 // expectArgs is the repeatable --expect TOPIC=OFFSET.
@@ -135,31 +89,5 @@ func (v *expectArgs) Set(s string) error {
 	v.conds = append(v.conds, &logstorepb.Condition{Topic: topic, ExpectedNextOffset: n})
 	return nil
 }
-func (*expectArgs) repeatable() {}
-func (*expectArgs) noEnv()      {}
-
-// appendRegistered appends req through a client.Producer registered as
-// --producer.
-func (c *appendCmd) appendRegistered(ctx context.Context, s *sys, cl *client.Client, req *logstorepb.AppendRequest) error {
-	p, err := cl.NewProducer(client.ProducerConfig{ID: c.producer, MaxInFlight: 1})
-	if err != nil {
-		return usagef("--producer: %v", err)
-	}
-	txn := client.NewTxn()
-	for _, sl := range req.Slices {
-		txn.AddMessages(sl.Topic, sl.Messages...)
-	}
-	for _, cond := range req.Conditions {
-		txn.Expect(cond.Topic, types.Offset(cond.ExpectedNextOffset))
-	}
-	res, err := p.Append(ctx, txn)
-	if err != nil {
-		return c.conn.describe(ctx, "append", err)
-	}
-	id, epoch := p.RegisteredID()
-	out := appendResult{LSN: uint64(res.LSN), Offsets: map[string]uint64{}, Duplicate: res.Duplicate, ProducerID: id, Epoch: epoch, Sequence: res.Sequence}
-	for topic, off := range res.Offsets {
-		out.Offsets[topic] = uint64(off)
-	}
-	return writeJSONLine(s.stdout, out)
-}
+func (*expectArgs) Repeatable() {}
+func (*expectArgs) NoEnv()      {}

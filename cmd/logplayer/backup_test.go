@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // backup save against a running cluster writes a file that backup restore
@@ -12,13 +14,13 @@ import (
 func TestBackupSaveRestoreCLI(t *testing.T) {
 	d := startTestDev(t)
 	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
-	if code, _, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`); code != exitOK {
+	if code, _, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`); code != cli.ExitOK {
 		t.Fatalf("append: exit %d, %q", code, errOut)
 	}
 	dir := t.TempDir()
 	file := filepath.Join(dir, "b.lpb")
 	code, out, errOut := runCLI(t, nil, "backup", "save", addr, "--file", file)
-	if code != exitOK || !strings.Contains(out, "backup "+file) {
+	if code != cli.ExitOK || !strings.Contains(out, "backup "+file) {
 		t.Fatalf("backup save: exit %d, %q %q", code, out, errOut)
 	}
 	peer := "--peer=n1=127.0.0.1:1/127.0.0.1:2"
@@ -31,14 +33,14 @@ func TestBackupSaveRestoreCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, errOut = runCLI(t, nil, "backup", "restore", "--file", bad, "--data-dir", filepath.Join(dir, "x"), peer)
-	if code == exitOK || !strings.Contains(errOut, "bad backup file") || !strings.Contains(errOut, "truncated") {
+	if code == cli.ExitOK || !strings.Contains(errOut, "bad backup file") || !strings.Contains(errOut, "truncated") {
 		t.Fatalf("restore of a truncated file: exit %d, %q", code, errOut)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "x")); !os.IsNotExist(err) {
 		t.Fatalf("refused restore wrote its data dir (%v)", err)
 	}
 	code, out, errOut = runCLI(t, nil, "backup", "restore", "--file", file, "--data-dir", filepath.Join(dir, "n1"), peer)
-	if code != exitOK || !strings.Contains(out, "restored") {
+	if code != cli.ExitOK || !strings.Contains(out, "restored") {
 		t.Fatalf("backup restore: exit %d, %q %q", code, out, errOut)
 	}
 }

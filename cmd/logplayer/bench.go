@@ -2,108 +2,28 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
-	"fmt"
-	"os"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/cli"
 	lpbench "github.com/logplayer/logplayer/logplayer/bench"
 	"github.com/logplayer/logplayer/logstore"
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
 )
 
 func init() {
-	register(&command{
-		name:     "bench store",
-		summary:  "benchmark LogStore Append on raft-wal and raft-boltdb against bare hashicorp/raft (Markdown table)",
-		synopsis: "[--clients 1,10,64,256] [--systems all] [--duration 3s] [--json FILE] [flags]",
-		about: `
-Starts, in this process, 3 LogStore nodes on each Raft log backend (raft-wal
-and raft-boltdb; TCP on 127.0.0.1, fsync on) and 3 bare hashicorp/raft
-nodes on each (TCP transport, no-op FSM, raft.DefaultConfig). For each
---clients level it runs every system of --systems in turn, that many
-clients each doing one operation at a time for --duration after --warmup:
-  logstore-wal, logstore-boltdb    Append (a transaction of --topics topics
-                                   x one --slice-bytes message), all clients
-                                   sharing one client.Client, which sends
-                                   concurrent Appends in one AppendBatch call
-  logstore-wal-conns, ...-boltdb-conns
-                                   the same with one client.Client (one
-                                   connection) per client: independent
-                                   producers, one transaction per call
-  logstore-wal-http                the same as JSON over HTTP: each client
-                                   POSTs /v1/append with a JSON body to the
-                                   leader's HTTP API, on connections of its
-                                   own (beside logstore-wal-conns: the cost
-                                   of JSON over HTTP)
-  raft-wal, raft-boltdb            raft.Apply of a payload of the same size
-  grpc-conns                       no LogStore: a no-op unary gRPC call
-                                   carrying the same bytes, one connection
-                                   per client (the floor under -conns)
-A row counts the operations that complete inside its window. Prints one
-Markdown table, a line per level and system (tx/s, p50/p99/p99.9,
-transactions per gRPC call and per Raft entry), then issue 11's goal ratios
-marked met or missed, and logstore-wal-http's p50 and tx/s beside
-logstore-wal-conns'. --json also writes the rows as JSON, which
-'logplayer-bench chart' (cmd/logplayer-bench) draws.
-
---systems takes names or prefixes ("logstore", "raft", "logstore-wal"), so
-a quick run can measure a subset. --plain-appends sends every transaction
-in an Append call of its own. --cpu-profile writes a pprof CPU profile of
-the whole run (all nodes and clients share this process).
-
-scripts/bench.sh runs this and 'bench player' and writes docs/BENCHMARKS.md.`,
-		examples: []string{
-			"logplayer bench store",
-			"logplayer bench store --clients 1,10 --duration 5s --systems logstore-wal,raft",
-			"logplayer bench store --clients 64 --systems logstore-wal --json store.json --cpu-profile cpu.pprof",
-		},
-		new: func() runner { return &benchStoreCmd{} },
+	app.Register(&cli.Command{
+		Name: "bench store",
+		New:  func() cli.Runner { return &benchStoreCmd{} },
 	})
-	register(&command{
-		name:     "bench player",
-		summary:  "benchmark LogPlayer delay and end-to-end apply delay (Markdown table)",
-		synopsis: "[--targets 2,5,10,20] [--txn-kb 1,10] [--duration 3s] [flags]",
-		about: `
-The LogPlayer paper's Figures 9 and 10: for each number of targets (reference
-bbolt shards, fsync on) and transaction size (KB of 1 KB key-values spread
-over random shards), --producers appenders in a closed loop for --duration.
-Reports the LogPlayer delay (dispatch to the target receiving the batch) and
-the apply delay (Append call to durable apply at the target): average, p50,
-p99. Uses an in-process 3-node LogStore unless --store names a running one.
-
-With --processes the LogStore and each target run in child processes of this
-binary (started with the internal flag --child), so their CPU, garbage
-collection and fsyncs do not share the LogPlayer's Go runtime (the paper runs
-them on separate machines). On a 2-core machine that is not faster: the
-LogStore and 20 targets then wake across processes and compete for the same
-two cores. Every delay is measured on this machine's wall clock.
-
-A second table gives each row's cost per target (issue 13): heap in use
-after GC and RSS, as deltas from before the LogPlayer started, over the
-targets, idle and at the end of the load; the LogPlayer's CPU per
-transaction (a CPU profile of the window, counting the goroutines the
-LogPlayer started, by pprof label); player p50 over bare p50. With
---group N, N LogPlayers in this process join one group (the first
-registers the targets in the LogStore, the others join in turn and take
-their share); after the measurement the last is killed under load (its
-LogStore connections closed, no LeaveGroup) and the row times how long
-until the others hold its targets (state N) and have delivered each beyond
-the LogStore head at the kill, beside the group lease.`,
-		examples: []string{
-			"logplayer bench player",
-			"logplayer bench player --targets 20 --txn-kb 1 --duration 10s",
-			"logplayer bench player --processes --targets 20",
-			"logplayer bench player --targets 100,500 --txn-kb 1 --memory-targets --group 2",
-		},
-		new: func() runner { return &benchPlayerCmd{} },
+	app.Register(&cli.Command{
+		Name: "bench player",
+		New:  func() cli.Runner { return &benchPlayerCmd{} },
 	})
 }
 
 type benchStoreCmd struct {
-	clients          intList
+	clients          cli.IntList
 	systems          string
 	duration, warmup time.Duration
 	topics           int
@@ -118,8 +38,8 @@ type benchStoreCmd struct {
 	maxInflight, pipelineMin, maxAppendEntries int
 }
 
-func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
-	c.clients = intList{ints: []int{1, 10, 64, 256}}
+func (c *benchStoreCmd) Flags(fs *flag.FlagSet) {
+	c.clients = cli.IntList{Ints: []int{1, 10, 64, 256}}
 	fs.Var(&c.clients, "clients", "concurrency `levels`, comma-separated")
 	fs.StringVar(&c.systems, "systems", "all", "`systems` to measure, comma-separated names or prefixes: "+lsbench.SystemNames())
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
@@ -137,50 +57,31 @@ func (c *benchStoreCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxAppendEntries, "max-append-entries", 0, "tuning: the LogStore nodes' Raft MaxAppendEntries (0: the default)")
 }
 
-func (c *benchStoreCmd) run(ctx context.Context, s *sys) error {
+func (c *benchStoreCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
-		return usagef("--duration, --topics and --slice-bytes must be positive")
+		return cli.Usagef("--duration, --topics and --slice-bytes must be positive")
 	}
 	if c.maxInflight < 0 || c.pipelineMin < 0 || c.maxAppendEntries < 0 {
-		return usagef("--max-inflight-entries, --pipeline-min-txns and --max-append-entries must not be negative")
+		return cli.Usagef("--max-inflight-entries, --pipeline-min-txns and --max-append-entries must not be negative")
 	}
 	systems, err := lsbench.ParseSystems(c.systems)
 	if err != nil {
-		return usagef("--systems: %v", err)
+		return cli.Usagef("--systems: %v", err)
 	}
-	if c.cpuProfile != "" {
-		stop, err := lsbench.StartCPUProfile(c.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
-		t, err := lsbench.Run(ctx, lsbench.Config{
-			Clients: c.clients.ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
-			SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, Security: sec, RowProfileDir: c.rowProfiles,
-			Node: func(nc *logstore.Config) {
-				nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
-			},
-		})
-		if err != nil {
-			return err
-		}
-		if c.jsonOut != "" && sec == nil { // the plaintext table: what 'logplayer-bench chart' draws
-			if err := t.WriteJSONFile(c.jsonOut); err != nil {
-				return err
-			}
-		}
-		_, err = fmt.Fprint(s.stdout, t.String())
-		return err
-	})
+	return lsbench.RunReport(ctx, s.Stdout, s.Log, lsbench.Config{
+		Clients: c.clients.Ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
+		SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, RowProfileDir: c.rowProfiles,
+		Node: func(nc *logstore.Config) {
+			nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
+		},
+	}, lsbench.ReportOptions{TLS: c.tls, JSONFile: c.jsonOut, CPUProfile: c.cpuProfile})
 }
 
 type benchPlayerCmd struct {
-	targets, txnKB   intList
+	targets, txnKB   cli.IntList
 	duration, warmup time.Duration
 	producers        int
-	store            addrList
+	store            cli.AddrList
 	dataDir          string
 	processes        bool
 	childProcs       int
@@ -191,9 +92,9 @@ type benchPlayerCmd struct {
 	failoverProfile  string
 }
 
-func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
-	c.targets = intList{ints: []int{2, 5, 10, 20}}
-	c.txnKB = intList{ints: []int{1, 10}}
+func (c *benchPlayerCmd) Flags(fs *flag.FlagSet) {
+	c.targets = cli.IntList{Ints: []int{2, 5, 10, 20}}
+	c.txnKB = cli.IntList{Ints: []int{1, 10}}
 	fs.Var(&c.targets, "targets", "numbers of `targets`, comma-separated")
 	fs.Var(&c.txnKB, "txn-kb", "transaction `sizes` in KB (1 KB key-values), comma-separated")
 	fs.DurationVar(&c.duration, "duration", 3*time.Second, "measurement time of each row")
@@ -210,43 +111,33 @@ func (c *benchPlayerCmd) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.child, "child", "", "internal, set by --processes: run as its child process with these `arguments` (a JSON list)")
 }
 
-func (c *benchPlayerCmd) run(ctx context.Context, s *sys) error {
+func (c *benchPlayerCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.child != "" {
-		var args []string
-		if err := json.Unmarshal([]byte(c.child), &args); err != nil {
-			return usagef("--child: %v", err)
+		args, err := lpbench.ParseChildSpec(c.child)
+		if err != nil {
+			return cli.Usagef("--child: %v", err)
 		}
-		return lpbench.ServeChild(ctx, args, s.stdin, s.stdout, nil) // quiet, like the in-process components
+		return lpbench.ServeChild(ctx, args, s.Stdin, s.Stdout, nil) // quiet, like the in-process components
 	}
 	if c.duration <= 0 || c.warmup < 0 || c.producers < 1 || c.childProcs < 0 {
-		return usagef("--duration and --producers must be positive, --child-gomaxprocs not negative")
+		return cli.Usagef("--duration and --producers must be positive, --child-gomaxprocs not negative")
 	}
 	cfg := lpbench.Config{
-		Targets: c.targets.ints, TxnKB: c.txnKB.ints, Duration: c.duration, Warmup: c.warmup,
-		Producers: c.producers, LogStore: c.store.items, Dir: c.dataDir, MemoryTargets: c.memoryTargets, Group: c.group,
+		Targets: c.targets.Ints, TxnKB: c.txnKB.Ints, Duration: c.duration, Warmup: c.warmup,
+		Producers: c.producers, LogStore: c.store.Items, Dir: c.dataDir, MemoryTargets: c.memoryTargets, Group: c.group,
 		FailoverProfile: c.failoverProfile,
 	}
 	if c.group < 0 || c.group > 1 && c.processes {
-		return usagef("--group must not be negative and runs in-process only (not with --processes)")
+		return cli.Usagef("--group must not be negative and runs in-process only (not with --processes)")
 	}
 	if c.processes {
-		exe, err := os.Executable()
-		if err != nil {
+		var err error
+		if cfg.Spawn, err = lpbench.SpawnSelfExecutable([]string{"bench", "player", "--child"}, s.Stderr, c.childProcs); err != nil {
 			return err
 		}
-		cfg.Spawn = lpbench.SpawnSelf(exe, []string{"bench", "player", "--child"}, s.stderr, c.childProcs)
 	}
-	if c.tls && (c.processes || len(c.store.items) > 0) {
-		return usagef("--tls runs the in-process components only (not with --processes or --store)")
+	if c.tls && (c.processes || len(c.store.Items) > 0) {
+		return cli.Usagef("--tls runs the in-process components only (not with --processes or --store)")
 	}
-	return lsbench.WithTLS(s.stdout, s.log, c.tls, func(sec *lsbench.Security) error {
-		cfg.Security = sec
-		t, err := lpbench.Run(ctx, cfg)
-		if err != nil && len(t.Rows) == 0 {
-			return err
-		}
-		// A failed row keeps the rows measured before it.
-		_, perr := fmt.Fprint(s.stdout, t.String())
-		return errors.Join(err, perr)
-	})
+	return lpbench.RunReport(ctx, s.Stdout, s.Log, cfg, c.tls)
 }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 	// The CLI reads LOGPLAYER_ variables from the process environment: the
 	// tests set their own (t.Setenv), none leak in from the caller's shell.
 	for _, kv := range os.Environ() {
-		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, envPrefix+"_") {
+		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, app.EnvPrefix+"_") {
 			os.Unsetenv(name)
 		}
 	}

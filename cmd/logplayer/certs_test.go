@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/security"
 )
 
@@ -13,7 +14,7 @@ import (
 func TestCertsCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "tls")
 	code, out, errOut := runCLI(t, nil, "certs", "--dir", dir, "--node", "n1=db1.example,10.0.0.1", "--client", "admin", "--token", "player", "--validity", "720h")
-	if code != exitOK || errOut != "" {
+	if code != cli.ExitOK || errOut != "" {
 		t.Fatalf("certs: exit %d, stderr %q", code, errOut)
 	}
 	for _, f := range []string{"ca.crt", "ca.key", "n1.crt", "n1.key", "admin.crt", "admin.key", "player.token", "tokens.jsonl"} {
@@ -29,7 +30,7 @@ func TestCertsCommand(t *testing.T) {
 		t.Fatalf("n1 SANs %v %v", n1.Cert.DNSNames, n1.Cert.IPAddresses)
 	}
 	code, _, errOut = runCLI(t, nil, "certs", "--dir", dir)
-	if code != exitRuntime || !strings.Contains(errOut, "nothing to issue") {
+	if code != cli.ExitRuntime || !strings.Contains(errOut, "nothing to issue") {
 		t.Fatalf("certs with nothing to issue: exit %d, %q", code, errOut)
 	}
 	code, _, errOut = runCLI(t, nil, "certs", "--client", "x")

@@ -3,19 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/proto/shardpb"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // setEnv sets env in the process environment for the rest of the test
@@ -33,12 +27,12 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdo
 	t.Helper()
 	setEnv(t, env)
 	var out, errb bytes.Buffer
-	s := &sys{
-		stdin:  strings.NewReader(""),
-		stdout: &out,
-		stderr: &errb,
+	s := &cli.Sys{
+		Stdin:  strings.NewReader(""),
+		Stdout: &out,
+		Stderr: &errb,
 	}
-	code = run(context.Background(), args, s)
+	code = app.Run(context.Background(), args, s)
 	return code, out.String(), errb.String()
 }
 
@@ -46,38 +40,38 @@ func runCLI(t *testing.T, env map[string]string, args ...string) (code int, stdo
 func wantUsage(t *testing.T, code int, stderr, want string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
-	if code != exitUsage || len(lines) != 2 || !strings.Contains(lines[0], want) || !strings.HasPrefix(lines[1], "Run 'logplayer") {
+	if code != cli.ExitUsage || len(lines) != 2 || !strings.Contains(lines[0], want) || !strings.HasPrefix(lines[1], "Run 'logplayer") {
 		t.Fatalf("exit %d, stderr %q: want exit 2, one line containing %q and a hint", code, stderr, want)
 	}
 }
 
 func TestHelpOfEveryCommand(t *testing.T) {
-	for _, c := range commands {
-		code, out, errOut := runCLI(t, nil, append(strings.Fields(c.name), "--help")...)
-		if code != exitOK || errOut != "" {
-			t.Fatalf("%s --help: exit %d, stderr %q", c.name, code, errOut)
+	for _, c := range app.Commands() {
+		code, out, errOut := runCLI(t, nil, append(strings.Fields(c.Name), "--help")...)
+		if code != cli.ExitOK || errOut != "" {
+			t.Fatalf("%s --help: exit %d, stderr %q", c.Name, code, errOut)
 		}
-		for _, want := range []string{"Usage: logplayer " + c.name, "Flags:", "--log-level", "Examples:\n  "} {
+		for _, want := range []string{"Usage: logplayer " + c.Name, "Flags:", "--log-level", "Examples:\n  "} {
 			if !strings.Contains(out, want) {
-				t.Fatalf("%s --help lacks %q:\n%s", c.name, want, out)
+				t.Fatalf("%s --help lacks %q:\n%s", c.Name, want, out)
 			}
 		}
 	}
 	code, out, _ := runCLI(t, nil, "help")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("help: exit %d", code)
 	}
-	if len(commands) != len(helpOrder) {
-		t.Fatalf("%d commands, helpOrder lists %d", len(commands), len(helpOrder))
+	if len(app.Commands()) != len(app.Order) {
+		t.Fatalf("%d commands, app.Order lists %d", len(app.Commands()), len(app.Order))
 	}
-	for i, c := range commands {
-		if c.name != helpOrder[i] {
-			t.Fatalf("command %d is %q, helpOrder says %q", i, c.name, helpOrder[i])
+	for i, c := range app.Commands() {
+		if c.Name != app.Order[i] {
+			t.Fatalf("command %d is %q, app.Order says %q", i, c.Name, app.Order[i])
 		}
 	}
-	for _, c := range commands {
-		if !strings.Contains(out, c.name) {
-			t.Fatalf("help does not list %q:\n%s", c.name, out)
+	for _, c := range app.Commands() {
+		if !strings.Contains(out, c.Name) {
+			t.Fatalf("help does not list %q:\n%s", c.Name, out)
 		}
 	}
 }
@@ -128,8 +122,8 @@ func TestUsageErrors(t *testing.T) {
 func parseStore(t *testing.T, env map[string]string, args ...string) (*storeCmd, error) {
 	t.Helper()
 	setEnv(t, env)
-	s := &sys{stderr: &bytes.Buffer{}}
-	r, err := lookup("store").parse(args, s)
+	s := &cli.Sys{Stderr: &bytes.Buffer{}}
+	r, err := app.Parse("store", args, s)
 	return r.(*storeCmd), err
 }
 
@@ -158,19 +152,19 @@ func TestSettingsPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.id != "from-file" || c.dataDir != "/env" || c.apiAddr.addr != "127.0.0.1:8000" || c.maxBatchTxns != 7 ||
+	if c.id != "from-file" || c.dataDir != "/env" || c.apiAddr.Addr != "127.0.0.1:8000" || c.maxBatchTxns != 7 ||
 		c.electionTimeout != 3*time.Second || c.heartbeatTimeout == 0 {
 		t.Fatalf("got id %q data-dir %q api-addr %q max-batch-txns %d election %v heartbeat %v",
-			c.id, c.dataDir, c.apiAddr.addr, c.maxBatchTxns, c.electionTimeout, c.heartbeatTimeout)
+			c.id, c.dataDir, c.apiAddr.Addr, c.maxBatchTxns, c.electionTimeout, c.heartbeatTimeout)
 	}
 	// A repeatable flag takes all its values from one source: env beats file.
-	if len(c.peers.peers) != 1 || c.peers.peers[0].id != "n9" {
-		t.Fatalf("peers %+v, want only n9 from the environment", c.peers.peers)
+	if len(c.peers.Peers) != 1 || c.peers.Peers[0].ID != "n9" {
+		t.Fatalf("peers %+v, want only n9 from the environment", c.peers.Peers)
 	}
 	// The command line beats the environment for a repeatable flag too.
 	c, err = parseStore(t, env, "--peer", "a=127.0.0.1:1/127.0.0.1:2", "--peer", "b=127.0.0.1:3/127.0.0.1:4")
-	if err != nil || len(c.peers.peers) != 2 || c.peers.peers[1].id != "b" {
-		t.Fatalf("peers %+v, err %v", c.peers.peers, err)
+	if err != nil || len(c.peers.Peers) != 2 || c.peers.Peers[1].ID != "b" {
+		t.Fatalf("peers %+v, err %v", c.peers.Peers, err)
 	}
 	// A flag given its default value is still given: it beats env and file.
 	setEnv(t, map[string]string{"LOGPLAYER_MAX_BATCH_TXNS": "5", "LOGPLAYER_PEER": "a=127.0.0.1:1/127.0.0.1:2   b=127.0.0.1:3/127.0.0.1:4 "})
@@ -179,8 +173,8 @@ func TestSettingsPrecedence(t *testing.T) {
 		t.Fatalf("max-batch-txns %d election %v, err %v: want the command line's values", c.maxBatchTxns, c.electionTimeout, err)
 	}
 	// The environment splits a repeatable flag on any whitespace.
-	if len(c.peers.peers) != 2 || c.peers.peers[1].id != "b" {
-		t.Fatalf("peers %+v from LOGPLAYER_PEER, want a and b", c.peers.peers)
+	if len(c.peers.Peers) != 2 || c.peers.Peers[1].ID != "b" {
+		t.Fatalf("peers %+v from LOGPLAYER_PEER, want a and b", c.peers.Peers)
 	}
 }
 
@@ -189,14 +183,14 @@ func TestSettingsPrecedence(t *testing.T) {
 // --topic) never come from it.
 func TestClientSettingsFromEnv(t *testing.T) {
 	setEnv(t, map[string]string{"LOGPLAYER_ADDR": "127.0.0.1:1 127.0.0.1:2,127.0.0.1:3", "LOGPLAYER_TIMEOUT": "3s", "LOGPLAYER_TOPIC": "orders=1"})
-	s := &sys{stderr: &bytes.Buffer{}}
-	r, err := lookup("append").parse([]string{"--put", "shard-0:k=v"}, s)
+	s := &cli.Sys{Stderr: &bytes.Buffer{}}
+	r, err := app.Parse("append", []string{"--put", "shard-0:k=v"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := r.(*appendCmd)
-	if got := c.conn.addrs.String(); got != "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3" || c.conn.timeout != 3*time.Second {
-		t.Fatalf("addr %q timeout %v from the environment", got, c.conn.timeout)
+	if got := c.conn.Addrs.String(); got != "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3" || c.conn.Timeout != 3*time.Second {
+		t.Fatalf("addr %q timeout %v from the environment", got, c.conn.Timeout)
 	}
 	if len(c.messages.items) != 0 || len(c.puts.items) != 1 {
 		t.Fatalf("%d messages (LOGPLAYER_TOPIC must be ignored), %d puts", len(c.messages.items), len(c.puts.items))
@@ -224,93 +218,4 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 	code, _, errOut := runCLI(t, nil, "store", "--config", filepath.Join(t.TempDir(), "missing.json"))
 	wantUsage(t, code, errOut, "no such file")
-}
-
-// A per-invocation flag cannot come from a file (no server role has one
-// today, so the parser is driven directly).
-func TestConfigFileRefusesPerInvocationFlags(t *testing.T) {
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	var common commonFlags
-	common.register(fs, true, false)
-	var topics messageArgs
-	fs.Var(&topics, "topic", "")
-	if err := fs.Parse([]string{"--config", writeFile(t, "c.json", `{"topic": ["orders=1"]}`)}); err != nil {
-		t.Fatal(err)
-	}
-	err := layerSettings(fs, true)
-	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), `"topic" cannot be set in a file`) {
-		t.Fatalf("got %v", err)
-	}
-}
-
-func TestBuildSlices(t *testing.T) {
-	file := writeFile(t, "order.json", "{\n  \"id\": 7,\n  \"items\": [1, 2]\n}\n")
-	msgs := []messageArg{{"orders", "@" + file}, {"inventory", `{"sku": 1}`}, {"orders", "@-"}}
-	puts := []mutationArg{{"shard-0", &shardpb.Mutation{Op: shardpb.Mutation_PUT, Key: []byte("k"), Value: []byte("v")}}}
-	slices, err := buildSlices(msgs, puts, []byte("key1"), false, strings.NewReader(`"from stdin"`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][]string{}
-	var order []string
-	for _, s := range slices {
-		order = append(order, s.Topic)
-		for _, m := range s.Messages {
-			if string(m.Key) != "key1" {
-				t.Fatalf("key %q", m.Key)
-			}
-			got[s.Topic] = append(got[s.Topic], string(m.Value))
-		}
-	}
-	if strings.Join(order, ",") != "orders,inventory,shard-0" {
-		t.Fatalf("topic order %v", order)
-	}
-	if strings.Join(got["orders"], "|") != `{"id":7,"items":[1,2]}|"from stdin"` || got["inventory"][0] != `{"sku":1}` {
-		t.Fatalf("values %q", got)
-	}
-	var m shardpb.Mutation
-	if err := proto.Unmarshal([]byte(got["shard-0"][0]), &m); err != nil || string(m.Key) != "k" || string(m.Value) != "v" {
-		t.Fatalf("mutation %v, %v", &m, err)
-	}
-
-	_, err = buildSlices([]messageArg{{"orders", `{"id": 1`}}, nil, nil, false, nil)
-	var ue *usageError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "malformed JSON") {
-		t.Fatalf("malformed JSON: %v", err)
-	}
-	raw, err := buildSlices([]messageArg{{"logs", "not json"}}, nil, nil, true, nil)
-	if err != nil || string(raw[0].Messages[0].Value) != "not json" {
-		t.Fatalf("--raw: %v %v", raw, err)
-	}
-	if _, err := buildSlices([]messageArg{{"a", "@-"}, {"b", "@-"}}, nil, nil, true, strings.NewReader("x")); err == nil {
-		t.Fatal("stdin read twice")
-	}
-}
-
-func TestRenderMessage(t *testing.T) {
-	mut, _ := proto.Marshal(&shardpb.Mutation{Op: shardpb.Mutation_DELETE, Key: []byte("user/1")})
-	for _, tc := range []struct {
-		topic string
-		value []byte
-		want  string
-	}{
-		{"orders", []byte(`{"id":1}`), `{"key":"k","value":{"id":1}}`},
-		{"logs", []byte("plain text"), `{"key":"k","value_text":"plain text"}`},
-		{"blobs", []byte{0xff, 0x00}, `{"key":"k","value_base64":"/wA="}`},
-		{"shard-2", mut, `{"key":"k","mutation":{"op":"DELETE","key":"user/1"}}`},
-	} {
-		b, err := json.Marshal(renderMessage(tc.topic, &logstorepb.Message{Key: []byte("k"), Value: tc.value}))
-		if err != nil || string(b) != tc.want {
-			t.Fatalf("%s: %s (%v), want %s", tc.topic, b, err, tc.want)
-		}
-	}
-}
-
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 609762: "595.5KiB", 3 << 30: "3.0GiB"} {
-		if got := humanBytes(n); got != want {
-			t.Fatalf("humanBytes(%d) = %s, want %s", n, got, want)
-		}
-	}
 }

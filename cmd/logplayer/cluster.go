@@ -4,55 +4,38 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"strings"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "cluster add",
-		summary:  "add a LogStore node to the Raft cluster as a voter",
-		synopsis: "--id ID --raft-addr HOST:PORT --api-addr HOST:PORT [--addr LIST]",
-		about: `
-Asks the leader to add a voter. Start the new node first, without --peer, so
-it waits to be added; it then receives the log (every retained segment) from
-the leader.`,
-		examples: []string{
-			"logplayer store --id n4 --data-dir data/n4 --raft-addr 127.0.0.1:7413 --api-addr 127.0.0.1:7403 &",
-			"logplayer cluster add --id n4 --raft-addr 127.0.0.1:7413 --api-addr 127.0.0.1:7403",
-		},
-		required: []string{"id", "raft-addr", "api-addr"},
-		new:      func() runner { return &clusterCmd{op: "add"} },
+	app.Register(&cli.Command{
+		Name:     "cluster add",
+		Required: []string{"id", "raft-addr", "api-addr"},
+		New:      func() cli.Runner { return &clusterCmd{op: "add"} },
 	})
-	register(&command{
-		name:     "cluster remove",
-		summary:  "remove a node from the Raft cluster",
-		synopsis: "--id ID [--addr LIST]",
-		about:    "Asks the leader to remove a server (voter or not) from the Raft configuration.",
-		examples: []string{"logplayer cluster remove --id n4"},
-		required: []string{"id"},
-		new:      func() runner { return &clusterCmd{op: "remove"} },
+	app.Register(&cli.Command{
+		Name:     "cluster remove",
+		Required: []string{"id"},
+		New:      func() cli.Runner { return &clusterCmd{op: "remove"} },
 	})
-	register(&command{
-		name:     "cluster transfer",
-		summary:  "transfer Raft leadership (to --id, or to a node Raft picks)",
-		synopsis: "[--id ID] [--addr LIST]",
-		about:    "Asks the leader to hand leadership over to --id, or to the most up-to-date follower when --id is not given.",
-		examples: []string{"logplayer cluster transfer", "logplayer cluster transfer --id n2"},
-		new:      func() runner { return &clusterCmd{op: "transfer"} },
+	app.Register(&cli.Command{
+		Name: "cluster transfer",
+		New:  func() cli.Runner { return &clusterCmd{op: "transfer"} },
 	})
 }
 
 type clusterCmd struct {
 	op                string
-	conn              clientFlags
+	conn              cli.ClientFlags
 	id                string
-	raftAddr, apiAddr addrValue
+	raftAddr, apiAddr cli.AddrValue
 }
 
-func (c *clusterCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *clusterCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	switch c.op {
 	case "add":
 		fs.StringVar(&c.id, "id", "", "the new node's Raft server `id`")
@@ -65,49 +48,18 @@ func (c *clusterCmd) flags(fs *flag.FlagSet) {
 	}
 }
 
-func (c *clusterCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	var done string
-	switch c.op {
-	case "add":
-		err, done = cl.AddVoter(ctx, c.id, c.raftAddr.addr, c.apiAddr.addr), "added voter "+c.id
-	case "remove":
-		// Raft treats removing an unknown id as done; say it instead.
-		if err := c.checkMember(ctx, cl); err != nil {
-			return err
+func (c *clusterCmd) Run(ctx context.Context, s *cli.Sys) error {
+	done, err := call(ctx, s, &c.conn, "cluster "+c.op, func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+		switch c.op {
+		case "add":
+			return clireport.AddVoter(ctx, cl, c.id, c.raftAddr.Addr, c.apiAddr.Addr)
+		case "remove":
+			return clireport.RemoveServer(ctx, cl, c.id)
 		}
-		err, done = cl.RemoveServer(ctx, c.id), "removed "+c.id
-	case "transfer":
-		err, done = cl.TransferLeadership(ctx, c.id), "leadership transferred"
-		if c.id != "" {
-			done += " to " + c.id
-		}
+		return clireport.TransferLeadership(ctx, cl, c.id)
+	})
+	if err == nil {
+		fmt.Fprintln(s.Stdout, done)
 	}
-	if err != nil {
-		return c.conn.describe(ctx, "cluster "+c.op, err)
-	}
-	fmt.Fprintln(s.stdout, done)
-	return nil
-}
-
-// checkMember fails when --id is not in the leader's Raft configuration.
-func (c *clusterCmd) checkMember(ctx context.Context, cl *client.Client) error {
-	st, err := c.conn.leaderStatus(ctx, cl, "cluster "+c.op)
-	if err != nil {
-		return err
-	}
-	var ids []string
-	for _, sv := range st.Servers {
-		if sv.Id == c.id {
-			return nil
-		}
-		ids = append(ids, sv.Id)
-	}
-	return fmt.Errorf("cluster %s refused: no server %q in the configuration (members: %s)", c.op, c.id, strings.Join(ids, ", "))
+	return err
 }

@@ -15,7 +15,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
 	"github.com/logplayer/logplayer/devcluster"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
@@ -35,14 +37,14 @@ func startTestDev(t *testing.T) *devCluster {
 func startTestDevIn(t *testing.T, dir string) *devCluster {
 	t.Helper()
 	d := startTestDevWith(t, &devCmd{portBase: portBaseValue{port: 0, set: true}, dataDir: dir})
-	t.Setenv(envName("tls-ca"), d.TLSFiles(devcluster.CLIToken).CAFile)
-	t.Setenv(envName("token-file"), d.TokenFile())
+	t.Setenv(app.EnvName("tls-ca"), d.TLSFiles(devcluster.CLIToken).CAFile)
+	t.Setenv(app.EnvName("token-file"), d.TokenFile())
 	return d
 }
 
 func startTestDevWith(t *testing.T, c *devCmd) *devCluster {
 	t.Helper()
-	s := &sys{stderr: io.Discard, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s := &cli.Sys{Stderr: io.Discard, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	d, err := startDev(ctx, s, c)
@@ -75,7 +77,7 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 	d := startTestDevIn(t, dir)
 	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 	code, out, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`, "--put", "shard-1:k=v1")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("append: exit %d, %q", code, errOut)
 	}
 	first := jsonLines(t, out)[0]["lsn"].(float64)
@@ -87,7 +89,7 @@ func TestDevRestartsOnItsDataDir(t *testing.T) {
 		t.Fatalf("stores moved from %v to %v", stores, d.StoreAddrs)
 	}
 	code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":2}`)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("append after restart: exit %d, %q", code, errOut)
 	}
 	if res := jsonLines(t, out)[0]; res["lsn"].(float64) != first+1 || res["offsets"].(map[string]any)["orders"] != 1.0 {
@@ -124,7 +126,7 @@ func closedAddr(t *testing.T) string {
 func wantRuntimeError(t *testing.T, code int, stderr, want string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
-	if code != exitRuntime || len(lines) != 1 || !strings.Contains(lines[0], want) {
+	if code != cli.ExitRuntime || len(lines) != 1 || !strings.Contains(lines[0], want) {
 		t.Fatalf("exit %d, stderr %q: want exit 1 and one line containing %q", code, stderr, want)
 	}
 }
@@ -151,7 +153,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 
 	code, out, errOut := runCLI(t, nil, "append", addr, "--topic", `orders={"id": 1}`, "--topic", `inventory={"sku":1}`,
 		"--put", "shard-0:user/1=alice", "--key", "k1")
-	if code != exitOK || errOut != "" {
+	if code != cli.ExitOK || errOut != "" {
 		t.Fatalf("append: exit %d, stderr %q", code, errOut)
 	}
 	res := jsonLines(t, out)[0]
@@ -178,7 +180,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	var first map[string]any
 	for i, wantDup := range []bool{false, true} {
 		code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":2}`, "--producer-id", "cli-test", "--sequence", "1")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("producer append %d: exit %d, %q", i, code, errOut)
 		}
 		r := jsonLines(t, out)[0]
@@ -205,7 +207,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 
 	// tail: the whole log, two transactions, values rendered.
 	code, out, errOut = runCLI(t, nil, "tail", addr)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("tail: exit %d, %q", code, errOut)
 	}
 	txns := jsonLines(t, out)
@@ -218,22 +220,22 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 		}
 	}
 	code, out, _ = runCLI(t, nil, "tail", addr, "--filter", "inventory")
-	if lines := jsonLines(t, out); code != exitOK || len(lines) != 1 {
+	if lines := jsonLines(t, out); code != cli.ExitOK || len(lines) != 1 {
 		t.Fatalf("tail --filter inventory: exit %d, %d lines", code, len(lines))
 	}
 	code, out, errOut = runCLI(t, nil, "tail", addr, "--topic", "orders", "--offset", "1")
-	if lines := jsonLines(t, out); code != exitOK || len(lines) != 1 || lines[0]["offset"] != 1.0 || lines[0]["topic"] != "orders" {
+	if lines := jsonLines(t, out); code != cli.ExitOK || len(lines) != 1 || lines[0]["offset"] != 1.0 || lines[0]["topic"] != "orders" {
 		t.Fatalf("tail --topic orders --offset 1: exit %d, %q, %s", code, errOut, out)
 	}
 
 	// status: a table, and JSON with three nodes and the topics.
 	code, out, errOut = runCLI(t, nil, "status", addr)
-	if code != exitOK || !strings.Contains(out, "leader") || !strings.Contains(out, "orders") || !strings.Contains(out, "RAFT TERM") {
+	if code != cli.ExitOK || !strings.Contains(out, "leader") || !strings.Contains(out, "orders") || !strings.Contains(out, "RAFT TERM") {
 		t.Fatalf("status: exit %d, %q\n%s", code, errOut, out)
 	}
 	code, out, _ = runCLI(t, nil, "status", addr, "--json")
-	var st statusReport
-	if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
+	var st clireport.Status
+	if err := json.Unmarshal([]byte(out), &st); code != cli.ExitOK || err != nil {
 		t.Fatalf("status --json: exit %d, %v: %s", code, err, out)
 	}
 	if len(st.Nodes) != 3 || st.Leader == "" || len(st.Servers) != 3 || len(st.Topics) < 3 || st.Nodes[0].RaftTerm == 0 {
@@ -243,8 +245,8 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	// events target acked the append (any JSON is an event).
 	testwait.For(t, 30*time.Second, "status --player listing four targets", func() bool {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--player", d.AdminAddr(), "--json")
-		var st statusReport
-		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
+		var st clireport.Status
+		if err := json.Unmarshal([]byte(out), &st); code != cli.ExitOK || err != nil || st.Player == nil || len(st.Player.Targets) != 4 {
 			t.Fatalf("status --player: exit %d, %q, %v: %s", code, errOut, err, out)
 		}
 		for _, tr := range st.Player.Targets {
@@ -256,13 +258,13 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 		return ev.ID == "events" && ev.LastAckLSN >= lsn && s0.ID == "shard-0" && s0.LastAckLSN >= lsn
 	})
 	code, out, _ = runCLI(t, nil, "status", addr, "--player", d.AdminAddr())
-	if code != exitOK || !strings.Contains(out, "LAST ACK") || !strings.Contains(out, "shard-2") {
+	if code != cli.ExitOK || !strings.Contains(out, "LAST ACK") || !strings.Contains(out, "shard-2") {
 		t.Fatalf("status --player table: exit %d\n%s", code, out)
 	}
 
 	// One node unreachable: still exit 0, the node shown as unreachable.
 	code, out, _ = runCLI(t, nil, "status", addr+","+closedAddr(t), "--timeout", "2s")
-	if code != exitOK || !strings.Contains(out, "unreachable") {
+	if code != cli.ExitOK || !strings.Contains(out, "unreachable") {
 		t.Fatalf("status with a dead node: exit %d\n%s", code, out)
 	}
 
@@ -287,7 +289,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 		code, out, errOut = runCLI(t, nil, "group", "delete", addr, "--group", "billing")
 		return !strings.Contains(errOut, "FEATURE_NOT_ENABLED")
 	})
-	if code != exitOK || !strings.Contains(out, "deleted 2 committed offsets of group billing") {
+	if code != cli.ExitOK || !strings.Contains(out, "deleted 2 committed offsets of group billing") {
 		t.Fatalf("group delete: exit %d, %q, %q", code, out, errOut)
 	}
 	if got, err := cl.FetchOffsets(ctx, "billing"); err != nil || len(got) != 0 {
@@ -308,7 +310,7 @@ func TestAppendTailStatusAgainstCluster(t *testing.T) {
 	var epochs []float64
 	for i := range 2 {
 		code, out, errOut = runCLI(t, nil, "append", addr, "--topic", `audit={"run":`+strconv.Itoa(i)+`}`, "--producer", "cli-registered")
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("append --producer %d: exit %d, %q", i, code, errOut)
 		}
 		r := jsonLines(t, out)[0]
@@ -348,8 +350,8 @@ func TestClusterMembership(t *testing.T) {
 	addr := "--addr=" + strings.Join(d.StoreAddrs, ",")
 	leader := func() string {
 		code, out, errOut := runCLI(t, nil, "status", addr, "--json")
-		var st statusReport
-		if err := json.Unmarshal([]byte(out), &st); code != exitOK || err != nil {
+		var st clireport.Status
+		if err := json.Unmarshal([]byte(out), &st); code != cli.ExitOK || err != nil {
 			t.Fatalf("status: exit %d, %q, %v", code, errOut, err)
 		}
 		return st.Leader
@@ -374,13 +376,13 @@ func TestClusterMembership(t *testing.T) {
 	defer n4st.Close()
 	n4 := n4st.Node
 	code, out, errOut := runCLI(t, nil, "cluster", "add", addr, "--id", "n4", "--raft-addr", n4.RaftAddr(), "--api-addr", n4.APIAddr())
-	if code != exitOK || !strings.Contains(out, "added voter n4") {
+	if code != cli.ExitOK || !strings.Contains(out, "added voter n4") {
 		t.Fatalf("cluster add: exit %d, %q, %q", code, out, errOut)
 	}
 	// n4 learns the configuration from the leader.
 	testwait.For(t, 30*time.Second, "n4 to see four voters", func() bool {
 		code, out, _ := runCLI(t, nil, "status", "--addr="+n4.APIAddr(), "--json")
-		return code == exitOK && strings.Count(out, `"voter":true`) == 4
+		return code == cli.ExitOK && strings.Count(out, `"voter":true`) == 4
 	})
 
 	// Leadership moves to the node named.
@@ -389,7 +391,7 @@ func TestClusterMembership(t *testing.T) {
 		target = "n2"
 	}
 	code, out, errOut = runCLI(t, nil, "cluster", "transfer", addr, "--id", target)
-	if code != exitOK || !strings.Contains(out, "transferred to "+target) {
+	if code != cli.ExitOK || !strings.Contains(out, "transferred to "+target) {
 		t.Fatalf("cluster transfer: exit %d, %q, %q", code, out, errOut)
 	}
 	testwait.For(t, 30*time.Second, "leadership on "+target, func() bool { return leader() == target })
@@ -401,11 +403,11 @@ func TestClusterMembership(t *testing.T) {
 	wantRuntimeError(t, code, errOut, "MEMBERSHIP")
 
 	code, out, errOut = runCLI(t, nil, "cluster", "remove", addr, "--id", "n4")
-	if code != exitOK || !strings.Contains(out, "removed n4") {
+	if code != cli.ExitOK || !strings.Contains(out, "removed n4") {
 		t.Fatalf("cluster remove: exit %d, %q, %q", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, nil, "status", addr, "--json")
-	if code != exitOK || strings.Count(out, `"voter":true`) != 3 || strings.Contains(out, `"n4"`) {
+	if code != cli.ExitOK || strings.Count(out, `"voter":true`) != 3 || strings.Contains(out, `"n4"`) {
 		t.Fatalf("status after remove: exit %d: %s", code, out)
 	}
 }

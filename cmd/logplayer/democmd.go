@@ -2,41 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "demo",
-		summary:  "drive the WAL-apply demo workload against a running cluster and check the shards",
-		synopsis: "--shard shard-0=HOST:PORT [--shard ...] [--duration D] [--addr LIST] [flags]",
-		about: `
-The workload of 'logplayer dev --demo', against a cluster running elsewhere
-(processes, containers): idempotent producers append transactions that write
-mutations to 2 or 3 of the shards shard-0..shard-N-1 (topics of the same
-names) plus an event to orders and inventory. Then it waits for the shards to
-catch up, reads the log back and compares every shard's state with the model
-built from it, prints the summary table and, last, one JSON line. Exit code 1
-if anything is missing, duplicated or different.
-
-Without access to the shards' stores, delivery is audited from each shard's
-applied LSN and its final state (the table says "position+state").`,
-		examples: []string{
-			"logplayer demo --addr 127.0.0.1:7400 --shard shard-0=127.0.0.1:7430 --shard shard-1=127.0.0.1:7431 --duration 10s",
-		},
-		required: []string{"shard"},
-		new:      func() runner { return &demoCmd{} },
+	app.Register(&cli.Command{
+		Name:     "demo",
+		Required: []string{"shard"},
+		New:      func() cli.Runner { return &demoCmd{} },
 	})
 }
 
 type demoCmd struct {
-	conn     clientFlags
+	conn     cli.ClientFlags
 	shards   shardAddrs
 	duration time.Duration
 	clients  int
@@ -44,8 +28,8 @@ type demoCmd struct {
 	catchUp  time.Duration
 }
 
-func (c *demoCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *demoCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	fs.Var(&c.shards, "shard", "a shard target `shard-N=HOST:PORT`; repeat for shard-0 .. shard-N-1")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to append")
 	fs.IntVar(&c.clients, "clients", demo.DefaultClients, "concurrent producers")
@@ -53,38 +37,32 @@ func (c *demoCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.catchUp, "catch-up", 60*time.Second, "how long to wait for delivery to catch up before checking")
 }
 
-func (c *demoCmd) run(ctx context.Context, s *sys) error {
+func (c *demoCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.duration <= 0 || c.clients < 1 || c.catchUp <= 0 {
-		return usagef("--duration, --clients and --catch-up must be positive")
+		return cli.Usagef("--duration, --clients and --catch-up must be positive")
 	}
-	if err := c.shards.check(); err != nil {
-		return usagef("%v", err)
+	if err := demo.CheckShardAddrs(c.shards.addrs); err != nil {
+		return cli.Usagef("%v", err)
 	}
-	cl, err := c.conn.dial(s)
+	cl, err := c.conn.Dial(s)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	rep, err := demo.SessionAt(ctx, demo.SessionConfig{
 		Cluster: cl, Duration: c.duration, Clients: c.clients, Seed: c.seed,
-		CatchUp: c.catchUp, StatusTimeout: c.conn.timeout, Out: s.stderr, Logger: s.log,
-	}, c.shards.addrs, c.conn.dialOther)
+		CatchUp: c.catchUp, StatusTimeout: c.conn.Timeout, Out: s.Stderr, Logger: s.Log,
+	}, c.shards.addrs, c.conn.DialOther)
 	return writeDemoReport(s, rep, err)
 }
 
 // writeDemoReport prints a demo session's report (the JSON line last);
-// a failed check is errDemoFailed (exit 1).
-func writeDemoReport(s *sys, rep *demo.Report, err error) error {
+// a failed check is demo.ErrCheckFailed (exit 1).
+func writeDemoReport(s *cli.Sys, rep *demo.Report, err error) error {
 	if err != nil {
 		return err
 	}
-	if err := rep.Write(s.stdout); err != nil {
-		return err
-	}
-	if !rep.OK {
-		return errDemoFailed
-	}
-	return nil
+	return rep.WriteChecked(s.Stdout)
 }
 
 // shardAddrs is the repeatable --shard shard-N=HOST:PORT.
@@ -96,7 +74,7 @@ func (v *shardAddrs) Set(s string) error {
 	if !ok || !strings.HasPrefix(id, "shard-") {
 		return fmt.Errorf("want shard-N=HOST:PORT")
 	}
-	if err := checkAddr(addr); err != nil {
+	if err := cli.CheckAddr(addr); err != nil {
 		return err
 	}
 	if v.addrs == nil {
@@ -105,20 +83,4 @@ func (v *shardAddrs) Set(s string) error {
 	v.addrs[id] = addr
 	return nil
 }
-func (*shardAddrs) repeatable() {}
-
-// check requires shard-0 .. shard-N-1 with N >= 2 (the workload's topics).
-func (v *shardAddrs) check() error {
-	if len(v.addrs) < 2 {
-		return errors.New("give at least 2 shards (--shard shard-0=... --shard shard-1=...)")
-	}
-	for i := range len(v.addrs) {
-		if _, ok := v.addrs[demo.ShardTopic(i)]; !ok {
-			return fmt.Errorf("shards must be named shard-0 .. shard-%d: %s is missing", len(v.addrs)-1, demo.ShardTopic(i))
-		}
-	}
-	return nil
-}
-
-// errDemoFailed is returned when the demo's check found a problem (exit 1).
-var errDemoFailed = errors.New("demo check failed: something is missing or duplicated (see the table above)")
+func (*shardAddrs) Repeatable() {}

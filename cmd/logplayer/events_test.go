@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/proto/targetpb"
@@ -69,8 +70,8 @@ func startEvents(t *testing.T, args ...string) *eventsProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &eventsProc{cancel: cancel, done: make(chan int, 1), stderr: &bytes.Buffer{}}
-	s := &sys{stdin: strings.NewReader(""), stdout: io.Discard, stderr: p.stderr}
-	go func() { p.done <- run(ctx, append([]string{"events"}, args...), s) }()
+	s := &cli.Sys{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: p.stderr}
+	go func() { p.done <- app.Run(ctx, append([]string{"events"}, args...), s) }()
 	t.Cleanup(cancel)
 	return p
 }
@@ -81,7 +82,7 @@ func (p *eventsProc) stop(t *testing.T) {
 	p.cancel()
 	select {
 	case code := <-p.done:
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Fatalf("events exited %d:\n%s", code, p.stderr)
 		}
 	case <-time.After(30 * time.Second):

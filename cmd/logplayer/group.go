@@ -4,47 +4,36 @@ import (
 	"context"
 	"flag"
 	"fmt"
+
+	"github.com/logplayer/logplayer/client"
+	clireport "github.com/logplayer/logplayer/client/report"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "group delete",
-		summary:  "delete a consumer group's committed offsets",
-		synopsis: "--group NAME [--addr LIST]",
-		about: `
-Removes every committed offset of the consumer group (a Raft command, on every
-node), freeing its rows in the capped group-offset table. The group's next
-reader starts from offset 0, and a transaction that expects one of its old
-committed offsets fails its condition: stop the group's workers first.
-Deleting an unknown group removes nothing.`,
-		examples: []string{"logplayer group delete --group billing"},
-		required: []string{"group"},
-		new:      func() runner { return &groupCmd{} },
+	app.Register(&cli.Command{
+		Name:     "group delete",
+		Required: []string{"group"},
+		New:      func() cli.Runner { return &groupCmd{} },
 	})
 }
 
 type groupCmd struct {
-	conn  clientFlags
+	conn  cli.ClientFlags
 	group string
 }
 
-func (c *groupCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *groupCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	fs.StringVar(&c.group, "group", "", "the consumer group `name`")
 }
 
-func (c *groupCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
-	if err != nil {
-		return err
+func (c *groupCmd) Run(ctx context.Context, s *cli.Sys) error {
+	done, err := call(ctx, s, &c.conn, "group delete", func(ctx context.Context, cl *client.Client) (clireport.Done, error) {
+		return clireport.DeleteGroup(ctx, cl, c.group)
+	})
+	if err == nil {
+		fmt.Fprintln(s.Stdout, done)
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-	defer cancel()
-	n, err := cl.DeleteGroup(ctx, c.group)
-	if err != nil {
-		return c.conn.describe(ctx, "group delete", err)
-	}
-	fmt.Fprintf(s.stdout, "deleted %d committed offsets of group %s\n", n, c.group)
-	return nil
+	return err
 }

@@ -9,7 +9,9 @@
 // Settings come from flags, then environment variables (LOGPLAYER_<FLAG>,
 // upper snake case), then, for the server roles, a JSON config file
 // (--config), then defaults, layered by github.com/peterbourgon/ff/v3; see
-// config.go for the file format.
+// internal/cli/config.go for the file format. The command table, help and
+// settings are internal/cli's; app.go names the commands and each command
+// file registers one, its help in help/<command with dashes>.txt.
 //
 // Goroutines: main runs one subcommand; signal.NotifyContext cancels its
 // context on SIGINT or SIGTERM, and every server role then shuts down
@@ -21,15 +23,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], &sys{
-		stdin:  os.Stdin,
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-	})
+	code := app.Run(ctx, os.Args[1:], &cli.Sys{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	stop()
 	os.Exit(code)
 }

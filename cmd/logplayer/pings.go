@@ -16,7 +16,7 @@ func allowPlayerPings() grpc.ServerOption {
 
 // targetServerOptions are a target role's server options after
 // target.ServerOptions (serve.ListenTarget adds those): the LogPlayer's
-// pings, then opts, its security (tlsServerFlags.setup).
+// pings, then opts, its security (internal/cli/tlsflags.go:TLSServerFlags.Setup).
 func targetServerOptions(opts []grpc.ServerOption) []grpc.ServerOption {
 	return append([]grpc.ServerOption{allowPlayerPings()}, opts...)
 }

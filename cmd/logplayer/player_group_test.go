@@ -3,13 +3,15 @@ package main
 import (
 	"bytes"
 	"testing"
+
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // player --group makes a group member: --target registers targets, the
 // admin address is what DescribeGroup shows, the margin is passed on.
 func TestPlayerGroupFlags(t *testing.T) {
-	s := &sys{stderr: &bytes.Buffer{}}
-	r, err := lookup("player").parse([]string{"--store", "127.0.0.1:7400", "--group", "players", "--lease-margin", "0.2",
+	s := &cli.Sys{Stderr: &bytes.Buffer{}}
+	r, err := app.Parse("player", []string{"--store", "127.0.0.1:7400", "--group", "players", "--lease-margin", "0.2",
 		"--heartbeat-interval", "400ms", "--target", "a=127.0.0.1:7430/t"}, s)
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +28,7 @@ func TestPlayerGroupFlags(t *testing.T) {
 		t.Fatalf("targets %+v", cfg.Targets)
 	}
 
-	r, err = lookup("player").parse([]string{"--store", "127.0.0.1:7400"}, s)
+	r, err = app.Parse("player", []string{"--store", "127.0.0.1:7400"}, s)
 	if err != nil {
 		t.Fatal(err)
 	}

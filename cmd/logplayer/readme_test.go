@@ -22,11 +22,11 @@ func readme(t *testing.T) string {
 // role, so it cannot silently fall behind the code.
 func TestREADMEDocumentsServerFlags(t *testing.T) {
 	doc := readme(t)
-	for _, c := range commands {
-		if !c.server && c.name != "dev" {
+	for _, c := range app.Commands() {
+		if !c.Server && c.Name != "dev" {
 			continue
 		}
-		section := "### `logplayer " + c.name + "`"
+		section := "### `logplayer " + c.Name + "`"
 		i := strings.Index(doc, section)
 		if i < 0 {
 			t.Fatalf("README has no section %q", section)
@@ -38,8 +38,8 @@ func TestREADMEDocumentsServerFlags(t *testing.T) {
 		if j := strings.Index(body, "\n### "); j >= 0 {
 			body = body[:j]
 		}
-		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-		c.new().flags(fs)
+		fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
+		c.New().Flags(fs)
 		fs.VisitAll(func(f *flag.Flag) {
 			if !strings.Contains(body, "`--"+f.Name) && !strings.Contains(body, ", `--"+f.Name) {
 				t.Errorf("README section %q does not document --%s", section, f.Name)
@@ -61,7 +61,7 @@ func TestREADMEConfigExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README config example: %v", err)
 	}
-	if c.id != "n1" || len(c.peers.peers) != 3 || c.retentionBytes.bytes != 4<<30 {
-		t.Fatalf("README config example parsed as id %q, %d peers, retention %d", c.id, len(c.peers.peers), c.retentionBytes.bytes)
+	if c.id != "n1" || len(c.peers.Peers) != 3 || c.retentionBytes.Bytes != 4<<30 {
+		t.Fatalf("README config example parsed as id %q, %d peers, retention %d", c.id, len(c.peers.Peers), c.retentionBytes.Bytes)
 	}
 }

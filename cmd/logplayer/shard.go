@@ -4,55 +4,61 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/shard"
+	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/target/sqlstore"
 	"github.com/logplayer/logplayer/types"
 )
 
 func init() {
-	register(&command{
-		name:     "shard",
-		summary:  "run a reference key-value shard target (bbolt)",
-		synopsis: "--id ID --addr HOST:PORT --data-dir DIR [--topics T,...] [flags]",
-		about: `
-Runs the reference storage-shard target: a key-value store on bbolt that
-applies the shardpb.Mutation messages of its topics and stores its applied LSN
-in the same bbolt transaction. It serves the Target service (the LogPlayer
-delivers to it) and the Shard read service (Get, Scan, WaitApplied) on --addr.
-
-By default shard "shard-3" owns topic "shard-3". Stops gracefully on SIGINT or
-SIGTERM.
-
-A message that is not a valid mutation is refused permanently: the LogPlayer
-stops delivering to this shard and shows the LSN (status --player). Fix the
-producer, then either deploy a shard that understands it or restart this one
-with --skip-lsn LSN to drop that transaction's data for this shard.`,
-		examples: []string{
-			"logplayer shard --id shard-0 --addr 127.0.0.1:7430 --data-dir data/shard-0",
-			"logplayer shard --id users --topics users-a,users-b --addr 127.0.0.1:7431 --data-dir data/users --metrics-addr 127.0.0.1:9431",
-			"logplayer shard --id shard-0 --addr 127.0.0.1:7430 --data-dir data/shard-0 --skip-lsn 4711   # after a refusal at LSN 4711",
-		},
-		server:   true,
-		required: []string{"id", "addr", "data-dir"},
-		new:      func() runner { return &shardCmd{} },
+	app.Register(&cli.Command{
+		Name:     "shard",
+		Server:   true,
+		Required: []string{"id", "addr", "data-dir"},
+		New:      func() cli.Runner { return &shardCmd{} },
 	})
 }
 
 type shardCmd struct {
-	id, dataDir string
-	addr        addrValue
-	metricsAddr optAddrValue
-	topics      stringList
-	skipLSNs    lsnList
-	adoptLog    bool
-	tls         tlsServerFlags
+	targetFlags
+	dataDir  string
+	skipLSNs lsnList
+	adoptLog bool
 }
 
-func (c *shardCmd) flags(fs *flag.FlagSet) {
+// targetFlags are the flags of every target role (shard, events, sink).
+type targetFlags struct {
+	id          string
+	addr        cli.AddrValue
+	metricsAddr cli.OptAddrValue
+	topics      cli.StringList
+	tls         cli.TLSServerFlags
+}
+
+// serve runs the target open opens (serve.RunTarget) on the flags'
+// addresses and security; shardTopics are the topics whose Shard reads
+// are authorized (nil: none). An invalid configuration is a usage error.
+func (f *targetFlags) serve(ctx context.Context, s *cli.Sys, shardTopics []string, open func(prometheus.Registerer) (*serve.OpenTarget, error)) error {
+	opts, metricsTLS, err := f.tls.Setup(s.Log, shardTopics)
+	if err != nil {
+		return err
+	}
+	err = serve.RunTarget(ctx, serve.TargetRole{ID: f.id, Addr: f.addr.Addr, MetricsAddr: f.metricsAddr.Addr,
+		MetricsTLS: metricsTLS, Options: targetServerOptions(opts), Log: s.Log}, open)
+	if errors.Is(err, shard.ErrInvalidConfig) || errors.Is(err, target.ErrInvalidConfig) || errors.Is(err, sqlstore.ErrInvalidConfig) {
+		return cli.Usagef("%v", err)
+	}
+	return err
+}
+
+func (c *shardCmd) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.id, "id", "", "target `id` (the LogPlayer's name for this shard)")
 	fs.Var(&c.addr, "addr", "gRPC `address` to serve (Target and Shard services)")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` of the shard's bbolt file")
@@ -60,43 +66,23 @@ func (c *shardCmd) flags(fs *flag.FlagSet) {
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
 	fs.Var(&c.skipLSNs, "skip-lsn", "operator escape hatch after a permanent refusal: drop the data of these `LSNs` (comma-separated; see README)")
 	fs.BoolVar(&c.adoptLog, "adopt-log-identity", false, "operator reset after an OTHER_LOG refusal (the LogStore was restored or recovered): take the log's new identity, keeping this shard's data (see README)")
-	c.tls.register(fs)
+	c.tls.Register(fs)
 }
 
-func (c *shardCmd) run(ctx context.Context, s *sys) error {
-	topics := c.topics.items
+func (c *shardCmd) Run(ctx context.Context, s *cli.Sys) error {
+	topics := c.topics.Items
 	if len(topics) == 0 {
 		topics = []string{c.id} // shard.Config's default
 	}
-	opts, metricsTLS, err := c.tls.setup(s.log, topics)
-	if err != nil {
-		return err
-	}
-	reg := serve.ProcessRegistry()
-	sh, err := shard.Open(shard.Config{
-		Dir:              c.dataDir,
-		ID:               types.TargetID(c.id),
-		Topics:           c.topics.items,
-		SkipLSNs:         c.skipLSNs.lsns,
-		AdoptLogIdentity: c.adoptLog,
-		Logger:           s.log,
-		Registerer:       reg,
+	return c.serve(ctx, s, topics, func(reg prometheus.Registerer) (*serve.OpenTarget, error) {
+		sh, err := shard.Open(shard.Config{Dir: c.dataDir, ID: types.TargetID(c.id), Topics: c.topics.Items,
+			SkipLSNs: c.skipLSNs.lsns, AdoptLogIdentity: c.adoptLog, Logger: s.Log, Registerer: reg})
+		if err != nil {
+			return nil, err
+		}
+		return &serve.OpenTarget{Register: sh.Register, Close: sh.Close, Serving: "shard serving",
+			Attrs: []any{"dir", c.dataDir, "lsn", sh.AppliedLSN()}}, nil
 	})
-	if errors.Is(err, shard.ErrInvalidConfig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	srv, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, sh.Register, sh.Close, s.log, targetServerOptions(opts)...)
-	if err != nil {
-		return err
-	}
-	defer ms.Stop()
-	s.log.Info("shard serving", "target", c.id, "addr", srv.Addr(), "dir", c.dataDir, "lsn", sh.AppliedLSN())
-	<-ctx.Done()
-	s.log.Info("shutting down", "target", c.id)
-	return srv.Stop()
 }
 
 // lsnList is a comma-separated list of LSNs (>= 1); repeated flags add up.
@@ -111,13 +97,8 @@ func (v *lsnList) String() string {
 }
 
 func (v *lsnList) Set(s string) error {
-	for _, p := range strings.Split(s, ",") {
-		n, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
-		if err != nil || n == 0 {
-			return fmt.Errorf("want LSNs (>= 1) separated by commas")
-		}
-		v.lsns = append(v.lsns, types.LSN(n))
-	}
-	return nil
+	lsns, err := types.ParseLSNs(s)
+	v.lsns = append(v.lsns, lsns...)
+	return err
 }
-func (*lsnList) repeatable() {}
+func (*lsnList) Repeatable() {}

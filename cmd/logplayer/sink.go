@@ -9,76 +9,40 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/target"
 	"github.com/logplayer/logplayer/target/sqlstore"
 	"github.com/logplayer/logplayer/types"
 )
 
-const sinkAbout = `
-Runs a target that writes its topics into a SQL database exactly once, with
-no code: the applied LSN, epoch and topic offsets live in the row of --id in
-table logplayer_target_state, committed in the same SQL transaction as the
-rows (target/sqlstore). It serves the Target service (the LogPlayer delivers
-to it) on --addr.
-
-One table per topic (the topic with characters outside [a-z0-9_] replaced by
-"_", after --table-prefix), created when missing: --mode append keeps every
-message (lsn, topic_offset, key, value, value_json, headers, applied_at);
---mode upsert applies the put/delete mutations of kv-schema topics to a
-key/value table. An existing table of another shape is refused at startup.
-
-A message that cannot go into its table is refused permanently (the
-LogPlayer stops delivering to this target and shows the LSN in status
---player), or with --on-bad-message dead-letter is written with the reason
-into logplayer_dead_letter in the same transaction. An unreachable database
-at startup exits 1; lost while running, the target refuses deliveries until
-it is back and the LogPlayer retries with backoff. Stops gracefully on
-SIGINT or SIGTERM.`
-
 func init() {
-	register(&command{
-		name:     "sink postgres",
-		summary:  "run a target that feeds PostgreSQL tables exactly once",
-		synopsis: "--id ID --addr HOST:PORT --dsn DSN --topics T,... [flags]",
-		about:    sinkAbout,
-		examples: []string{
-			"logplayer sink postgres --id pg --addr 127.0.0.1:7450 --dsn postgres://app@127.0.0.1/app --topics orders,inventory",
-			"logplayer sink postgres --id users --addr 127.0.0.1:7451 --dsn 'host=db user=app dbname=app' --topics users --mode upsert",
-		},
-		server:   true,
-		required: []string{"id", "addr", "dsn", "topics"},
-		new:      func() runner { return &sinkCmd{dialect: sqlstore.Postgres} },
+	app.Register(&cli.Command{
+		Name:     "sink postgres",
+		Server:   true,
+		Required: []string{"id", "addr", "dsn", "topics"},
+		New:      func() cli.Runner { return &sinkCmd{dialect: sqlstore.Postgres} },
 	})
-	register(&command{
-		name:     "sink sqlite",
-		summary:  "run a target that feeds SQLite tables exactly once",
-		synopsis: "--id ID --addr HOST:PORT --path FILE --topics T,... [flags]",
-		about:    sinkAbout,
-		examples: []string{
-			"logplayer sink sqlite --id lite --addr 127.0.0.1:7452 --path data/sink.db --topics orders",
-		},
-		server:   true,
-		required: []string{"id", "addr", "path", "topics"},
-		new:      func() runner { return &sinkCmd{dialect: sqlstore.SQLite} },
+	app.Register(&cli.Command{
+		Name:     "sink sqlite",
+		Server:   true,
+		Required: []string{"id", "addr", "path", "topics"},
+		New:      func() cli.Runner { return &sinkCmd{dialect: sqlstore.SQLite} },
 	})
 }
 
 type sinkCmd struct {
+	targetFlags
 	dialect           sqlstore.Dialect
-	id, dsn, path     string
+	dsn, path         string
 	prefix            string
-	addr              addrValue
-	metricsAddr       optAddrValue
-	topics            stringList
-	mode, onBad       choiceValue
-	maxKey, maxValue  sizeValue
+	mode, onBad       cli.ChoiceValue
+	maxKey, maxValue  cli.SizeValue
 	skipLSNs          lsnList
-	tls               tlsServerFlags
 	timeout, lockWait time.Duration
 }
 
-func (c *sinkCmd) flags(fs *flag.FlagSet) {
+func (c *sinkCmd) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.id, "id", "", "target `id` (the LogPlayer's name for this target; the key of its state row)")
 	fs.Var(&c.addr, "addr", "gRPC `address` to serve (Target service)")
 	if c.dialect == sqlstore.SQLite {
@@ -88,9 +52,9 @@ func (c *sinkCmd) flags(fs *flag.FlagSet) {
 	}
 	fs.Var(&c.topics, "topics", "`topics` to store, comma-separated: one table each")
 	fs.StringVar(&c.prefix, "table-prefix", "", "`prefix` of every table name ([a-z0-9_])")
-	c.mode = choiceValue{value: "append", choices: []string{"append", "upsert"}}
+	c.mode = cli.ChoiceValue{Value: "append", Choices: []string{"append", "upsert"}}
 	fs.Var(&c.mode, "mode", "`append` (a row per message) or upsert (kv-schema mutations into a key/value table)")
-	c.onBad = choiceValue{value: "refuse", choices: []string{"refuse", "dead-letter"}}
+	c.onBad = cli.ChoiceValue{Value: "refuse", Choices: []string{"refuse", "dead-letter"}}
 	fs.Var(&c.onBad, "on-bad-message", "`refuse` (permanent refusal at its LSN) or dead-letter (into logplayer_dead_letter, and go on)")
 	fs.Var(&c.maxKey, "max-key-bytes", "longest key stored (`size`; default 2KiB in upsert mode, no bound in append mode)")
 	fs.Var(&c.maxValue, "max-value-bytes", "longest value stored (`size`; default no bound below the database's)")
@@ -98,77 +62,30 @@ func (c *sinkCmd) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.timeout, "db-timeout", sqlstore.DefaultTimeout, "bound of one batch's SQL transaction; longer: the database is treated as lost")
 	fs.DurationVar(&c.lockWait, "lock-timeout", sqlstore.DefaultLockTimeout, "how long to wait for the state row's lock held by another process")
 	fs.Var(&c.metricsAddr, "metrics-addr", "serve Prometheus /metrics on this `address` (off when empty)")
-	c.tls.register(fs)
+	c.tls.Register(fs)
 }
 
-// openSink opens the SQL store of the command's flags.
-func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sqlstore.Store, error) {
-	mc := sqlstore.MappingConfig{
-		TargetID:      types.TargetID(c.id),
-		Topics:        c.topics.items,
-		TablePrefix:   c.prefix,
-		Mode:          sqlstore.Append,
-		OnBadMessage:  sqlstore.Refuse,
-		MaxKeyBytes:   int(c.maxKey.bytes),
-		MaxValueBytes: int(c.maxValue.bytes),
+// openSink opens the SQL store of the command's flags and reads its State.
+func (c *sinkCmd) openSink(ctx context.Context, reg prometheus.Registerer) (*sqlstore.Store, target.State, error) {
+	mc := sqlstore.MappingConfig{TargetID: types.TargetID(c.id), Topics: c.topics.Items, TablePrefix: c.prefix,
+		Mode: sqlstore.ModeNamed(c.mode.Value), OnBadMessage: sqlstore.BadMessageNamed(c.onBad.Value),
+		MaxKeyBytes: int(c.maxKey.Bytes), MaxValueBytes: int(c.maxValue.Bytes)}
+	store, st, err := sqlstore.OpenMappedState(ctx, mc, sqlstore.Config{TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
+		Timeout: c.timeout, LockTimeout: c.lockWait, Registerer: reg})
+	if err != nil && !errors.Is(err, sqlstore.ErrInvalidConfig) {
+		err = fmt.Errorf("sink: %w", err)
 	}
-	if c.mode.value == "upsert" {
-		mc.Mode = sqlstore.Upsert
-	}
-	if c.onBad.value == "dead-letter" {
-		mc.OnBadMessage = sqlstore.DeadLetter
-	}
-	st, err := sqlstore.OpenMapped(ctx, mc, sqlstore.Config{
-		TargetID: types.TargetID(c.id), Dialect: c.dialect, DSN: c.dsn, Path: c.path,
-		Timeout: c.timeout, LockTimeout: c.lockWait,
-		Registerer: reg,
+	return store, st, err
+}
+
+func (c *sinkCmd) Run(ctx context.Context, s *cli.Sys) error {
+	return c.serve(ctx, s, nil, func(reg prometheus.Registerer) (*serve.OpenTarget, error) { // no Shard reads to authorize
+		store, st, err := c.openSink(ctx, reg)
+		if err != nil {
+			return nil, err
+		}
+		return serve.StoreTarget(target.Config{TargetID: types.TargetID(c.id), Store: store, Topics: c.topics.Items, SkipLSNs: c.skipLSNs.lsns,
+			Logger: s.Log, Registerer: reg}, func() error { store.Close(); return nil },
+			"sink serving", "db", c.dialect.String(), "topics", c.topics.Items, "lsn", st.AppliedLSN, "epoch", st.Epoch)
 	})
-	if errors.Is(err, sqlstore.ErrInvalidConfig) {
-		return nil, usagef("%v", err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("sink: %w", err)
-	}
-	return st, nil
-}
-
-func (c *sinkCmd) run(ctx context.Context, s *sys) error {
-	opts, metricsTLS, err := c.tls.setup(s.log, nil) // no Shard reads to authorize
-	if err != nil {
-		return err
-	}
-	reg := serve.ProcessRegistry()
-	store, err := c.openSink(ctx, reg)
-	if err != nil {
-		return err
-	}
-	st, err := store.State()
-	if err != nil {
-		store.Close()
-		return fmt.Errorf("sink: %w", err)
-	}
-	srv, closeAll, err := target.NewServerFor(target.Config{
-		TargetID:   types.TargetID(c.id),
-		Store:      store,
-		Topics:     c.topics.items,
-		SkipLSNs:   c.skipLSNs.lsns,
-		Logger:     s.log,
-		Registerer: reg,
-	}, func() error { store.Close(); return nil })
-	if errors.Is(err, target.ErrInvalidConfig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	ts, ms, err := serve.ListenTarget(c.id, c.addr.addr, c.metricsAddr.addr, reg, metricsTLS, srv.Register, closeAll, s.log, targetServerOptions(opts)...)
-	if err != nil {
-		return err
-	}
-	defer ms.Stop()
-	s.log.Info("sink serving", "target", c.id, "addr", ts.Addr(), "db", c.dialect.String(),
-		"topics", c.topics.items, "lsn", st.AppliedLSN, "epoch", st.Epoch)
-	<-ctx.Done()
-	s.log.Info("shutting down", "target", c.id)
-	return ts.Stop()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/pgtest"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/shardpb"
@@ -103,8 +104,8 @@ func startSink(t *testing.T, args ...string) *eventsProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &eventsProc{cancel: cancel, done: make(chan int, 1), stderr: &bytes.Buffer{}}
-	s := &sys{stdin: strings.NewReader(""), stdout: io.Discard, stderr: p.stderr}
-	go func() { p.done <- run(ctx, append([]string{"sink"}, args...), s) }()
+	s := &cli.Sys{Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: p.stderr}
+	go func() { p.done <- app.Run(ctx, append([]string{"sink"}, args...), s) }()
 	t.Cleanup(cancel)
 	return p
 }

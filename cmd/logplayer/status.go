@@ -5,56 +5,35 @@ import (
 	"flag"
 	"fmt"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
-	"github.com/logplayer/logplayer/proto/playerpb"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "status",
-		summary:  "show the cluster: nodes, leader, LSNs, topics, members, consumers",
-		synopsis: "[--addr LIST] [--json] [flags]",
-		about: `
-Asks every node in --addr for its status and prints one row per node (role,
-Raft term, commit and applied index, head and first LSN), then, as the leader
-(or else any node) sees it: the topics with their offsets, the Raft members
-and the delivery consumers (LogPlayer targets) with their acked LSNs, and a
-summary of the target registry and LogPlayer groups (logplayer players). With
---player, also the LogPlayer's view of each target (queue state, connected,
-last ack, lag in LSNs and seconds, last error), from its admin API.
-
-Exits 1 only when no node answers; an unreachable node is shown as such.`,
-		examples: []string{
-			"logplayer status",
-			"logplayer status --player 127.0.0.1:7420          # with the LogPlayer's targets: state, last ack, lag",
-			"logplayer status --addr 10.0.0.1:7400,10.0.0.2:7400,10.0.0.3:7400 --json",
-		},
-		new: func() runner { return &statusCmd{} },
+	app.Register(&cli.Command{
+		Name: "status",
+		New:  func() cli.Runner { return &statusCmd{} },
 	})
 }
 
 type statusCmd struct {
-	conn   clientFlags
-	player optAddrValue
+	conn   cli.ClientFlags
+	player cli.OptAddrValue
 	asJSON bool
 }
 
-func (c *statusCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *statusCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	fs.Var(&c.player, "player", "also list the targets of the LogPlayer whose admin API is at this `address`")
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object instead of tables")
 }
 
-// statusReport is status's JSON output (the name the tests use).
-type statusReport = clireport.Status
-
-func (c *statusCmd) run(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
+func (c *statusCmd) Run(ctx context.Context, s *cli.Sys) error {
+	cl, err := c.conn.Dial(s)
 	if err != nil {
 		return err
 	}
@@ -63,49 +42,46 @@ func (c *statusCmd) run(ctx context.Context, s *sys) error {
 	if err != nil {
 		return err
 	}
-	if c.player.addr != "" {
+	if c.player.Addr != "" {
 		if rep.Player, err = c.listTargets(ctx); err != nil {
 			return err
 		}
 	}
 	if c.asJSON {
-		return writeJSONLine(s.stdout, rep)
+		return writeJSONLine(s.Stdout, rep)
 	}
-	rep.WriteTables(s.stdout)
+	rep.WriteTables(s.Stdout)
 	return nil
 }
 
 // collect asks every node; it fails only when none answers.
-func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*statusReport, error) {
-	rep, ok, lastErr := clireport.Collect(ctx, cl, c.conn.addrs.items, c.conn.timeout)
-	if m := c.conn.tls.mistake("status", "the LogStore at "+c.conn.addrs.String(), lastErr); !ok && m != nil {
+func (c *statusCmd) collect(ctx context.Context, cl *client.Client) (*clireport.Status, error) {
+	rep, ok, lastErr := clireport.Collect(ctx, cl, c.conn.Addrs.Items, c.conn.Timeout)
+	if m := c.conn.TLS.Mistake("status", "the LogStore at "+c.conn.Addrs.String(), lastErr); !ok && m != nil {
 		return nil, m
 	}
 	if code := status.Code(lastErr); !ok && (code == codes.Unauthenticated || code == codes.PermissionDenied) {
-		return nil, fmt.Errorf("the LogStore at %s refused status (check --tls-ca, --tls-cert, --token-file): %v", c.conn.addrs.String(), lastErr)
+		return nil, fmt.Errorf("the LogStore at %s refused status (check --tls-ca, --tls-cert, --token-file): %v", c.conn.Addrs.String(), lastErr)
 	}
 	if !ok {
-		return nil, c.conn.unreachable("status", lastErr)
+		return nil, c.conn.Unreachable("status", lastErr)
 	}
 	return rep, nil
 }
 
 // listTargets asks the LogPlayer's admin API for its targets.
 func (c *statusCmd) listTargets(ctx context.Context) (*clireport.Player, error) {
-	cc, err := c.conn.dialOther(c.player.addr)
+	cc, err := c.conn.DialOther(c.player.Addr)
 	if err != nil {
 		return nil, err
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.conn.Timeout)
 	defer cancel()
-	resp, err := playerpb.NewPlayerAdminClient(cc).ListTargets(ctx, &playerpb.ListTargetsRequest{}, grpc.WaitForReady(true))
+	p, err := clireport.ListPlayerTargets(ctx, cc)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list the LogPlayer's targets at %s within %v (is it running? set --player): %v",
-			c.player.addr, c.conn.timeout, err)
+			c.player.Addr, c.conn.Timeout, err)
 	}
-	return clireport.PlayerOf(resp), nil
+	return p, nil
 }
-
-// humanBytes formats n with a binary unit (the name the tests use).
-var humanBytes = clireport.HumanBytes

@@ -5,76 +5,50 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
-	"net"
 	"time"
 
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/serve"
 	"github.com/logplayer/logplayer/logstore"
 	"github.com/logplayer/logplayer/security"
 )
 
 func init() {
-	register(&command{
-		name:     "store",
-		summary:  "run a LogStore node (one Raft voter of the replicated log)",
-		synopsis: "--id ID --data-dir DIR --raft-addr HOST:PORT --api-addr HOST:PORT [--peer ID=RAFT/API ...] [flags]",
-		about: `
-Runs one LogStore node: Raft (hashicorp/raft on raft-wal, or raft-boltdb with
---raft-log-store boltdb), the segment log and
-the gRPC API (LogStore, Cluster, health, reflection) on --api-addr.
-
-A new cluster starts with every node given the same --peer list (each voter's
-id, Raft address and API address, this node included); a node whose
---data-dir already holds Raft state ignores --peer. A node started without
---peer waits to be added with 'logplayer cluster add'.
-
---recover, when 2 of 3 voters (a quorum) are gone for good, turns this
-survivor into a single-voter cluster (hashicorp/raft RecoverCluster) before
-it starts; see the README runbook for what can be lost. Use it once.
-
-Stops gracefully on SIGINT or SIGTERM.`,
-		examples: []string{
-			"# a 3-node cluster on one machine (run each in its own terminal)",
-			"logplayer store --id n1 --data-dir data/n1 --raft-addr 127.0.0.1:7410 --api-addr 127.0.0.1:7400 \\",
-			"    --peer n1=127.0.0.1:7410/127.0.0.1:7400 --peer n2=127.0.0.1:7411/127.0.0.1:7401 --peer n3=127.0.0.1:7412/127.0.0.1:7402",
-			"# the same from a config file, with the peers from the environment",
-			"LOGPLAYER_PEER='n1=127.0.0.1:7410/127.0.0.1:7400 n2=127.0.0.1:7411/127.0.0.1:7401 n3=127.0.0.1:7412/127.0.0.1:7402' \\",
-			"    logplayer store --config n1.json",
-		},
-		server:   true,
-		required: []string{"id", "data-dir", "raft-addr", "api-addr"},
-		new:      func() runner { return &storeCmd{} },
+	app.Register(&cli.Command{
+		Name:     "store",
+		Server:   true,
+		Required: []string{"id", "data-dir", "raft-addr", "api-addr"},
+		New:      func() cli.Runner { return &storeCmd{} },
 	})
 }
 
 type storeCmd struct {
 	id, dataDir       string
 	raftLogStore      string
-	raftAddr, apiAddr addrValue
-	metricsAddr       optAddrValue
-	httpAddr          optAddrValue
-	peers             peerList
+	raftAddr, apiAddr cli.AddrValue
+	metricsAddr       cli.OptAddrValue
+	httpAddr          cli.OptAddrValue
+	peers             cli.PeerList
 	recoverQuorum     bool
 
 	intakeQueue, maxBatchTxns         int
 	maxTopics, maxTopicDeclarations   int
 	allowLegacyProducers              bool
-	maxBatchBytes                     sizeValue
-	maxMessageBytes, maxRequestBytes  sizeValue
-	retentionBytes                    sizeValue
-	intakeQueueBytes                  sizeValue
+	maxBatchBytes                     cli.SizeValue
+	maxMessageBytes, maxRequestBytes  cli.SizeValue
+	retentionBytes                    cli.SizeValue
+	intakeQueueBytes                  cli.SizeValue
 	retentionAge, snapshotInterval    time.Duration
-	segmentBytes                      sizeValue     // issue #29's e2e trims a small log
+	segmentBytes                      cli.SizeValue // issue #29's e2e trims a small log
 	retentionInterval                 time.Duration // issue #29's e2e trims a small log
 	heartbeatTimeout, electionTimeout time.Duration
 
-	tls     tlsServerFlags
-	raftTLS raftTLSFlags
+	tls     cli.TLSServerFlags
+	raftTLS cli.RaftTLSFlags
 	tier    storeTierFlags // storetier.go
 }
 
-func (c *storeCmd) flags(fs *flag.FlagSet) {
+func (c *storeCmd) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.id, "id", "", "this node's Raft server `id`")
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the Raft log, snapshots and segments")
 	fs.StringVar(&c.raftLogStore, "raft-log-store", string(logstore.DefaultRaftLogStore),
@@ -90,57 +64,57 @@ func (c *storeCmd) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxTopics, "max-topics", logstore.DefaultMaxTopics, "topics with messages at most; an append adding one beyond it is refused (TABLE_FULL)")
 	fs.IntVar(&c.maxTopicDeclarations, "max-topic-declarations", logstore.DefaultMaxTopicDeclarations, "topic declarations (topic create) at most")
 	fs.BoolVar(&c.allowLegacyProducers, "allow-legacy-producers", false, "take Appends of unregistered producer ids (append --producer-id; no exactly-once after eviction) instead of refusing them with LEGACY_PRODUCER_REFUSED")
-	c.intakeQueueBytes.bytes = logstore.DefaultIntakeQueueBytes
+	c.intakeQueueBytes.Bytes = logstore.DefaultIntakeQueueBytes
 	fs.Var(&c.intakeQueueBytes, "intake-queue-bytes", "request `bytes` waiting for the aggregator at most; beyond it Append answers RESOURCE_EXHAUSTED (QUEUE_FULL)")
 	fs.IntVar(&c.maxBatchTxns, "max-batch-txns", logstore.DefaultMaxBatchTxns, "transactions in one Raft entry at most")
-	c.maxBatchBytes.bytes = logstore.DefaultMaxBatchBytes
+	c.maxBatchBytes.Bytes = logstore.DefaultMaxBatchBytes
 	fs.Var(&c.maxBatchBytes, "max-batch-bytes", "request `bytes` in one Raft entry at most")
-	c.maxMessageBytes.bytes = logstore.DefaultMaxMessageBytes
+	c.maxMessageBytes.Bytes = logstore.DefaultMaxMessageBytes
 	fs.Var(&c.maxMessageBytes, "max-message-bytes", "largest message (value+key+headers) in `bytes`")
-	c.maxRequestBytes.bytes = logstore.DefaultMaxRequestBytes
+	c.maxRequestBytes.Bytes = logstore.DefaultMaxRequestBytes
 	fs.Var(&c.maxRequestBytes, "max-request-bytes", "largest Append request in `bytes`")
-	c.retentionBytes.bytes = logstore.DefaultRetentionBytes
+	c.retentionBytes.Bytes = logstore.DefaultRetentionBytes
 	fs.Var(&c.retentionBytes, "retention-bytes", "keep at most this many `bytes` of segments (unacked data of registered consumers is kept longer, up to a cap)")
 	fs.DurationVar(&c.retentionAge, "retention-age", logstore.DefaultRetentionAge, "keep segments at most this long")
-	c.segmentBytes.bytes = logstore.DefaultSegmentBytes
+	c.segmentBytes.Bytes = logstore.DefaultSegmentBytes
 	fs.Var(&c.segmentBytes, "segment-bytes", "seal a segment file at this many `bytes` (retention deletes whole sealed segments; with --tier-url they are uploaded first); every node must use the same value")
 	fs.DurationVar(&c.retentionInterval, "retention-interval", logstore.DefaultRetentionInterval, "how often retention runs")
 	fs.DurationVar(&c.snapshotInterval, "snapshot-interval", logstore.DefaultSnapshotInterval, "how often Raft checks whether to snapshot")
 	fs.DurationVar(&c.heartbeatTimeout, "heartbeat-timeout", logstore.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
 	fs.DurationVar(&c.electionTimeout, "election-timeout", logstore.DefaultElectionTimeout, "Raft election timeout")
-	c.tls.register(fs)
-	c.raftTLS.register(fs)
+	c.tls.Register(fs)
+	c.raftTLS.Register(fs)
 	c.tier.register(fs)
 }
 
-func (c *storeCmd) config(s *sys) logstore.Config {
+func (c *storeCmd) config(s *cli.Sys) logstore.Config {
 	cfg := logstore.Config{
 		ID:                   c.id,
 		Dir:                  c.dataDir,
 		RaftLogStore:         logstore.RaftLogStore(c.raftLogStore),
-		RaftAddr:             c.raftAddr.addr,
-		APIAddr:              c.apiAddr.addr,
-		HTTPAddr:             c.httpAddr.addr,
-		Logger:               s.log,
+		RaftAddr:             c.raftAddr.Addr,
+		APIAddr:              c.apiAddr.Addr,
+		HTTPAddr:             c.httpAddr.Addr,
+		Logger:               s.Log,
 		Registry:             serve.ProcessRegistry(),
 		IntakeQueue:          c.intakeQueue,
-		IntakeQueueBytes:     c.intakeQueueBytes.bytes,
+		IntakeQueueBytes:     c.intakeQueueBytes.Bytes,
 		MaxTopics:            c.maxTopics,
 		MaxTopicDeclarations: c.maxTopicDeclarations,
 		AllowLegacyProducers: c.allowLegacyProducers,
 		MaxBatchTxns:         c.maxBatchTxns,
-		MaxBatchBytes:        int(c.maxBatchBytes.bytes),
-		MaxMessageBytes:      int(c.maxMessageBytes.bytes),
-		MaxRequestBytes:      int(c.maxRequestBytes.bytes),
-		RetentionBytes:       c.retentionBytes.bytes,
+		MaxBatchBytes:        int(c.maxBatchBytes.Bytes),
+		MaxMessageBytes:      int(c.maxMessageBytes.Bytes),
+		MaxRequestBytes:      int(c.maxRequestBytes.Bytes),
+		RetentionBytes:       c.retentionBytes.Bytes,
 		RetentionAge:         c.retentionAge,
-		SegmentBytes:         c.segmentBytes.bytes,
+		SegmentBytes:         c.segmentBytes.Bytes,
 		RetentionInterval:    c.retentionInterval,
 		SnapshotInterval:     c.snapshotInterval,
 		HeartbeatTimeout:     c.heartbeatTimeout,
 		ElectionTimeout:      c.electionTimeout,
 		Recover:              c.recoverQuorum,
-		RetentionCapBytes:    max(c.retentionBytes.bytes, logstore.DefaultRetentionCapBytes),
+		RetentionCapBytes:    max(c.retentionBytes.Bytes, logstore.DefaultRetentionCapBytes),
 		RetentionCapAge:      max(c.retentionAge, logstore.DefaultRetentionCapAge),
 		Now:                  storeClock(),
 	}
@@ -148,79 +122,42 @@ func (c *storeCmd) config(s *sys) logstore.Config {
 		cfg.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	}
 	c.tier.apply(&cfg)
-	for _, p := range c.peers.peers {
-		cfg.Bootstrap = append(cfg.Bootstrap, logstore.Peer{ID: p.id, RaftAddr: p.raftAddr, APIAddr: p.apiAddr})
-	}
+	cfg.Bootstrap = logstorePeers(c.peers)
 	return cfg
 }
 
-func (c *storeCmd) run(ctx context.Context, s *sys) error {
-	cfg := c.config(s)
-	opts, metricsTLS, err := c.tls.setup(s.log, nil)
-	if err != nil {
-		return err
+// logstorePeers are the voters of --peer flags (nil for none).
+func logstorePeers(l cli.PeerList) []logstore.Peer {
+	var peers []logstore.Peer
+	for _, p := range l.Peers {
+		peers = append(peers, logstore.Peer{ID: p.ID, RaftAddr: p.RaftAddr, APIAddr: p.APIAddr})
 	}
-	sl, err := c.raftStream(s)
-	if err != nil {
-		return err
-	}
-	if sl != nil { // a nil *StreamLayer in the interface would not be nil
-		cfg.RaftStream = sl
-	}
-	if c.tls.cert != "" {
-		// The leader polls the other nodes' supported versions over
-		// their API (logstore/version.go): as this node, over TLS.
-		if cfg.PeerDialOptions, err = security.GRPCDialOptions(security.ClientSettings{TLS: security.ClientOptions{
-			Files: security.Files{CAFile: c.tls.ca, CertFile: c.tls.cert, KeyFile: c.tls.key},
-		}}); err != nil {
-			return usagef("%v", err)
-		}
-	}
-	var httpTLS *security.ServerOptions
-	if c.tls.enabled() {
-		o := c.tls.serverTLSOptions()
-		httpTLS = &o
-	}
-	st, err := serve.StartStoreRole(cfg, c.httpAddr.addr, httpTLS, c.metricsAddr.addr, metricsTLS, s.log, append(opts, allowPlayerPings())...)
-	if errors.Is(err, logstore.ErrConfig) {
-		return usagef("%v", err)
-	}
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	s.log.Info("shutting down", "node", c.id)
-	return st.Close()
+	return peers
 }
 
-// raftStream is the Raft transport's mutual-TLS stream layer when
-// --raft-tls-cert or --tls-cert is set (nil: plain TCP).
-func (c *storeCmd) raftStream(s *sys) (*security.StreamLayer, error) {
-	files := security.Files{
-		CAFile:   cmp.Or(c.raftTLS.ca, c.tls.ca),
-		CertFile: cmp.Or(c.raftTLS.cert, c.tls.cert),
-		KeyFile:  cmp.Or(c.raftTLS.key, c.tls.key),
+func (c *storeCmd) Run(ctx context.Context, s *cli.Sys) error {
+	role := serve.StoreRoleConfig{Node: c.config(s), HTTPAddr: c.httpAddr.Addr, MetricsAddr: c.metricsAddr.Addr, Log: s.Log,
+		RaftTLS: security.Files{CAFile: cmp.Or(c.raftTLS.CA, c.tls.CA), CertFile: cmp.Or(c.raftTLS.Cert, c.tls.Cert), KeyFile: cmp.Or(c.raftTLS.Key, c.tls.Key)}}
+	opts, metricsTLS, err := c.tls.Setup(s.Log, nil)
+	if err != nil {
+		return err
 	}
-	if files.CertFile == "" {
-		return nil, nil
-	}
-	peers := c.raftTLS.peers.items
-	if !c.raftTLS.peers.set {
-		for _, p := range c.peers.peers {
-			peers = append(peers, p.id)
+	role.Options, role.MetricsTLS = append(opts, allowPlayerPings()), metricsTLS
+	if role.RaftPeers = c.raftTLS.Peers.Items; !c.raftTLS.Peers.Given {
+		for _, p := range c.peers.Peers {
+			role.RaftPeers = append(role.RaftPeers, p.ID)
 		}
 	}
-	if len(peers) == 0 {
-		return nil, usagef("%v", errRaftPeers)
+	if role.RaftTLS.CertFile != "" && len(role.RaftPeers) == 0 {
+		return cli.Usagef("%v", cli.ErrRaftPeers)
 	}
-	lis, err := net.Listen("tcp", c.raftAddr.addr)
-	if err != nil {
-		return nil, fmt.Errorf("logstore: raft listen: %w", err)
+	if c.tls.Enabled() {
+		o := c.tls.ServerTLSOptions()
+		role.HTTPTLS, role.PeerTLS = &o, o.Files
 	}
-	sl, err := serve.RaftTLS(lis, files, peers, s.log)
-	if err != nil {
-		_ = lis.Close()
-		return nil, usagef("%v", err)
+	err = serve.RunStore(ctx, role)
+	if errors.Is(err, serve.ErrConfig) {
+		return cli.Usagef("%v", err)
 	}
-	return sl, nil
+	return err
 }

@@ -5,50 +5,26 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
 	clireport "github.com/logplayer/logplayer/client/report"
-	"github.com/logplayer/logplayer/proto/logstorepb"
-	"github.com/logplayer/logplayer/types"
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 func init() {
-	register(&command{
-		name:     "tail",
-		summary:  "print committed transactions (or one topic's messages) as JSON lines",
-		synopsis: "[--from LSN | --topic TOPIC [--offset N]] [--follow] [flags]",
-		about: `
-Prints the log as JSON lines, one per transaction: its LSN, leader timestamp
-and slices (topic, first offset, messages). With --topic it prints one topic's
-messages by offset instead, one per line.
-
-Without --follow it stops at the head the cluster had when it started (or at
---to); with --follow it waits for new transactions until interrupted. A
---topic that was never written is an error (UNKNOWN_TOPIC), so a misspelt
-name fails at once; --follow --wait-for-topic waits for its first message.
-Message values are shown as JSON when they are JSON, decoded when they are
-shard mutations, as text when UTF-8, else in base64.`,
-		examples: []string{
-			"logplayer tail                         # the whole log, then exit",
-			"logplayer tail --from 1200 --follow    # from LSN 1200, then wait for more",
-			"logplayer tail --filter orders,inventory --new --follow",
-			"logplayer tail --topic orders --offset 10 --limit 5",
-		},
-		new: func() runner { return &tailCmd{} },
+	app.Register(&cli.Command{
+		Name: "tail",
+		New:  func() cli.Runner { return &tailCmd{} },
 	})
 }
 
 type tailCmd struct {
-	conn      clientFlags
+	conn      cli.ClientFlags
 	from, to  uint64
 	newOnly   bool
-	filter    stringList
+	filter    cli.StringList
 	topic     string
 	offset    uint64
 	follow    bool
@@ -57,8 +33,8 @@ type tailCmd struct {
 	waitTopic bool
 }
 
-func (c *tailCmd) flags(fs *flag.FlagSet) {
-	c.conn.register(fs)
+func (c *tailCmd) Flags(fs *flag.FlagSet) {
+	c.conn.Register(fs)
 	fs.Uint64Var(&c.from, "from", 1, "first `LSN` to print")
 	fs.Uint64Var(&c.to, "to", 0, "last `LSN` to print (default: the head at start, or none with --follow)")
 	fs.BoolVar(&c.newOnly, "new", false, "start after the current head (only new transactions)")
@@ -78,21 +54,21 @@ func (c *tailCmd) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.waitTopic, "wait-for-topic", false, "with --topic and --follow: wait for a topic that was never written (default: fail with UNKNOWN_TOPIC)")
 }
 
-func (c *tailCmd) run(ctx context.Context, s *sys) error {
+func (c *tailCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.topic == "" && c.offsetSet {
-		return usagef("--offset needs --topic")
+		return cli.Usagef("--offset needs --topic")
 	}
-	if c.topic != "" && (c.from != 1 || c.to != 0 || c.newOnly || len(c.filter.items) > 0) {
-		return usagef("--topic reads by offset: it does not combine with --from, --to, --new or --filter")
+	if c.topic != "" && (c.from != 1 || c.to != 0 || c.newOnly || len(c.filter.Items) > 0) {
+		return cli.Usagef("--topic reads by offset: it does not combine with --from, --to, --new or --filter")
 	}
 	if c.waitTopic && (c.topic == "" || !c.follow) {
-		return usagef("--wait-for-topic needs --topic and --follow")
+		return cli.Usagef("--wait-for-topic needs --topic and --follow")
 	}
 	if c.from == 0 {
-		return usagef("--from must be at least 1 (LSNs start at 1)")
+		return cli.Usagef("--from must be at least 1 (LSNs start at 1)")
 	}
 	if c.follow && c.to != 0 {
-		return usagef("--follow and --to exclude each other")
+		return cli.Usagef("--follow and --to exclude each other")
 	}
 	err := c.tail(ctx, s)
 	if c.follow && ctx.Err() != nil {
@@ -101,117 +77,24 @@ func (c *tailCmd) run(ctx context.Context, s *sys) error {
 	return err
 }
 
-func (c *tailCmd) tail(ctx context.Context, s *sys) error {
-	cl, err := c.conn.dial(s)
+func (c *tailCmd) tail(ctx context.Context, s *cli.Sys) error {
+	cl, err := c.conn.Dial(s)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	if c.topic != "" {
-		return c.tailTopic(ctx, s, cl)
-	}
-	from, to := c.from, c.to
-	if c.newOnly || (to == 0 && !c.follow) {
-		st, err := c.conn.leaderStatus(ctx, cl, "tail")
-		if err != nil {
-			return err
-		}
-		if c.newOnly {
-			from = st.HeadLsn + 1
-		}
-		if to == 0 && !c.follow {
-			to = st.HeadLsn
-		}
-	}
-	if !c.follow && to < from {
-		return nil
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var printed uint64
-	errLimit := errors.New("limit reached")
-	err = cl.Read(rctx, &logstorepb.ReadRequest{FromLsn: from, ToLsn: to, Topics: c.filter.items}, func(resp *logstorepb.ReadResponse) error {
-		for _, t := range resp.Transactions {
-			if err := writeJSONLine(s.stdout, clireport.TxnOf(t)); err != nil {
-				return err
-			}
-			printed++
-			if c.limit > 0 && printed >= c.limit {
-				return errLimit
-			}
-		}
-		return nil
-	})
-	if errors.Is(err, errLimit) {
-		return nil
-	}
-	if err != nil && ctx.Err() == nil {
-		return c.conn.describe(ctx, "tail", err)
-	}
-	return err
-}
-
-// tailTopic reads one topic by offset (client.TopicReader: any node,
-// resuming elsewhere after a failure). Without --follow it stops at the
-// topic's end as the leader sees it at the start.
-func (c *tailCmd) tailTopic(ctx context.Context, s *sys, cl *client.Client) error {
-	limit := c.limit
-	if !c.follow {
-		// The topic's end as the leader sees it (DescribeTopic: Status
-		// lists only the first topics).
-		end, known := uint64(0), false
-		dctx, cancel := context.WithTimeout(ctx, c.conn.timeout)
-		info, err := cl.DescribeTopic(dctx, c.topic)
-		cancel()
-		switch {
-		case err == nil:
-			end, known = info.NextOffset, true
-		case status.Code(err) == codes.Unimplemented: // a leader older than DescribeTopic: its Status lists every topic
-			st, err := c.conn.leaderStatus(ctx, cl, "tail")
-			if err != nil {
-				return err
-			}
-			for _, t := range st.Topics {
-				if t.Topic == c.topic {
-					end, known = t.NextOffset, true
-				}
-			}
-		case apierr.CodeOf(err) != logstorepb.ErrorCode_UNKNOWN_TOPIC:
-			return c.conn.describe(ctx, "tail", err)
-		}
-		if !known {
-			return c.unknownTopic(ctx)
-		}
-		if end <= c.offset {
-			return nil
-		}
-		if limit == 0 || end-c.offset < limit {
-			limit = end - c.offset
-		}
-	}
-	r, err := cl.NewTopicReader(client.TopicReaderConfig{Topic: c.topic, FromOffset: types.Offset(c.offset), Limit: limit, WaitForTopic: c.waitTopic})
-	if err != nil {
+	var werr error // a topic's lines' write error is returned as it is
+	err = clireport.Tail(ctx, cl, clireport.TailConfig{From: c.from, To: c.to, New: c.newOnly, Topics: c.filter.Items,
+		Topic: c.topic, Offset: c.offset, WaitForTopic: c.waitTopic, Follow: c.follow, Limit: c.limit, Timeout: c.conn.Timeout},
+		func(line any) error { werr = writeJSONLine(s.Stdout, line); return werr })
+	var stopped *clireport.Stopped
+	switch {
+	case err == nil || (c.topic != "" && werr != nil && errors.Is(err, werr)):
 		return err
+	case errors.As(err, &stopped):
+		return stopped.Err
+	case c.topic != "" && errors.Is(err, client.ErrUnknownTopic):
+		return fmt.Errorf("%w (to wait for its first message: --follow --wait-for-topic)", c.conn.Describe(ctx, "tail", apierr.UnknownTopic(c.topic)))
 	}
-	defer r.Close()
-	for {
-		m, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if errors.Is(err, client.ErrUnknownTopic) {
-			return c.unknownTopic(ctx)
-		}
-		if err != nil {
-			return c.conn.describe(ctx, "tail", err)
-		}
-		if err := writeJSONLine(s.stdout, clireport.TopicMessageOf(c.topic, m)); err != nil {
-			return err
-		}
-	}
-}
-
-// unknownTopic is tail's answer for a topic that was never written.
-func (c *tailCmd) unknownTopic(ctx context.Context) error {
-	return fmt.Errorf("%w (to wait for its first message: --follow --wait-for-topic)", c.conn.describe(ctx, "tail", apierr.UnknownTopic(c.topic)))
+	return c.conn.Describe(ctx, "tail", err)
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // TestTailUnknownTopic: tail of a topic that was never written fails
@@ -17,7 +19,7 @@ func TestTailUnknownTopic(t *testing.T) {
 		{"tail", addr, "--topic", "no-such-topic", "--follow"},
 	} {
 		code, out, errOut := runCLI(t, nil, args...)
-		if code != exitRuntime || out != "" || !strings.Contains(errOut, "UNKNOWN_TOPIC") || !strings.Contains(errOut, `"no-such-topic"`) {
+		if code != cli.ExitRuntime || out != "" || !strings.Contains(errOut, "UNKNOWN_TOPIC") || !strings.Contains(errOut, `"no-such-topic"`) {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 1 naming UNKNOWN_TOPIC and the topic", args, code, out, errOut)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/devcluster"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -45,7 +46,7 @@ func TestTargetAndPlayersAgainstCluster(t *testing.T) {
 	var out, errOut string
 	testwait.For(t, 60*time.Second, "target add accepted", func() bool {
 		code, out, errOut = runCLI(t, nil, "target", "add", addr, "--id", "events-2", "--target-addr", "127.0.0.1:7999", "--topics", "orders,payments")
-		return code == exitOK
+		return code == cli.ExitOK
 	})
 	if !strings.Contains(out, "registered target events-2 at 127.0.0.1:7999 (topics orders,payments)") || errOut != "" {
 		t.Fatalf("target add: %q %q", out, errOut)
@@ -85,7 +86,7 @@ func TestTargetAndPlayersAgainstCluster(t *testing.T) {
 	})
 
 	code, out, errOut = runCLI(t, nil, "players", addr, "--json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("players: exit %d %q", code, errOut)
 	}
 	groups := jsonLines(t, out)[0]["groups"].([]any)
@@ -97,33 +98,33 @@ func TestTargetAndPlayersAgainstCluster(t *testing.T) {
 		t.Fatalf("players --json: %s", out)
 	}
 	code, out, _ = runCLI(t, nil, "status", addr, "--json")
-	if st := jsonLines(t, out)[0]; code != exitOK || st["registered_targets"] != 1.0 ||
+	if st := jsonLines(t, out)[0]; code != cli.ExitOK || st["registered_targets"] != 1.0 ||
 		st["player_groups"].([]any)[0].(map[string]any)["owned_targets"] != 1.0 {
 		t.Fatalf("status --json: %q", out)
 	}
 	code, out, _ = runCLI(t, nil, "status", addr)
-	if code != exitOK || !strings.Contains(out, "registered targets: 1") || !strings.Contains(out, "PLAYER GROUP") {
+	if code != cli.ExitOK || !strings.Contains(out, "registered targets: 1") || !strings.Contains(out, "PLAYER GROUP") {
 		t.Fatalf("status: %q", out)
 	}
 	code, out, _ = runCLI(t, nil, "players", addr)
-	if code != exitOK || !strings.Contains(out, "group players: 1 members") || !strings.Contains(out, "events-2") {
+	if code != cli.ExitOK || !strings.Contains(out, "group players: 1 members") || !strings.Contains(out, "events-2") {
 		t.Fatalf("players: %q", out)
 	}
 	code, out, _ = runCLI(t, nil, "target", "describe", addr, "--id", "events-2", "--json")
 	tj := jsonLines(t, out)
-	if code != exitOK || tj[0]["address"] != "127.0.0.1:7999" || len(tj[0]["owners"].([]any)) != 1 {
+	if code != cli.ExitOK || tj[0]["address"] != "127.0.0.1:7999" || len(tj[0]["owners"].([]any)) != 1 {
 		t.Fatalf("target describe: %q", out)
 	}
 	code, out, _ = runCLI(t, nil, "target", "list", addr)
-	if code != exitOK || !strings.Contains(out, "events-2") || !strings.Contains(out, "p1") {
+	if code != cli.ExitOK || !strings.Contains(out, "events-2") || !strings.Contains(out, "p1") {
 		t.Fatalf("target list: %q", out)
 	}
 	code, out, _ = runCLI(t, nil, "target", "remove", addr, "--id", "events-2", "--json")
-	if code != exitOK || jsonLines(t, out)[0]["ok"] != true {
+	if code != cli.ExitOK || jsonLines(t, out)[0]["ok"] != true {
 		t.Fatalf("target remove: %q", out)
 	}
 	code, out, _ = runCLI(t, nil, "target", "list", addr, "--json")
-	if code != exitOK || len(jsonLines(t, out)[0]["targets"].([]any)) != 0 {
+	if code != cli.ExitOK || len(jsonLines(t, out)[0]["targets"].([]any)) != 0 {
 		t.Fatalf("target list after remove: %q", out)
 	}
 }

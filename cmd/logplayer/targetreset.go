@@ -5,14 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/logplayer/logplayer/demo"
-	"github.com/logplayer/logplayer/shard"
-	"github.com/logplayer/logplayer/target"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/types"
 )
 
@@ -21,35 +17,10 @@ import (
 // item 6; README Runbook, "Targets after a restore or a recovery").
 
 func init() {
-	register(&command{
-		name:     "target reset",
-		summary:  "reset a stopped events target's log identity, position or epoch (after a LogStore restore)",
-		synopsis: "--data-dir DIR [--lsn N] [--epoch E] [--confirm]",
-		about: `
-Rewrites the state of a stopped events target (logplayer events --data-dir DIR)
-so that it can be delivered from a restored or recovered LogStore, which it
-otherwise refuses (OTHER_LOG) or which refuses it (LOG_BEHIND_TARGET):
-
-  - always: the stored log identity is removed; the next LogPlayer's Hello
-    gives the new one;
-  - --lsn N: the applied LSN goes back to N (at most the applied LSN): the
-    events above N are deleted and each topic's position is recomputed from
-    the events kept. After a backup restore, N is the last LSN the restore
-    printed ("restored ...: lsn A..B"): the events above it are of
-    transactions the restored log does not have. --lsn 0 empties the target;
-  - --epoch E: the highest LogPlayer epoch stored goes back to E (at most the
-    stored one), for a target fenced by an epoch no LogPlayer can reach.
-
-Without --confirm nothing is written: the command prints the state now and
-what the reset would leave, and fails. The target must be stopped (its file is
-locked while it runs). A shard's directory is refused: restart the shard once
-with --adopt-log-identity, or re-seed it (empty its --data-dir).`,
-		examples: []string{
-			"logplayer target reset --data-dir data/events",
-			"logplayer target reset --data-dir data/events --lsn 1200 --confirm",
-		},
-		required: []string{"data-dir"},
-		new:      func() runner { return &targetResetCmd{} },
+	app.Register(&cli.Command{
+		Name:     "target reset",
+		Required: []string{"data-dir"},
+		New:      func() cli.Runner { return &targetResetCmd{} },
 	})
 }
 
@@ -73,7 +44,7 @@ func (o *optUint64) String() string {
 	return strconv.FormatUint(o.v, 10)
 }
 
-func (*optUint64) noEnv() {}
+func (*optUint64) NoEnv() {}
 
 func (o *optUint64) Set(s string) error {
 	v, err := strconv.ParseUint(s, 10, 64)
@@ -90,29 +61,21 @@ type confirmFlag struct{ on bool }
 
 func (c *confirmFlag) String() string   { return strconv.FormatBool(c.on) }
 func (c *confirmFlag) IsBoolFlag() bool { return true }
-func (*confirmFlag) noEnv()             {}
+func (*confirmFlag) NoEnv()             {}
 func (c *confirmFlag) Set(s string) error {
 	v, err := strconv.ParseBool(s)
 	c.on = v
 	return err
 }
 
-func (c *targetResetCmd) flags(fs *flag.FlagSet) {
+func (c *targetResetCmd) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "", "the stopped events target's `directory` (its --data-dir)")
 	fs.Var(&c.lsn, "lsn", "move the applied LSN back to this `lsn`, deleting the events above it (default: keep)")
 	fs.Var(&c.epoch, "epoch", "move the stored LogPlayer epoch back to this `epoch` (default: keep)")
 	fs.Var(&c.confirm, "confirm", "write the reset (without it: print what it would do and change nothing)")
 }
 
-func (c *targetResetCmd) run(_ context.Context, s *sys) error {
-	path := filepath.Join(c.dataDir, demo.EventLogFileName)
-	if _, err := os.Stat(path); err != nil {
-		if _, serr := os.Stat(filepath.Join(c.dataDir, shard.FileName)); serr == nil {
-			return fmt.Errorf("%s holds a shard (%s), not an events target: restart the shard once with "+
-				"--adopt-log-identity, or re-seed it (empty its --data-dir); see the README's runbook", c.dataDir, shard.FileName)
-		}
-		return fmt.Errorf("no events target in %s: %w", c.dataDir, err)
-	}
+func (c *targetResetCmd) Run(_ context.Context, s *cli.Sys) error {
 	r := demo.EventLogReset{DryRun: !c.confirm.on}
 	if c.lsn.set {
 		lsn := types.LSN(c.lsn.v)
@@ -122,24 +85,15 @@ func (c *targetResetCmd) run(_ context.Context, s *sys) error {
 		epoch := types.Epoch(c.epoch.v)
 		r.Epoch = &epoch
 	}
-	res, err := demo.ResetEventLog(path, r)
+	res, err := demo.ResetEventLogDir(c.dataDir, r)
 	if err != nil {
 		return err
 	}
-	printResetState(s.stdout, "now:  ", res.Before)
-	printResetState(s.stdout, "reset:", res.After)
-	fmt.Fprintf(s.stdout, "events above lsn %d: %d deleted\n", res.After.AppliedLSN, res.Removed)
+	_ = res.Write(s.Stdout) // like the Fprintf below: a failed write to stdout is not a failed reset
+	path := demo.EventLogPath(c.dataDir)
 	if r.DryRun {
 		return fmt.Errorf("nothing written to %s: add --confirm to reset it", path)
 	}
-	fmt.Fprintf(s.stdout, "reset %s; start the target: the next LogPlayer's Hello gives it the log's identity\n", path)
+	fmt.Fprintf(s.Stdout, "reset %s; start the target: the next LogPlayer's Hello gives it the log's identity\n", path)
 	return nil
-}
-
-func printResetState(w io.Writer, label string, st target.State) {
-	log := "none (the next Hello's is adopted)"
-	if st.LogClusterID != "" || st.LogIncarnation != "" {
-		log = st.LogClusterID + "/" + st.LogIncarnation
-	}
-	fmt.Fprintf(w, "%s applied lsn %d, epoch %d, log %s, topics %v\n", label, st.AppliedLSN, st.Epoch, log, st.Topics)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/logplayer/logplayer/demo"
+	"github.com/logplayer/logplayer/internal/cli"
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/shard"
@@ -96,7 +97,7 @@ func TestTargetReset(t *testing.T) {
 		t.Fatalf("a refused reset changed the target: %s", got)
 	}
 
-	if code, out, errOut = runCLI(t, nil, "target", "reset", "--data-dir", dir, "--lsn", "2", "--confirm"); code != exitOK {
+	if code, out, errOut = runCLI(t, nil, "target", "reset", "--data-dir", dir, "--lsn", "2", "--confirm"); code != cli.ExitOK {
 		t.Fatalf("reset: exit %d, %s%s", code, out, errOut)
 	}
 	if got, want := state(), "2 events, lsn 2 epoch 4 log / topics map[inventory:1 orders:1]"; got != want {

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // TestTopicCommandsAgainstDev: the dev cluster declares shard-* kv, so
@@ -19,7 +21,7 @@ func TestTopicCommandsAgainstDev(t *testing.T) {
 		t.Fatalf("refusal %q does not name the topic and message index", errOut)
 	}
 	code, out, errOut := runCLI(t, nil, "topic", "describe", addr, "--topic", "shard-0", "--json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("describe: exit %d, %q", code, errOut)
 	}
 	if got := jsonLines(t, out)[0]; got["schema"] != "kv" || got["declared_by"] != "shard-*" || got["next_offset"] != 0.0 {
@@ -27,20 +29,20 @@ func TestTopicCommandsAgainstDev(t *testing.T) {
 	}
 
 	code, out, errOut = runCLI(t, nil, "topic", "create", addr, "--topic", "orders", "--schema", "kv")
-	if code != exitOK || !strings.Contains(out, "declared topic orders with schema kv") {
+	if code != cli.ExitOK || !strings.Contains(out, "declared topic orders with schema kv") {
 		t.Fatalf("create: exit %d, %q, %q", code, out, errOut)
 	}
 	code, _, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`)
 	wantRuntimeError(t, code, errOut, "SCHEMA_MISMATCH")
-	if code, out, _ = runCLI(t, nil, "topic", "create", addr, "--topic", "orders", "--schema", "bytes"); code != exitOK || !strings.Contains(out, "(was kv)") {
+	if code, out, _ = runCLI(t, nil, "topic", "create", addr, "--topic", "orders", "--schema", "bytes"); code != cli.ExitOK || !strings.Contains(out, "(was kv)") {
 		t.Fatalf("re-declare: exit %d, %q", code, out)
 	}
-	if code, _, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`); code != exitOK {
+	if code, _, errOut = runCLI(t, nil, "append", addr, "--topic", `orders={"id":1}`); code != cli.ExitOK {
 		t.Fatalf("append to orders as bytes: exit %d, %q", code, errOut)
 	}
 
 	code, out, errOut = runCLI(t, nil, "topic", "list", addr, "--json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("list: exit %d, %q", code, errOut)
 	}
 	list := jsonLines(t, out)[0]
@@ -49,12 +51,12 @@ func TestTopicCommandsAgainstDev(t *testing.T) {
 		len(patterns) != 1 || patterns[0].(map[string]any)["pattern"] != "shard-*" || patterns[0].(map[string]any)["schema"] != "kv" {
 		t.Fatalf("list: %v", list)
 	}
-	if code, out, _ = runCLI(t, nil, "topic", "list", addr); code != exitOK || !strings.Contains(out, "PATTERN") || !strings.Contains(out, "orders") {
+	if code, out, _ = runCLI(t, nil, "topic", "list", addr); code != cli.ExitOK || !strings.Contains(out, "PATTERN") || !strings.Contains(out, "orders") {
 		t.Fatalf("list table: exit %d, %q", code, out)
 	}
 
 	code, out, errOut = runCLI(t, nil, "status", addr, "--json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("status: exit %d, %q", code, errOut)
 	}
 	if st := jsonLines(t, out)[0]; st["topic_count"] != 1.0 || len(st["topics"].([]any)) != 1 {
@@ -62,10 +64,10 @@ func TestTopicCommandsAgainstDev(t *testing.T) {
 	}
 
 	// Bad input: usage errors, and a refused declaration.
-	if code, _, _ = runCLI(t, nil, "topic", "create", addr, "--topic", "a", "--pattern", "b*"); code != exitUsage {
+	if code, _, _ = runCLI(t, nil, "topic", "create", addr, "--topic", "a", "--pattern", "b*"); code != cli.ExitUsage {
 		t.Fatalf("both --topic and --pattern: exit %d", code)
 	}
-	if code, _, _ = runCLI(t, nil, "topic", "create", addr, "--topic", "a", "--schema", "json"); code != exitUsage {
+	if code, _, _ = runCLI(t, nil, "topic", "create", addr, "--topic", "a", "--schema", "json"); code != cli.ExitUsage {
 		t.Fatalf("unknown schema: exit %d", code)
 	}
 	code, _, errOut = runCLI(t, nil, "topic", "create", addr, "--pattern", "no*way*")
@@ -74,11 +76,11 @@ func TestTopicCommandsAgainstDev(t *testing.T) {
 	wantRuntimeError(t, code, errOut, "UNKNOWN_TOPIC")
 
 	// --limit stops the listing, and still shows the patterns.
-	if code, _, errOut = runCLI(t, nil, "topic", "create", addr, "--topic", "zeta"); code != exitOK {
+	if code, _, errOut = runCLI(t, nil, "topic", "create", addr, "--topic", "zeta"); code != cli.ExitOK {
 		t.Fatalf("create zeta: exit %d, %q", code, errOut)
 	}
 	code, out, errOut = runCLI(t, nil, "topic", "list", addr, "--limit", "1", "--json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("list --limit: exit %d, %q", code, errOut)
 	}
 	if l := jsonLines(t, out)[0]; len(l["topics"].([]any)) != 1 || l["truncated"] != true || len(l["patterns"].([]any)) != 1 {

@@ -6,27 +6,25 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/logplayer/logplayer/internal/cli"
 )
 
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
 func init() {
-	register(&command{
-		name:     "version",
-		summary:  "print the version, commit and Go version",
-		synopsis: "",
-		about:    "Prints the build's version (set with -ldflags \"-X main.version=...\"), its VCS commit when known, and the Go version.",
-		examples: []string{"logplayer version"},
-		new:      func() runner { return &versionCmd{} },
+	app.Register(&cli.Command{
+		Name: "version",
+		New:  func() cli.Runner { return &versionCmd{} },
 	})
 }
 
 type versionCmd struct{}
 
-func (*versionCmd) flags(*flag.FlagSet) {}
+func (*versionCmd) Flags(*flag.FlagSet) {}
 
-func (*versionCmd) run(_ context.Context, s *sys) error {
+func (*versionCmd) Run(_ context.Context, s *cli.Sys) error {
 	commit := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, kv := range bi.Settings {
@@ -35,6 +33,6 @@ func (*versionCmd) run(_ context.Context, s *sys) error {
 			}
 		}
 	}
-	fmt.Fprintf(s.stdout, "logplayer %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(s.Stdout, "logplayer %s (commit %s, %s %s/%s)\n", version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	return nil
 }

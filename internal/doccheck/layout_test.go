@@ -27,7 +27,8 @@ var floors = []struct {
 	{"assembly", []string{"internal/serve", "demo", "devcluster",
 		"logstore/bench", "logplayer/bench", "target/sqlstore/sqlbench",
 		"logstore/logstoretest", "target/targettest", "fetcher/fetchertest", "internal/grpcedge/edgetest",
-		"internal/pgtest", "internal/testwait", "internal/testhttp", "internal/testmetric", "internal/boltcrash", "internal/fakes3", "internal/doccheck"}},
+		"internal/pgtest", "internal/testwait", "internal/testhttp", "internal/testmetric", "internal/boltcrash", "internal/fakes3", "internal/doccheck",
+		"internal/cli"}},
 	{"commands", []string{"cmd", "e2e", "deploy", "sdk"}},
 }
 

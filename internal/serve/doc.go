@@ -21,6 +21,12 @@
 //     (logstore.Config.RaftStream) accepting only the named peers.
 //   - StartStore is the whole `logplayer store` role: listen, open the
 //     node, serve its API and metrics; Store.Close stops them in order.
+//   - RunTarget and RunStore are a role's life, what the commands
+//     `logplayer shard`/`events`/`sink` and `store` call: start it from a
+//     config struct, serve until the context ends, stop it (the `player`
+//     role is internal/serve/playerrole's Run, apart because the logplayer
+//     package's tests import this one). ErrConfig marks the errors of a
+//     role's configuration.
 //
 // Goroutines: one Serve per started server (gRPC or HTTP), ending when it
 // is stopped; a graceful stop runs in a short-lived goroutine bounded by a

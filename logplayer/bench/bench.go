@@ -324,6 +324,22 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 	return table, nil
 }
 
+// RunReport runs cfg's rows (Run) and prints the table on w; with tls,
+// plaintext and then over mutual TLS (logstore/bench.WithTLS, log is its).
+// A failed row keeps the rows measured before it: they are printed and
+// the error returned.
+func RunReport(ctx context.Context, w io.Writer, log *slog.Logger, cfg Config, tls bool) error {
+	return lsbench.WithTLS(w, log, tls, func(sec *lsbench.Security) error {
+		cfg.Security = sec
+		t, err := Run(ctx, cfg)
+		if err != nil && len(t.Rows) == 0 {
+			return err
+		}
+		_, perr := fmt.Fprint(w, t.String())
+		return errors.Join(err, perr)
+	})
+}
+
 // Env is a LogStore and a client, shared by rows (exported for the go test
 // -bench wrapper, which runs one row per sub-benchmark).
 type Env struct {

@@ -9,6 +9,25 @@ import (
 	"slices"
 )
 
+// ParseChildSpec reads the arguments a child made by SpawnSelf was given
+// (one JSON list), for ServeChild.
+func ParseChildSpec(spec string) ([]string, error) {
+	var args []string
+	if err := json.Unmarshal([]byte(spec), &args); err != nil {
+		return nil, err
+	}
+	return args, nil
+}
+
+// SpawnSelfExecutable is SpawnSelf of this process's executable.
+func SpawnSelfExecutable(prefix []string, stderr io.Writer, targetProcs int) (func(args ...string) *exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	return SpawnSelf(exe, prefix, stderr, targetProcs), nil
+}
+
 // SpawnSelf returns a Config.Spawn that runs a child as exe with the
 // arguments prefix and then the child's arguments as one JSON list (the
 // command that calls ServeChild with them), its standard error to stderr.

@@ -37,6 +37,15 @@ const (
 	Upsert
 )
 
+// ModeNamed is the Mode of a name (`logplayer sink --mode`): Upsert for
+// "upsert", Append for any other.
+func ModeNamed(name string) Mode {
+	if name == "upsert" {
+		return Upsert
+	}
+	return Append
+}
+
 // BadMessage is what the Mapping does with a message it cannot store.
 type BadMessage int
 
@@ -49,6 +58,15 @@ const (
 	// the same transaction and goes on.
 	DeadLetter
 )
+
+// BadMessageNamed is the BadMessage of a name (`logplayer sink
+// --on-bad-message`): DeadLetter for "dead-letter", Refuse for any other.
+func BadMessageNamed(name string) BadMessage {
+	if name == "dead-letter" {
+		return DeadLetter
+	}
+	return Refuse
+}
 
 // DefaultMaxKeyBytes bounds an Upsert key: PostgreSQL's B-tree index entry
 // (the primary key) holds at most about 2.7 KB, so a longer key could not
@@ -536,4 +554,19 @@ func OpenMapped(ctx context.Context, mc MappingConfig, cfg Config) (*Store, erro
 	}
 	cfg.Apply, cfg.Setup, cfg.SnapshotTables = m.Apply, m.Setup, m.Tables()
 	return Open(ctx, cfg)
+}
+
+// OpenMappedState is OpenMapped followed by the store's State, what a
+// sink starts serving from; on an error of State the store is closed.
+func OpenMappedState(ctx context.Context, mc MappingConfig, cfg Config) (*Store, target.State, error) {
+	s, err := OpenMapped(ctx, mc, cfg)
+	if err != nil {
+		return nil, target.State{}, err
+	}
+	st, err := s.State()
+	if err != nil {
+		s.Close()
+		return nil, target.State{}, err
+	}
+	return s, st, nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 // Settings: precedence flag > environment > config file > default. The
 // layering is github.com/peterbourgon/ff/v3's ff.Parse over the standard
@@ -43,26 +43,25 @@ import (
 	"github.com/peterbourgon/ff/v3"
 )
 
-// envPrefix starts the environment variable of every flag (ff adds the "_").
-const envPrefix = "LOGPLAYER"
-
-// envName is the environment variable for flag name: "raft-addr" ->
-// "LOGPLAYER_RAFT_ADDR", as ff.WithEnvVarPrefix derives it.
-func envName(flagName string) string {
-	return envPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// EnvName is the environment variable for flag name: "raft-addr" ->
+// "LOGPLAYER_RAFT_ADDR" (EnvPrefix "LOGPLAYER"), as ff.WithEnvVarPrefix
+// derives it.
+func (a *App) EnvName(flagName string) string {
+	return a.EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
-// repeatable marks a flag.Value whose Set adds a value instead of replacing.
-type repeatable interface{ repeatable() }
+// RepeatableValue marks a flag.Value whose Set adds a value instead of
+// replacing.
+type RepeatableValue interface{ Repeatable() }
 
-// noEnvValue marks a flag.Value that is never read from the environment or a
+// NoEnvValue marks a flag.Value that is never read from the environment or a
 // file (per-invocation data such as append's --topic).
-type noEnvValue interface{ noEnv() }
+type NoEnvValue interface{ NoEnv() }
 
 // commonFlags are registered on every command.
 type commonFlags struct {
 	logLevel  levelValue
-	logFormat choiceValue
+	logFormat ChoiceValue
 	config    string
 }
 
@@ -71,7 +70,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, server, quiet bool) {
 	if quiet {
 		c.logLevel.level = slog.LevelWarn
 	}
-	c.logFormat = choiceValue{value: "text", choices: []string{"text", "json"}}
+	c.logFormat = ChoiceValue{Value: "text", Choices: []string{"text", "json"}}
 	fs.Var(&c.logLevel, "log-level", "log `level`: debug, info, warn or error")
 	fs.Var(&c.logFormat, "log-format", "log `format`: text or json (logs go to stderr)")
 	if server {
@@ -82,7 +81,7 @@ func (c *commonFlags) register(fs *flag.FlagSet, server, quiet bool) {
 // logger builds the process logger on w from the log flags.
 func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: c.logLevel.level}
-	if c.logFormat.value == "json" {
+	if c.logFormat.Value == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), nil
@@ -93,22 +92,22 @@ func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 // the --config file, with ff.Parse. The command line is parsed before, by
 // the flag package, so that the repeatable and per-invocation flags can be
 // wrapped (settingValue) between the command line and the environment.
-func layerSettings(fs *flag.FlagSet, withFile bool) error {
+func (a *App) layerSettings(fs *flag.FlagSet, withFile bool) error {
 	fs.VisitAll(func(f *flag.Flag) {
-		_, multi := f.Value.(repeatable)
-		_, once := f.Value.(noEnvValue)
+		_, multi := f.Value.(RepeatableValue)
+		_, once := f.Value.(NoEnvValue)
 		if multi || once {
 			f.Value = &settingValue{Value: f.Value, perInvocation: once}
 		}
 	})
-	opts := []ff.Option{ff.WithEnvVarPrefix(envPrefix)}
+	opts := []ff.Option{ff.WithEnvVarPrefix(a.EnvPrefix)}
 	if withFile {
 		opts = append(opts, ff.WithConfigFileFlag("config"), ff.WithConfigFileParser(configParser(fs)))
 	}
 	// The arguments are parsed already: ff.Parse's own fs.Parse(nil) sets
 	// nothing, and ff counts what the command line set as provided.
 	err := ff.Parse(fs, nil, opts...)
-	var ue *usageError
+	var ue *UsageError
 	var pe *iofs.PathError
 	switch {
 	case err == nil:
@@ -116,9 +115,9 @@ func layerSettings(fs *flag.FlagSet, withFile bool) error {
 	case errors.As(err, &ue):
 		return err
 	case errors.As(err, &pe):
-		return usagef("config file: %v", err)
+		return Usagef("config file: %v", err)
 	default: // a bad environment variable; ff's message names it
-		return usagef("%s", strings.TrimPrefix(err.Error(), "error parsing environment variables: "))
+		return Usagef("%s", strings.TrimPrefix(err.Error(), "error parsing environment variables: "))
 	}
 }
 
@@ -153,7 +152,7 @@ func configParser(fs *flag.FlagSet) ff.ConfigFileParser {
 	return func(r io.Reader, set func(name, value string) error) error {
 		path := fs.Lookup("config").Value.String()
 		bad := func(format string, args ...any) error {
-			return usagef("config file %s: %s", path, fmt.Sprintf(format, args...))
+			return Usagef("config file %s: %s", path, fmt.Sprintf(format, args...))
 		}
 		settings, err := parseConfig(r)
 		if err != nil {
