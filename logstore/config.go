@@ -233,7 +233,7 @@ type Config struct {
 	// raft-wal Raft log and stable store (nil: the real one, opened as
 	// before). Tests pass a crashable in-memory one (vfs.NewCrashableMem) to
 	// cut a node's power (powerloss_test.go): raft-wal then keeps its
-	// metadata and stable keys in walvfs.MetaStore files instead of bbolt.
+	// metadata and stable keys in walMetaStore files instead of bbolt.
 	// RaftLogBoltDB needs the real one.
 	FS vfs.FS
 }
