@@ -14,13 +14,6 @@ import (
 	"github.com/logplayer/logplayer/proto/shardpb"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name: "append",
-		New:  func() cli.Runner { return &appendCmd{} },
-	})
-}
-
 type appendCmd struct {
 	conn       cli.ClientFlags
 	messages   messageArgs

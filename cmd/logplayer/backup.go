@@ -11,19 +11,6 @@ import (
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "backup save",
-		Required: []string{"file"},
-		New:      func() cli.Runner { return &backupCmd{op: "save"} },
-	})
-	app.Register(&cli.Command{
-		Name:     "backup restore",
-		Required: []string{"file", "data-dir", "peer"},
-		New:      func() cli.Runner { return &backupCmd{op: "restore"} },
-	})
-}
-
 type backupCmd struct {
 	op      string
 	conn    cli.ClientFlags

@@ -11,17 +11,6 @@ import (
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name: "bench store",
-		New:  func() cli.Runner { return &benchStoreCmd{} },
-	})
-	app.Register(&cli.Command{
-		Name: "bench player",
-		New:  func() cli.Runner { return &benchPlayerCmd{} },
-	})
-}
-
 type benchStoreCmd struct {
 	clients          cli.IntList
 	systems          string

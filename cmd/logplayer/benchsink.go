@@ -10,14 +10,6 @@ import (
 	"github.com/logplayer/logplayer/target/sqlstore/sqlbench"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "bench sink",
-		Required: []string{"dsn"},
-		New:      func() cli.Runner { return &benchSinkCmd{} },
-	})
-}
-
 type benchSinkCmd struct {
 	dsn               string
 	rowBytes, batches cli.IntList

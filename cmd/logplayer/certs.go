@@ -10,14 +10,6 @@ import (
 	"github.com/logplayer/logplayer/security"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "certs",
-		Required: []string{"dir"},
-		New:      func() cli.Runner { return &certsCmd{} },
-	})
-}
-
 type certsCmd struct {
 	opts security.BundleOptions
 }

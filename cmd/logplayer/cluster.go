@@ -10,23 +10,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "cluster add",
-		Required: []string{"id", "raft-addr", "api-addr"},
-		New:      func() cli.Runner { return &clusterCmd{op: "add"} },
-	})
-	app.Register(&cli.Command{
-		Name:     "cluster remove",
-		Required: []string{"id"},
-		New:      func() cli.Runner { return &clusterCmd{op: "remove"} },
-	})
-	app.Register(&cli.Command{
-		Name: "cluster transfer",
-		New:  func() cli.Runner { return &clusterCmd{op: "transfer"} },
-	})
-}
-
 type clusterCmd struct {
 	op                string
 	conn              cli.ClientFlags

@@ -11,14 +11,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "demo",
-		Required: []string{"shard"},
-		New:      func() cli.Runner { return &demoCmd{} },
-	})
-}
-
 type demoCmd struct {
 	conn     cli.ClientFlags
 	shards   shardAddrs

@@ -20,14 +20,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:      "dev",
-		QuietLogs: true,
-		New:       func() cli.Runner { return &devCmd{} },
-	})
-}
-
 type devCmd struct {
 	dataDir     string
 	portBase    portBaseValue

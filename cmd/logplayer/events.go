@@ -13,15 +13,6 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "events",
-		Server:   true,
-		Required: []string{"id", "addr", "data-dir"},
-		New:      func() cli.Runner { return &eventsCmd{} },
-	})
-}
-
 type eventsCmd struct {
 	targetFlags
 	dataDir string

@@ -10,14 +10,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "group delete",
-		Required: []string{"group"},
-		New:      func() cli.Runner { return &groupCmd{} },
-	})
-}
-
 type groupCmd struct {
 	conn  cli.ClientFlags
 	group string

@@ -16,15 +16,6 @@ import (
 	"github.com/logplayer/logplayer/logplayer"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "player",
-		Server:   true,
-		Required: []string{"store"},
-		New:      func() cli.Runner { return &playerCmd{} },
-	})
-}
-
 type playerCmd struct {
 	id               string
 	store            cli.AddrList

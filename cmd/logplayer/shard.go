@@ -17,15 +17,6 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "shard",
-		Server:   true,
-		Required: []string{"id", "addr", "data-dir"},
-		New:      func() cli.Runner { return &shardCmd{} },
-	})
-}
-
 type shardCmd struct {
 	targetFlags
 	dataDir  string

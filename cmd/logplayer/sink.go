@@ -16,21 +16,6 @@ import (
 	"github.com/logplayer/logplayer/types"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "sink postgres",
-		Server:   true,
-		Required: []string{"id", "addr", "dsn", "topics"},
-		New:      func() cli.Runner { return &sinkCmd{dialect: sqlstore.Postgres} },
-	})
-	app.Register(&cli.Command{
-		Name:     "sink sqlite",
-		Server:   true,
-		Required: []string{"id", "addr", "path", "topics"},
-		New:      func() cli.Runner { return &sinkCmd{dialect: sqlstore.SQLite} },
-	})
-}
-
 type sinkCmd struct {
 	targetFlags
 	dialect           sqlstore.Dialect

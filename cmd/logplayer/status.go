@@ -13,13 +13,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name: "status",
-		New:  func() cli.Runner { return &statusCmd{} },
-	})
-}
-
 type statusCmd struct {
 	conn   cli.ClientFlags
 	player cli.OptAddrValue

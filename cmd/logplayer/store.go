@@ -13,15 +13,6 @@ import (
 	"github.com/logplayer/logplayer/security"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "store",
-		Server:   true,
-		Required: []string{"id", "data-dir", "raft-addr", "api-addr"},
-		New:      func() cli.Runner { return &storeCmd{} },
-	})
-}
-
 type storeCmd struct {
 	id, dataDir       string
 	raftLogStore      string

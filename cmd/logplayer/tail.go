@@ -13,13 +13,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name: "tail",
-		New:  func() cli.Runner { return &tailCmd{} },
-	})
-}
-
 type tailCmd struct {
 	conn      cli.ClientFlags
 	from, to  uint64

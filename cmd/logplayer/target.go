@@ -12,32 +12,6 @@ import (
 
 // The target registry and the LogPlayer group views (issue #13).
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "target add",
-		Required: []string{"id", "target-addr", "topics"},
-		New:      func() cli.Runner { return &targetCmd{op: "add"} },
-	})
-	app.Register(&cli.Command{
-		Name:     "target remove",
-		Required: []string{"id"},
-		New:      func() cli.Runner { return &targetCmd{op: "remove"} },
-	})
-	app.Register(&cli.Command{
-		Name: "target list",
-		New:  func() cli.Runner { return &targetCmd{op: "list"} },
-	})
-	app.Register(&cli.Command{
-		Name:     "target describe",
-		Required: []string{"id"},
-		New:      func() cli.Runner { return &targetCmd{op: "describe"} },
-	})
-	app.Register(&cli.Command{
-		Name: "players",
-		New:  func() cli.Runner { return &targetCmd{op: "players"} },
-	})
-}
-
 type targetCmd struct {
 	op         string
 	conn       cli.ClientFlags

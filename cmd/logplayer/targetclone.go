@@ -12,14 +12,6 @@ import (
 
 // `logplayer target clone` (issue #29): seed a new target from a sibling.
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "target clone",
-		Required: []string{"from", "to"},
-		New:      func() cli.Runner { return &targetCloneCmd{} },
-	})
-}
-
 type targetCloneCmd struct {
 	conn     cli.ClientFlags
 	from, to string

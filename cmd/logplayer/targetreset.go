@@ -16,14 +16,6 @@ import (
 // events target after a restore or a recovery of the LogStore (issue #31
 // item 6; README Runbook, "Targets after a restore or a recovery").
 
-func init() {
-	app.Register(&cli.Command{
-		Name:     "target reset",
-		Required: []string{"data-dir"},
-		New:      func() cli.Runner { return &targetResetCmd{} },
-	})
-}
-
 type targetResetCmd struct {
 	dataDir    string
 	lsn, epoch optUint64

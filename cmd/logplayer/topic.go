@@ -10,22 +10,6 @@ import (
 	"github.com/logplayer/logplayer/internal/cli"
 )
 
-func init() {
-	app.Register(&cli.Command{
-		Name: "topic create",
-		New:  func() cli.Runner { return &topicCreateCmd{} },
-	})
-	app.Register(&cli.Command{
-		Name:     "topic describe",
-		Required: []string{"topic"},
-		New:      func() cli.Runner { return &topicDescribeCmd{} },
-	})
-	app.Register(&cli.Command{
-		Name: "topic list",
-		New:  func() cli.Runner { return &topicListCmd{} },
-	})
-}
-
 type topicCreateCmd struct {
 	conn                   cli.ClientFlags
 	topic, pattern, schema string

@@ -13,13 +13,6 @@ import (
 // version is set at build time: go build -ldflags "-X main.version=v1.2.3".
 var version = "dev"
 
-func init() {
-	app.Register(&cli.Command{
-		Name: "version",
-		New:  func() cli.Runner { return &versionCmd{} },
-	})
-}
-
 type versionCmd struct{}
 
 func (*versionCmd) Flags(*flag.FlagSet) {}
