@@ -31,6 +31,7 @@ type Applier interface {
 // inflightEntry is one Raft entry the Aggregator handed to Raft.
 type inflightEntry struct {
 	future raft.ApplyFuture
+	data   []byte // the entry's bytes (its key in Sent)
 	batch  []*pending
 	start  time.Time
 }
@@ -165,6 +166,8 @@ type Aggregator struct {
 
 	// limits is stamped into every entry (AggregatorConfig.Limits).
 	limits *logstorepb.ApplyLimits
+	// sent holds the entries in flight for this node's FSM (AggregatorConfig.Sent).
+	sent *Sent
 }
 
 // AggregatorConfig are the Aggregator's bounds and clock
@@ -184,6 +187,9 @@ type AggregatorConfig struct {
 	RaftTimeout time.Duration
 	// Limits is stamped into every entry (read only).
 	Limits *logstorepb.ApplyLimits
+	// Sent, if set, receives every entry handed to Raft until its future
+	// resolves, for this node's FSM to take instead of decoding (Sent).
+	Sent *Sent
 }
 
 // NewAggregator returns a started Aggregator handing entries to r.
@@ -198,7 +204,7 @@ func buildAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
 		raft: r, metrics: m, now: cfg.Now,
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
 		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
-		limits: cfg.Limits,
+		limits: cfg.Limits, sent: cfg.Sent,
 		intake: make(chan *pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),
@@ -407,7 +413,10 @@ func (a *Aggregator) send(batch []*pending) {
 	}
 	a.metrics.batchTxns.Observe(float64(len(batch)))
 	a.metrics.batchBytes.Observe(float64(len(data)))
-	a.inflight <- &inflightEntry{future: a.raft.Apply(data, a.timeout), batch: batch, start: time.Now()}
+	if a.sent != nil {
+		a.sent.Put(data, e) // before Apply: the FSM may apply it before Apply returns
+	}
+	a.inflight <- &inflightEntry{future: a.raft.Apply(data, a.timeout), data: data, batch: batch, start: time.Now()}
 }
 
 // complete answers the entries run hands to Raft, in order. It waits on
@@ -430,6 +439,9 @@ func (a *Aggregator) complete() {
 
 // finish answers ie's requests after its future resolved with err.
 func (a *Aggregator) finish(ie *inflightEntry, err error) {
+	if a.sent != nil {
+		a.sent.Drop(ie.data) // taken by the FSM unless the entry failed
+	}
 	if err != nil {
 		a.freed <- resolution{} // refused requests are not expected back soon
 		err = raftErr(err)
