@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/fsm"
 	"github.com/logplayer/logplayer/logstore/segment"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -30,6 +31,9 @@ type raftFSM struct {
 	metrics *metrics
 	dir     string     // node dir, for snapshot staging
 	durable *atomicLSN // LSN of the newest durable snapshot (Node.durableLSN)
+	// sent are the entries this node's aggregator has in flight: on the
+	// leader Apply takes the one it built instead of decoding its bytes.
+	sent *api.Sent
 
 	mu struct {
 		sync.Mutex
@@ -44,7 +48,7 @@ type raftFSM struct {
 var _ raft.FSM = (*raftFSM)(nil)
 
 func newFSM(log *segment.Log, st *fsm.State, cfg *Config, m *metrics) *raftFSM {
-	f := &raftFSM{log: log, metrics: m, dir: cfg.Dir, wake: make(chan struct{})}
+	f := &raftFSM{log: log, metrics: m, dir: cfg.Dir, sent: api.NewSent(), wake: make(chan struct{})}
 	f.mu.sm = fsm.NewMachine(st, log) // limits come with each entry
 	f.head.Store(st.LastLSN())
 	m.headLSN.Set(float64(st.LastLSN()))
@@ -58,13 +62,16 @@ func (f *raftFSM) Apply(l *raft.Log) any {
 		return nil
 	}
 	start := time.Now()
-	var e logstorepb.Entry
-	if err := proto.Unmarshal(l.Data, &e); err != nil {
-		// Only our aggregator writes entries; garbage is a bug.
-		panic(fmt.Sprintf("logstore: raft index %d: undecodable entry: %v", l.Index, err))
+	e := f.sent.Take(l.Data)
+	if e == nil {
+		e = new(logstorepb.Entry)
+		if err := proto.Unmarshal(l.Data, e); err != nil {
+			// Only our aggregator writes entries; garbage is a bug.
+			panic(fmt.Sprintf("logstore: raft index %d: undecodable entry: %v", l.Index, err))
+		}
 	}
 	f.mu.Lock()
-	res := f.mu.sm.Apply(l.Index, &e)
+	res := f.mu.sm.Apply(l.Index, e)
 	last := f.mu.sm.State().LastLSN()
 	producers := f.mu.sm.State().RegisteredProducers()
 	f.mu.Unlock()

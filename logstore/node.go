@@ -206,7 +206,9 @@ func NewNode(cfg Config) (*Node, error) {
 			}
 		}
 	}
-	n.agg = api.NewAggregator(n.raft, n.cfg.aggregatorConfig(), n.edge)
+	aggCfg := n.cfg.aggregatorConfig()
+	aggCfg.Sent = n.fsm.sent
+	n.agg = api.NewAggregator(n.raft, aggCfg, n.edge)
 
 	if err := n.startTier(); err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ type Applier interface {
 // inflightEntry is one Raft entry the Aggregator handed to Raft.
 type inflightEntry struct {
 	future raft.ApplyFuture
+	data   []byte // the entry's bytes (its key in Sent)
 	batch  []*pending
 	start  time.Time
 }
@@ -152,7 +153,8 @@ type Aggregator struct {
 	inflight chan *inflightEntry // capacity MaxInflightEntries: run never has more outstanding
 	freed    chan resolution     // capacity MaxInflightEntries: one per resolved entry
 	stop     chan struct{}
-	dead     chan struct{} // closed when both goroutines have ended
+	dead     chan struct{} // closed when run has ended and every entry it sent is answered
+	awaiting awaiting      // complete's current wait (abandoned at Close)
 	lastTS   int64         // run only
 	taken    atomic.Int64  // requests run took from intake (tests wait on it)
 	stopOnce sync.Once
@@ -164,6 +166,8 @@ type Aggregator struct {
 
 	// limits is stamped into every entry (AggregatorConfig.Limits).
 	limits *logstorepb.ApplyLimits
+	// sent holds the entries in flight for this node's FSM (AggregatorConfig.Sent).
+	sent *Sent
 }
 
 // AggregatorConfig are the Aggregator's bounds and clock
@@ -183,6 +187,9 @@ type AggregatorConfig struct {
 	RaftTimeout time.Duration
 	// Limits is stamped into every entry (read only).
 	Limits *logstorepb.ApplyLimits
+	// Sent, if set, receives every entry handed to Raft until its future
+	// resolves, for this node's FSM to take instead of decoding (Sent).
+	Sent *Sent
 }
 
 // NewAggregator returns a started Aggregator handing entries to r.
@@ -197,7 +204,7 @@ func buildAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
 		raft: r, metrics: m, now: cfg.Now,
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
 		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
-		limits: cfg.Limits,
+		limits: cfg.Limits, sent: cfg.Sent,
 		intake: make(chan *pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),
@@ -207,11 +214,22 @@ func buildAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
 }
 
 func (a *Aggregator) start() {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); a.run() }()
-	go func() { defer wg.Done(); a.complete() }()
-	go func() { wg.Wait(); a.drain(); close(a.dead) }()
+	ran, completed := make(chan struct{}), make(chan struct{})
+	go func() { defer close(ran); a.run() }()
+	go func() { defer close(completed); a.complete() }()
+	go func() {
+		<-ran // only after stop; inflight is closed
+		if stuck := a.abandon(); stuck != nil {
+			a.finish(stuck, raft.ErrRaftShutdown)
+			for ie := range a.inflight {
+				a.finish(ie, awaitStopped(ie.future))
+			}
+		} else {
+			<-completed
+		}
+		a.drain()
+		close(a.dead)
+	}()
 }
 
 // Submit queues cmd (encoded size bytes) and waits for its result. A full
@@ -395,58 +413,124 @@ func (a *Aggregator) send(batch []*pending) {
 	}
 	a.metrics.batchTxns.Observe(float64(len(batch)))
 	a.metrics.batchBytes.Observe(float64(len(data)))
-	a.inflight <- &inflightEntry{future: a.raft.Apply(data, a.timeout), batch: batch, start: time.Now()}
+	if a.sent != nil {
+		a.sent.Put(data, e) // before Apply: the FSM may apply it before Apply returns
+	}
+	a.inflight <- &inflightEntry{future: a.raft.Apply(data, a.timeout), data: data, batch: batch, start: time.Now()}
 }
 
+// complete answers the entries run hands to Raft, in order. It waits on
+// each future itself, with no goroutine of its own per entry: a wait that
+// Close finds still blocked is abandoned (see abandon).
 func (a *Aggregator) complete() {
 	for ie := range a.inflight {
-		err := a.await(ie.future)
-		if err != nil {
-			a.freed <- resolution{} // refused requests are not expected back soon
-			err = raftErr(err)
-			for _, p := range ie.batch {
-				p.done <- fsm.Result{Err: err}
-			}
+		if !a.awaiting.begin(ie) {
+			// Closed: wait no longer than a resolved future takes.
+			a.finish(ie, awaitStopped(ie.future))
 			continue
 		}
-		commit := time.Since(ie.start)
-		a.freed <- resolution{cmds: len(ie.batch), commit: commit}
-		a.metrics.commitDuration.Observe(commit.Seconds())
-		res, ok := ie.future.Response().([]fsm.Result)
-		if !ok || len(res) != len(ie.batch) {
-			panic("logstore: apply result does not match the entry's commands")
+		err := ie.future.Error()
+		if !a.awaiting.end(ie) {
+			return // abandoned: Close answered ie and answers what follows
 		}
-		for i, p := range ie.batch {
-			r := res[i]
-			if r.Err != nil {
-				// The FSM refuses a command with no effect on any replica
-				// (fsm/apply.go): whatever the code, nothing was written.
-				r.Err = apierr.WithApplied(r.Err, apierr.AppliedNo)
-			}
-			p.done <- r
-		}
+		a.finish(ie, err)
 	}
 }
 
-// await is f.Error(), except that it stops waiting once the Aggregator is
-// closed (Raft is shut down by then) and f is still unresolved:
-// hashicorp/raft never resolves a future left in its buffered apply
-// channel (BatchApplyCh) at shutdown, which would hang Node.Close. Such an
-// entry's outcome is reported unknown. The goroutine waiting on an
-// abandoned future stays blocked (at most MaxInflightEntries, once).
-func (a *Aggregator) await(f raft.ApplyFuture) error {
+// finish answers ie's requests after its future resolved with err.
+func (a *Aggregator) finish(ie *inflightEntry, err error) {
+	if a.sent != nil {
+		a.sent.Drop(ie.data) // taken by the FSM unless the entry failed
+	}
+	if err != nil {
+		a.freed <- resolution{} // refused requests are not expected back soon
+		err = raftErr(err)
+		for _, p := range ie.batch {
+			p.done <- fsm.Result{Err: err}
+		}
+		return
+	}
+	commit := time.Since(ie.start)
+	a.freed <- resolution{cmds: len(ie.batch), commit: commit}
+	a.metrics.commitDuration.Observe(commit.Seconds())
+	res, ok := ie.future.Response().([]fsm.Result)
+	if !ok || len(res) != len(ie.batch) {
+		panic("logstore: apply result does not match the entry's commands")
+	}
+	for i, p := range ie.batch {
+		r := res[i]
+		if r.Err != nil {
+			// The FSM refuses a command with no effect on any replica
+			// (fsm/apply.go): whatever the code, nothing was written.
+			r.Err = apierr.WithApplied(r.Err, apierr.AppliedNo)
+		}
+		p.done <- r
+	}
+}
+
+// awaiting is the entry complete waits on, shared with the goroutine that
+// ends the Aggregator. hashicorp/raft never resolves a future left in its
+// buffered apply channel (BatchApplyCh) or its FSM channel at shutdown, so
+// once run has ended (Raft is shut down by then: Close's contract) a wait
+// still blocked may never end; abandon then takes the entry over, answers
+// it as unknown and answers the rest itself, and complete, should its
+// future resolve after all, drops it. So Close never hangs, and the one
+// goroutine that can stay blocked is complete (once).
+type awaiting struct {
+	mu        sync.Mutex
+	cur       *inflightEntry // the entry complete waits on; nil between entries
+	abandoned bool
+}
+
+// begin records that complete waits on ie; false once abandoned.
+func (w *awaiting) begin(ie *inflightEntry) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.abandoned {
+		return false
+	}
+	w.cur = ie
+	return true
+}
+
+// end reports whether ie, whose future resolved, is still complete's to
+// answer (false: abandon took it).
+func (w *awaiting) end(ie *inflightEntry) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cur != ie {
+		return false
+	}
+	w.cur = nil
+	return true
+}
+
+// abandon stops complete's waits, after run ended: it returns the entry
+// complete is blocked on (its caller answers it and every entry after it),
+// or nil when complete waits on none (it finishes the rest itself, each
+// wait bounded by awaitStopped).
+func (a *Aggregator) abandon() *inflightEntry {
+	w := &a.awaiting
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.abandoned = true
+	stuck := w.cur
+	w.cur = nil
+	return stuck
+}
+
+// awaitStopped is f.Error() once the Aggregator is closed: the future's
+// error if it has resolved, or raft.ErrRaftShutdown (the entry's outcome
+// is unknown). The goroutine waiting on an unresolved future stays blocked
+// (at Close only, at most MaxInflightEntries).
+func awaitStopped(f raft.ApplyFuture) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
 	select {
 	case err := <-done:
 		return err
-	case <-a.stop:
-		select {
-		case err := <-done:
-			return err
-		default:
-			return raft.ErrRaftShutdown
-		}
+	default:
+		return raft.ErrRaftShutdown
 	}
 }
 

@@ -28,6 +28,7 @@ type fakeRaft struct {
 
 type fakeFuture struct {
 	entry *logstorepb.Entry
+	data  []byte // what Apply was given
 	done  chan struct{}
 	once  sync.Once
 	resp  []fsm.Result
@@ -67,7 +68,7 @@ func (r *fakeRaft) Apply(data []byte, _ time.Duration) raft.ApplyFuture {
 	if err := proto.Unmarshal(data, e); err != nil {
 		panic(err)
 	}
-	f := &fakeFuture{entry: e, done: make(chan struct{})}
+	f := &fakeFuture{entry: e, data: data, done: make(chan struct{})}
 	r.mu.Lock()
 	r.all = append(r.all, f)
 	r.mu.Unlock()
@@ -350,4 +351,29 @@ func TestAggregatorCloseAbandonsUnresolvedFutures(t *testing.T) {
 	if s := wait(t, res); !errors.Is(s.err, apierr.ErrUnknownOutcome) {
 		t.Fatalf("abandoned request: %v, want an unknown outcome", s.err)
 	}
+}
+
+// TestAggregatorSentHoldsEntriesInFlight: an entry is in Sent, as the
+// Entry its bytes encode, from before Raft has it until its future
+// resolves, then gone whether or not the FSM took it.
+func TestAggregatorSentHoldsEntriesInFlight(t *testing.T) {
+	sent := NewSent()
+	a, r := testAggregator(t, func(a *Aggregator) { a.sent = sent })
+	res := submitAsync(a, "one")
+	f := r.next(t)
+	sent.mu.Lock()
+	held := sent.m[&f.data[0]].e
+	sent.mu.Unlock()
+	if !proto.Equal(held, f.entry) {
+		t.Fatalf("Sent holds %v, the bytes are %v", held, f.entry)
+	}
+	f.resolve() // the fake Raft's FSM took nothing
+	if s := wait(t, res); s.err != nil {
+		t.Fatal(s.err)
+	}
+	testwait.For(t, testwait.Max, "the entry dropped", func() bool {
+		sent.mu.Lock()
+		defer sent.mu.Unlock()
+		return len(sent.m) == 0
+	})
 }
