@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"google.golang.org/grpc/status"
-
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -59,8 +57,7 @@ func (s *server) AppendBatch(ctx context.Context, req *logstorepb.AppendBatchReq
 // appendResult records one request's outcome in the append latency metric
 // and wraps it for the response.
 func (s *server) appendResult(resp any, err error, start time.Time) *logstorepb.AppendResult {
-	s.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
-	s.metrics.countProducerRefusal(err)
+	s.metrics.appendAnswered(err, time.Since(start))
 	if err != nil {
 		return &logstorepb.AppendResult{Error: apierr.Encode(err)}
 	}

@@ -1,6 +1,13 @@
 package api
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
 
 // LatencyBuckets are sub-millisecond to seconds, for append, commit and
 // apply latencies (the node's histograms use them too).
@@ -12,6 +19,11 @@ var LatencyBuckets = []float64{
 // Metrics are the edge's Prometheus collectors, labelled with the node.
 type Metrics struct {
 	appendDuration *prometheus.HistogramVec // by result code
+	// appendOK is appendDuration's OK child, looked up once, at the first
+	// answered Append (so the series appears then, as it always did):
+	// WithLabelValues hashes the label and takes the vector's lock.
+	appendOK     prometheus.Observer
+	appendOKOnce sync.Once
 	// appendBatchRequests is requests per AppendBatch call.
 	appendBatchRequests prometheus.Histogram
 	readStreams         prometheus.Gauge
@@ -78,4 +90,16 @@ func NewMetrics(reg prometheus.Registerer, node string) (*Metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// appendAnswered records one Append's answer (an AppendBatch's request
+// included): its latency by result code, and a producer refusal.
+func (m *Metrics) appendAnswered(err error, took time.Duration) {
+	if err == nil {
+		m.appendOKOnce.Do(func() { m.appendOK = m.appendDuration.WithLabelValues(codes.OK.String()) })
+		m.appendOK.Observe(took.Seconds())
+		return
+	}
+	m.appendDuration.WithLabelValues(status.Code(err).String()).Observe(took.Seconds())
+	m.countProducerRefusal(err)
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/logplayer/logplayer/apierr"
@@ -58,8 +57,7 @@ func (s *server) submitErr(err error) error {
 func (s *server) Append(ctx context.Context, req *logstorepb.AppendRequest) (*logstorepb.AppendResponse, error) {
 	start := time.Now()
 	resp, err := s.append(ctx, req)
-	s.metrics.appendDuration.WithLabelValues(status.Code(err).String()).Observe(time.Since(start).Seconds())
-	s.metrics.countProducerRefusal(err)
+	s.metrics.appendAnswered(err, time.Since(start))
 	return resp, err
 }
 
