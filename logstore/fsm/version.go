@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
@@ -38,7 +39,7 @@ const AdmissionVersion uint32 = 4
 // is not listed needs BaseVersion. A new command kind (or a new field that
 // changes what apply does, checked in Required) adds one line here with
 // the version that introduced it, and CurrentVersion moves up with it.
-var minVersion = map[string]uint32{
+var minVersion = map[reflect.Type]uint32{
 	kindName(&logstorepb.Command_DeleteGroup{}):    2,
 	kindName(&logstorepb.Command_Group{}):          3, // PlayerGroup (group.go)
 	kindName(&logstorepb.Command_CreateTopic{}):    TopicsVersion,
@@ -49,7 +50,10 @@ var minVersion = map[string]uint32{
 	// v >= 2, and every such binary knows it.
 }
 
-func kindName(k any) string { return fmt.Sprintf("%T", k) }
+// kindName is a command kind's key in minVersion: its dynamic type
+// (reflect.TypeOf neither allocates nor formats, and Required runs for
+// every command at the edge and in apply on every replica).
+func kindName(k any) reflect.Type { return reflect.TypeOf(k) }
 
 // Required is the cluster version c needs. A command whose kind this
 // binary does not know (written by a newer leader: it decodes with a nil
