@@ -42,6 +42,12 @@ func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) 
 	if err := s.gate(cmd); err != nil {
 		return nil, err
 	}
+	return s.submitGated(ctx, cmd, size)
+}
+
+// submitGated is submit's last step, for a command already found leader
+// and gated.
+func (s *server) submitGated(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
 	resp, err := s.agg.Submit(ctx, cmd, size)
 	return resp, s.submitErr(err)
 }
@@ -73,7 +79,14 @@ func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 	if err != nil || a.cmd == nil {
 		return a.answer, err
 	}
-	resp, err := s.submit(ctx, a.cmd, a.size)
+	// submit's checks in its order, the gate's from admission's read.
+	if !s.isLeader() {
+		return nil, s.notLeader()
+	}
+	if a.gateErr != nil {
+		return nil, a.gateErr
+	}
+	resp, err := s.submitGated(ctx, a.cmd, a.size)
 	if err != nil {
 		return nil, err
 	}
@@ -103,13 +116,23 @@ type admission struct {
 	cmd    *logstorepb.Command
 	size   int
 	answer *logstorepb.AppendResponse
+	// gateErr is the version gate's answer to cmd (server.gate), read
+	// with the rest, under the same state lock: Append returns it where
+	// submit would (after the leader check), AppendBatch does not gate.
+	gateErr error
 }
 
 // admitAppend decides on req before the log (Admission: producer
 // dedup, then validation, then schemas, from one read of the state).
 func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admission, error) {
 	var a Admission
-	s.node.View(func(st *fsm.State) { a = Read(st, req, leader) })
+	cmd := &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}
+	var gateErr error
+	s.node.View(func(st *fsm.State) {
+		if a = Read(st, req, leader); !a.IsRetry() {
+			gateErr = fsm.Gate(st, cmd)
+		}
+	})
 	if a.IsRetry() {
 		resp, err := a.Answer()
 		return admission{answer: resp}, err
@@ -118,7 +141,7 @@ func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admiss
 	if err != nil {
 		return admission{}, err
 	}
-	return admission{cmd: &logstorepb.Command{Kind: &logstorepb.Command_Append{Append: req}}, size: size}, nil
+	return admission{cmd: cmd, size: size, gateErr: gateErr}, nil
 }
 
 func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest) (*logstorepb.NextEpochResponse, error) {

@@ -75,7 +75,7 @@ func BenchmarkServerAdmit(b *testing.B) {
 	for b.Loop() {
 		a, err := s.admitAppend(req, true)
 		if err == nil {
-			err = s.gate(a.cmd)
+			err = a.gateErr
 		}
 		if err != nil {
 			b.Fatal(err)
