@@ -66,7 +66,9 @@ const gateLag = time.Second
 // polls for it up to gateLag rather than refuse NOT_LEADER while naming
 // this node as the leader.
 func (c *caughtUp) wait(ctx context.Context, leading func() bool) error {
-	deadline := time.Now().Add(gateLag)
+	// deadline is set before the first blocking wait, not on entry: a
+	// leader that caught up (every Append but its first few) reads no clock.
+	var deadline time.Time
 	for {
 		c.mu.Lock()
 		ready, lost := c.mu.ready, c.mu.lost
@@ -75,6 +77,9 @@ func (c *caughtUp) wait(ctx context.Context, leading func() bool) error {
 		case <-ready:
 			return nil
 		default:
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(gateLag)
 		}
 		select {
 		case <-ready:
