@@ -72,6 +72,7 @@ func BenchmarkServerAppend(b *testing.B) {
 func BenchmarkServerAdmit(b *testing.B) {
 	s, req := benchServer(b)
 	b.ReportAllocs()
+	cpu0 := processCPU(b)
 	for b.Loop() {
 		a, err := s.admitAppend(req, true)
 		if err == nil {
@@ -82,6 +83,7 @@ func BenchmarkServerAdmit(b *testing.B) {
 		}
 		s.metrics.appendAnswered(nil, time.Millisecond)
 	}
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // processCPU is the process's user and system CPU time so far, in ns
