@@ -52,15 +52,10 @@ func BenchmarkAppendClientOverhead(b *testing.B) {
 		}
 		defer cc.Close()
 		ls := logstorepb.NewLogStoreClient(cc)
-		b.ReportAllocs()
-		defer reportCPU(b)()
-		for b.Loop() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if _, err := ls.Append(ctx, req); err != nil {
-				b.Fatal(err)
-			}
-			cancel()
-		}
+		appendLoop(b, func(ctx context.Context) error {
+			_, err := ls.Append(ctx, req)
+			return err
+		})
 	})
 	b.Run("path=client", func(b *testing.B) {
 		cl, err := New(Config{Addrs: []string{addr}, Logger: slog.New(slog.DiscardHandler)})
@@ -68,16 +63,25 @@ func BenchmarkAppendClientOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer cl.Close()
-		b.ReportAllocs()
-		defer reportCPU(b)()
-		for b.Loop() {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if _, err := cl.Append(ctx, req); err != nil {
-				b.Fatal(err)
-			}
-			cancel()
-		}
+		appendLoop(b, func(ctx context.Context) error {
+			_, err := cl.Append(ctx, req)
+			return err
+		})
 	})
+}
+
+// appendLoop runs call back to back, each call with a 30 s deadline,
+// and reports allocations and CPU time per call.
+func appendLoop(b *testing.B, call func(ctx context.Context) error) {
+	b.ReportAllocs()
+	defer reportCPU(b)()
+	for b.Loop() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := call(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
 }
 
 // reportCPU starts counting the process's CPU time; the function it
