@@ -84,6 +84,23 @@ func Golden(t testing.TB, g prometheus.Gatherer, path string) {
 	}
 }
 
+// Constructor checks a package's metrics constructor: build registers its
+// collectors on a new registry (and may create the vectors' children the
+// scrape should show), the scrape is the one in file (Golden), and a
+// second build on the same registry fails: two nodes or targets of one
+// name on a registry are an error for the caller, not a panic.
+func Constructor(t testing.TB, file string, build func(prometheus.Registerer) error) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if err := build(reg); err != nil {
+		t.Fatal(err)
+	}
+	Golden(t, reg, file)
+	if err := build(reg); err == nil {
+		t.Fatal("the same collectors registered twice on one registry: no error")
+	}
+}
+
 // series gathers g and returns the matching series of name.
 func series(t testing.TB, g prometheus.Gatherer, name string, labels map[string]string) []*dto.Metric {
 	t.Helper()
