@@ -86,7 +86,6 @@ func (b *appendBatcher) append(ctx context.Context, req *logstorepb.AppendReques
 	if b.maxBytes <= 0 || size > b.maxBytes || b.noBatch.Load() {
 		return logstorepb.NewLogStoreClient(b.cc).Append(ctx, req)
 	}
-	call := &batchCall{ctx: ctx, req: req, size: size, done: make(chan batchResult, 1)}
 	b.mu.Lock()
 	if len(b.queue) == 0 && !b.flushing && b.calls == 0 {
 		// An idle connection has nothing to coalesce with: a plain
@@ -99,6 +98,7 @@ func (b *appendBatcher) append(ctx context.Context, req *logstorepb.AppendReques
 		defer b.callDone()
 		return logstorepb.NewLogStoreClient(b.cc).Append(ctx, req)
 	}
+	call := &batchCall{ctx: ctx, req: req, size: size, done: make(chan batchResult, 1)} // only when queued: the idle path sends without it
 	b.queue = append(b.queue, call)
 	start := !b.flushing && !(b.serial && b.calls > 0) // serial: callDone starts it
 	b.flushing = b.flushing || start

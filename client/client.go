@@ -275,6 +275,20 @@ func (c *Client) call(ctx context.Context, idempotent bool, fn func(ctx context.
 	})
 }
 
+// callRPC is call for one RPC: fn's answer from the attempt that
+// succeeded, or the last attempt's error.
+func callRPC[T any](ctx context.Context, c *Client, idempotent bool, fn func(ctx context.Context, cc *grpc.ClientConn) (T, error)) (T, error) {
+	var out T
+	err := c.call(ctx, idempotent, func(ctx context.Context, cc *grpc.ClientConn) error {
+		resp, err := fn(ctx, cc)
+		if err == nil {
+			out = resp
+		}
+		return err
+	})
+	return out, err
+}
+
 // Append commits one transaction (see logstorepb.AppendRequest). With a
 // producer id it is retried until the caller's deadline whatever happens,
 // and a retry of a committed sequence returns the first result with
@@ -305,15 +319,10 @@ func (c *Client) appendOn(ctx context.Context, cc *grpc.ClientConn, req *logstor
 // outcomes too: a retry may skip an epoch, which keeps "higher than every
 // earlier one".
 func (c *Client) NextEpoch(ctx context.Context) (types.Epoch, error) {
-	var epoch types.Epoch
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).NextEpoch(ctx, &logstorepb.NextEpochRequest{})
-		if err == nil {
-			epoch = types.Epoch(resp.Epoch)
-		}
-		return err
+	resp, err := callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.NextEpochResponse, error) {
+		return logstorepb.NewLogStoreClient(cc).NextEpoch(ctx, &logstorepb.NextEpochRequest{})
 	})
-	return epoch, err
+	return types.Epoch(resp.GetEpoch()), err
 }
 
 // ReportConsumer records consumer's durable acked LSN (remove: drop it from
@@ -328,15 +337,10 @@ func (c *Client) ReportConsumer(ctx context.Context, consumer string, ackedLSN t
 // FetchOffsets returns group's committed offsets (all topics when topics
 // is empty) as known by the leader.
 func (c *Client) FetchOffsets(ctx context.Context, group string, topics ...string) ([]*logstorepb.OffsetCommit, error) {
-	var out []*logstorepb.OffsetCommit
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).FetchOffsets(ctx, &logstorepb.FetchOffsetsRequest{Group: group, Topics: topics})
-		if err == nil {
-			out = resp.Offsets
-		}
-		return err
+	resp, err := callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.FetchOffsetsResponse, error) {
+		return logstorepb.NewLogStoreClient(cc).FetchOffsets(ctx, &logstorepb.FetchOffsetsRequest{Group: group, Topics: topics})
 	})
-	return out, err
+	return resp.GetOffsets(), err
 }
 
 // DeleteGroup removes every committed offset of group and returns how many
@@ -344,15 +348,10 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, topics ...strin
 // first). Retried on unknown outcomes: deleting twice is harmless, but the
 // count is then that of the last attempt (0 after a lost answer).
 func (c *Client) DeleteGroup(ctx context.Context, group string) (uint64, error) {
-	var removed uint64
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).DeleteGroup(ctx, &logstorepb.DeleteGroupRequest{Group: group})
-		if err == nil {
-			removed = resp.Removed
-		}
-		return err
+	resp, err := callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.DeleteGroupResponse, error) {
+		return logstorepb.NewLogStoreClient(cc).DeleteGroup(ctx, &logstorepb.DeleteGroupRequest{Group: group})
 	})
-	return removed, err
+	return resp.GetRemoved(), err
 }
 
 // Status returns the status of the node at addr.
@@ -368,21 +367,22 @@ func (c *Client) Status(ctx context.Context, addr string) (*logstorepb.StatusRes
 
 // LeaderStatus returns the status of the leader.
 func (c *Client) LeaderStatus(ctx context.Context) (*logstorepb.StatusResponse, error) {
-	var out *logstorepb.StatusResponse
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).Status(ctx, &logstorepb.StatusRequest{})
-		if err != nil {
-			return err
-		}
-		if resp.Role != "leader" {
-			return apierr.New(logstorepb.ErrorCode_NOT_LEADER, "not the leader", func(d *logstorepb.ErrorDetail) {
-				d.LeaderId, d.LeaderAddress = resp.LeaderId, resp.LeaderAddress
-			})
-		}
-		out = resp
-		return nil
-	})
-	return out, err
+	return callRPC(ctx, c, true, leaderStatus)
+}
+
+// leaderStatus returns the status of cc's node, or NOT_LEADER naming the
+// leader it knows when that node is not the leader.
+func leaderStatus(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.StatusResponse, error) {
+	st, err := logstorepb.NewLogStoreClient(cc).Status(ctx, &logstorepb.StatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	if st.Role != "leader" {
+		return nil, apierr.New(logstorepb.ErrorCode_NOT_LEADER, "not the leader", func(d *logstorepb.ErrorDetail) {
+			d.LeaderId, d.LeaderAddress = st.LeaderId, st.LeaderAddress
+		})
+	}
+	return st, nil
 }
 
 // AddVoter adds a voter (the leader registers its API address too).

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
 
@@ -16,16 +15,11 @@ import (
 // onLeader runs read on the leader: it asks the node's status first and
 // redirects (NOT_LEADER) when the node is a follower, so a read after a
 // write sees it (a follower may not have applied it yet).
-func (c *Client) onLeader(ctx context.Context, read func(ctx context.Context, pg logstorepb.PlayerGroupClient) error) error {
-	return c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		st, err := logstorepb.NewLogStoreClient(cc).Status(ctx, &logstorepb.StatusRequest{})
-		if err != nil {
-			return err
-		}
-		if st.Role != "leader" {
-			return apierr.New(logstorepb.ErrorCode_NOT_LEADER, "not the leader", func(d *logstorepb.ErrorDetail) {
-				d.LeaderId, d.LeaderAddress = st.LeaderId, st.LeaderAddress
-			})
+func onLeader[T any](ctx context.Context, c *Client, read func(ctx context.Context, pg logstorepb.PlayerGroupClient) (T, error)) (T, error) {
+	return callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (T, error) {
+		if _, err := leaderStatus(ctx, cc); err != nil {
+			var none T
+			return none, err
 		}
 		return read(ctx, logstorepb.NewPlayerGroupClient(cc))
 	})
@@ -53,22 +47,14 @@ func (c *Client) UnregisterTarget(ctx context.Context, id string) error {
 // ListRegisteredTargets returns the registry and the assignments of group
 // (every group when empty).
 func (c *Client) ListRegisteredTargets(ctx context.Context, group string) (*logstorepb.ListRegisteredTargetsResponse, error) {
-	var out *logstorepb.ListRegisteredTargetsResponse
-	err := c.onLeader(ctx, func(ctx context.Context, pg logstorepb.PlayerGroupClient) error {
-		resp, err := pg.ListRegisteredTargets(ctx, &logstorepb.ListRegisteredTargetsRequest{Group: group})
-		out = resp
-		return err
+	return onLeader(ctx, c, func(ctx context.Context, pg logstorepb.PlayerGroupClient) (*logstorepb.ListRegisteredTargetsResponse, error) {
+		return pg.ListRegisteredTargets(ctx, &logstorepb.ListRegisteredTargetsRequest{Group: group})
 	})
-	return out, err
 }
 
 // DescribeGroup returns group's members, leases and assignments.
 func (c *Client) DescribeGroup(ctx context.Context, group string) (*logstorepb.DescribeGroupResponse, error) {
-	var out *logstorepb.DescribeGroupResponse
-	err := c.onLeader(ctx, func(ctx context.Context, pg logstorepb.PlayerGroupClient) error {
-		resp, err := pg.DescribeGroup(ctx, &logstorepb.DescribeGroupRequest{Group: group})
-		out = resp
-		return err
+	return onLeader(ctx, c, func(ctx context.Context, pg logstorepb.PlayerGroupClient) (*logstorepb.DescribeGroupResponse, error) {
+		return pg.DescribeGroup(ctx, &logstorepb.DescribeGroupRequest{Group: group})
 	})
-	return out, err
 }

@@ -12,40 +12,27 @@ import (
 // logstorepb.TopicDeclaration). Retried on unknown outcomes: declaring the
 // same schema twice is harmless (Created is then false).
 func (c *Client) CreateTopic(ctx context.Context, d *logstorepb.TopicDeclaration) (*logstorepb.CreateTopicResponse, error) {
-	var out *logstorepb.CreateTopicResponse
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).CreateTopic(ctx, &logstorepb.CreateTopicRequest{Declaration: d})
-		out = resp
-		return err
+	return callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.CreateTopicResponse, error) {
+		return logstorepb.NewLogStoreClient(cc).CreateTopic(ctx, &logstorepb.CreateTopicRequest{Declaration: d})
 	})
-	return out, err
 }
 
 // DescribeTopic returns topic as the leader knows it (its schema, the
 // declaration it comes from, its offsets); NOT_FOUND (UNKNOWN_TOPIC) for a
 // topic never written and not declared.
 func (c *Client) DescribeTopic(ctx context.Context, topic string) (*logstorepb.TopicInfo, error) {
-	var out *logstorepb.TopicInfo
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).DescribeTopic(ctx, &logstorepb.DescribeTopicRequest{Topic: topic, Leader: true})
-		if err == nil {
-			out = resp.Topic
-		}
-		return err
+	resp, err := callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.DescribeTopicResponse, error) {
+		return logstorepb.NewLogStoreClient(cc).DescribeTopic(ctx, &logstorepb.DescribeTopicRequest{Topic: topic, Leader: true})
 	})
-	return out, err
+	return resp.GetTopic(), err
 }
 
 // ListTopics returns one page of the leader's topics after pageToken
 // (empty: the first page), at most limit (0: the server's default).
 func (c *Client) ListTopics(ctx context.Context, pageToken string, limit uint32) (*logstorepb.ListTopicsResponse, error) {
-	var out *logstorepb.ListTopicsResponse
-	err := c.call(ctx, true, func(ctx context.Context, cc *grpc.ClientConn) error {
-		resp, err := logstorepb.NewLogStoreClient(cc).ListTopics(ctx, &logstorepb.ListTopicsRequest{PageToken: pageToken, Limit: limit, Leader: true})
-		out = resp
-		return err
+	return callRPC(ctx, c, true, func(ctx context.Context, cc *grpc.ClientConn) (*logstorepb.ListTopicsResponse, error) {
+		return logstorepb.NewLogStoreClient(cc).ListTopics(ctx, &logstorepb.ListTopicsRequest{PageToken: pageToken, Limit: limit, Leader: true})
 	})
-	return out, err
 }
 
 // EachTopic calls fn with every topic of the leader, page by page, in name

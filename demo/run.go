@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,24 +64,16 @@ func (c *Config) validate() error {
 	if c.Duration <= 0 {
 		return fmt.Errorf("demo: duration %v, want > 0", c.Duration)
 	}
-	if c.Clients == 0 {
-		c.Clients = DefaultClients
-	}
-	if c.Shards == 0 {
-		c.Shards = DefaultShards
-	}
+	c.Clients = cmp.Or(c.Clients, DefaultClients)
+	c.Shards = cmp.Or(c.Shards, DefaultShards)
 	if c.Clients < 0 || c.Shards < 2 {
 		return fmt.Errorf("demo: %d clients and %d shards, want clients >= 1 and shards >= 2", c.Clients, c.Shards)
 	}
 	if len(c.Run) != 4 {
 		return fmt.Errorf("demo: run id %q, want 4 hex digits", c.Run)
 	}
-	if c.AppendTimeout == 0 {
-		c.AppendTimeout = DefaultAppendTimeout
-	}
-	if c.RetryMax == 0 {
-		c.RetryMax = DefaultRetryMax
-	}
+	c.AppendTimeout = cmp.Or(c.AppendTimeout, DefaultAppendTimeout)
+	c.RetryMax = cmp.Or(c.RetryMax, DefaultRetryMax)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

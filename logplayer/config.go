@@ -2,6 +2,7 @@ package logplayer
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -242,47 +243,26 @@ func (c *Config) validate() error {
 		host, _ := os.Hostname()
 		c.PlayerID = host + "/" + strconv.Itoa(os.Getpid())
 	}
-	for _, f := range []struct {
-		name string
-		v    *int
-		def  int
-	}{{"MaxBatchCount", &c.MaxBatchCount, DefaultMaxBatchCount}, {"WindowBatches", &c.WindowBatches, DefaultWindowBatches}} {
-		if *f.v < 0 {
-			return fmt.Errorf("%w: %s %d < 0", ErrInvalidConfig, f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
+	if err := orDefault(
+		bound[int]{"MaxBatchCount", &c.MaxBatchCount, DefaultMaxBatchCount},
+		bound[int]{"WindowBatches", &c.WindowBatches, DefaultWindowBatches},
+	); err != nil {
+		return err
 	}
-	for _, f := range []struct {
-		name string
-		v    *int64
-		def  int64
-	}{{"MaxBatchBytes", &c.MaxBatchBytes, DefaultMaxBatchBytes}, {"WindowBytes", &c.WindowBytes, DefaultWindowBytes}} {
-		if *f.v < 0 {
-			return fmt.Errorf("%w: %s %d < 0", ErrInvalidConfig, f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
+	if err := orDefault(
+		bound[int64]{"MaxBatchBytes", &c.MaxBatchBytes, DefaultMaxBatchBytes},
+		bound[int64]{"WindowBytes", &c.WindowBytes, DefaultWindowBytes},
+	); err != nil {
+		return err
 	}
-	for _, f := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"HandshakeTimeout", &c.HandshakeTimeout, DefaultHandshakeTimeout},
-		{"HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout},
-		{"RetryInitial", &c.RetryInitial, DefaultRetryInitial},
-		{"RetryMax", &c.RetryMax, DefaultRetryMax},
-		{"PermanentRetry", &c.PermanentRetry, DefaultPermanentRetry},
-	} {
-		if *f.v < 0 {
-			return fmt.Errorf("%w: %s %v < 0", ErrInvalidConfig, f.name, *f.v)
-		}
-		if *f.v == 0 {
-			*f.v = f.def
-		}
+	if err := orDefault(
+		bound[time.Duration]{"HandshakeTimeout", &c.HandshakeTimeout, DefaultHandshakeTimeout},
+		bound[time.Duration]{"HelloTimeout", &c.HelloTimeout, DefaultHelloTimeout},
+		bound[time.Duration]{"RetryInitial", &c.RetryInitial, DefaultRetryInitial},
+		bound[time.Duration]{"RetryMax", &c.RetryMax, DefaultRetryMax},
+		bound[time.Duration]{"PermanentRetry", &c.PermanentRetry, DefaultPermanentRetry},
+	); err != nil {
+		return err
 	}
 	if c.RetryMax < c.RetryInitial {
 		return fmt.Errorf("%w: RetryMax %v below RetryInitial %v", ErrInvalidConfig, c.RetryMax, c.RetryInitial)
@@ -312,6 +292,25 @@ func (c *Config) validate() error {
 		if len(c.Group.Conns) == 0 && len(c.LogStore) == 0 {
 			return fmt.Errorf("%w: a group member needs LogStore addresses (or GroupConfig.Conns)", ErrInvalidConfig)
 		}
+	}
+	return nil
+}
+
+// bound is a Config field that may not be negative, with its default for 0.
+type bound[T int | int64 | time.Duration] struct {
+	name string
+	v    *T
+	def  T
+}
+
+// orDefault rejects the first negative bound and sets each zero one to its
+// default.
+func orDefault[T int | int64 | time.Duration](bs ...bound[T]) error {
+	for _, b := range bs {
+		if *b.v < 0 {
+			return fmt.Errorf("%w: %s %v < 0", ErrInvalidConfig, b.name, *b.v)
+		}
+		*b.v = cmp.Or(*b.v, b.def)
 	}
 	return nil
 }

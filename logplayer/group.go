@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/apierr"
+	"github.com/logplayer/logplayer/internal/metric"
 	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
@@ -110,29 +111,15 @@ func newMember(p *Player, cfg GroupConfig, conns []grpc.ClientConnInterface) (*m
 	if err != nil {
 		return nil, fmt.Errorf("logplayer: group: %w", err)
 	}
+	f := metric.With(p.cfg.Registerer, nil)
 	g.m = &groupMetrics{
-		reassignments: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logplayer_group_reassignments_total",
-			Help: "Targets this group member gained or lost (change: gained, lost, token: a new token for a target it kept).",
-		}, []string{"change"}),
-		renewal: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "logplayer_group_lease_renewal_seconds",
-			Help:    "From sending a group heartbeat to its answer (successful renewals).",
-			Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16),
-		}),
-		lapses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "logplayer_group_lease_lapses_total",
-			Help: "Times the local lease deadline passed without a renewal (the member stopped delivering to every target).",
-		}),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "logplayer_group_heartbeat_errors_total",
-			Help: "Group heartbeats that failed (after the LogStore access layer's retries).",
-		}),
+		reassignments: f.NewCounterVec(prometheus.CounterOpts{Name: "logplayer_group_reassignments_total", Help: "Targets this group member gained or lost (change: gained, lost, token: a new token for a target it kept)."}, []string{"change"}),
+		renewal:       f.NewHistogram(prometheus.HistogramOpts{Name: "logplayer_group_lease_renewal_seconds", Help: "From sending a group heartbeat to its answer (successful renewals).", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
+		lapses:        f.NewCounter(prometheus.CounterOpts{Name: "logplayer_group_lease_lapses_total", Help: "Times the local lease deadline passed without a renewal (the member stopped delivering to every target)."}),
+		errors:        f.NewCounter(prometheus.CounterOpts{Name: "logplayer_group_heartbeat_errors_total", Help: "Group heartbeats that failed (after the LogStore access layer's retries)."}),
 	}
-	for _, c := range []prometheus.Collector{g.m.reassignments, g.m.renewal, g.m.lapses, g.m.errors} {
-		if err := p.cfg.Registerer.Register(c); err != nil {
-			return nil, fmt.Errorf("logplayer: metrics: %w", err)
-		}
+	if err := f.Err(); err != nil {
+		return nil, fmt.Errorf("logplayer: metrics: %w", err)
 	}
 	for _, l := range []string{"gained", "lost", "token"} {
 		g.m.reassignments.WithLabelValues(l)

@@ -3,6 +3,7 @@ package logplayer
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/logplayer/logplayer/internal/metric"
 	"github.com/logplayer/logplayer/targetqueue"
 )
 
@@ -36,46 +37,21 @@ type targetMetrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer, p *Player) (*metrics, error) {
+	f := metric.With(reg, nil)
 	target := []string{"target"}
 	m := &metrics{
-		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logplayer_epoch", Help: "This LogPlayer instance's epoch (from the LogStore).",
-		}),
-		saturation: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logplayer_dispatch_saturation",
-			Help: "Fraction of the last second the dispatch loop spent dispatching (1: the main stream is the bottleneck).",
-		}),
-		delivery: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "logplayer_delivery_duration_seconds",
-			Help:    "From dispatch (push into the target queue) to the target's durable ack, per delivery.",
-			Buckets: deliveryBuckets,
-		}, target),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logplayer_target_refusals_total",
-			Help: "Streams a target ended with a refusal, by ErrorCode (package target documents them).",
-		}, []string{"target", "code"}),
-		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logplayer_target_recoveries_total",
-			Help: "Recovery streams that fetched a returning target's whole missed range.",
-		}, target),
-		recoveryStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logplayer_target_recovery_starts_total",
-			Help: "Recovery streams started (a target returned behind the main stream).",
-		}, target),
-		recoveryErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logplayer_target_recovery_errors_total",
-			Help: "Recovery streams that failed, by reason (below_retention: the LogStore no longer holds what the target needs).",
-		}, []string{"target", "reason"}),
-		bogusAcks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logplayer_target_bogus_acks_total",
-			Help: "Acks above everything sent to the target (the stream is then resynced).",
-		}, target),
+		epoch:          f.NewGauge(prometheus.GaugeOpts{Name: "logplayer_epoch", Help: "This LogPlayer instance's epoch (from the LogStore)."}),
+		saturation:     f.NewGauge(prometheus.GaugeOpts{Name: "logplayer_dispatch_saturation", Help: "Fraction of the last second the dispatch loop spent dispatching (1: the main stream is the bottleneck)."}),
+		delivery:       f.NewHistogramVec(prometheus.HistogramOpts{Name: "logplayer_delivery_duration_seconds", Help: "From dispatch (push into the target queue) to the target's durable ack, per delivery.", Buckets: deliveryBuckets}, target),
+		refusals:       f.NewCounterVec(prometheus.CounterOpts{Name: "logplayer_target_refusals_total", Help: "Streams a target ended with a refusal, by ErrorCode (package target documents them)."}, []string{"target", "code"}),
+		recoveries:     f.NewCounterVec(prometheus.CounterOpts{Name: "logplayer_target_recoveries_total", Help: "Recovery streams that fetched a returning target's whole missed range."}, target),
+		recoveryStarts: f.NewCounterVec(prometheus.CounterOpts{Name: "logplayer_target_recovery_starts_total", Help: "Recovery streams started (a target returned behind the main stream)."}, target),
+		recoveryErrors: f.NewCounterVec(prometheus.CounterOpts{Name: "logplayer_target_recovery_errors_total", Help: "Recovery streams that failed, by reason (below_retention: the LogStore no longer holds what the target needs)."}, []string{"target", "reason"}),
+		bogusAcks:      f.NewCounterVec(prometheus.CounterOpts{Name: "logplayer_target_bogus_acks_total", Help: "Acks above everything sent to the target (the stream is then resynced)."}, target),
 	}
-	for _, c := range []prometheus.Collector{m.epoch, m.saturation, m.delivery, m.refusals, m.recoveries,
-		m.recoveryStarts, m.recoveryErrors, m.bogusAcks, &stateCollector{p: p}} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	f.Register(&stateCollector{p: p})
+	if err := f.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -133,21 +134,11 @@ func (c *Config) validate() error {
 		}
 		c.IncarnationID = hex.EncodeToString(b[:])
 	}
-	if c.MaxGroupDeliveries == 0 {
-		c.MaxGroupDeliveries = DefaultMaxGroupDeliveries
-	}
-	if c.MaxGroupBytes == 0 {
-		c.MaxGroupBytes = DefaultMaxGroupBytes
-	}
-	if c.HelloTimeout == 0 {
-		c.HelloTimeout = DefaultHelloTimeout
-	}
-	if c.MaxQueueBytes == 0 {
-		c.MaxQueueBytes = DefaultMaxQueueBytes
-	}
-	if c.CloseTimeout == 0 {
-		c.CloseTimeout = DefaultCloseTimeout
-	}
+	c.MaxGroupDeliveries = cmp.Or(c.MaxGroupDeliveries, DefaultMaxGroupDeliveries)
+	c.MaxGroupBytes = cmp.Or(c.MaxGroupBytes, DefaultMaxGroupBytes)
+	c.HelloTimeout = cmp.Or(c.HelloTimeout, DefaultHelloTimeout)
+	c.MaxQueueBytes = cmp.Or(c.MaxQueueBytes, DefaultMaxQueueBytes)
+	c.CloseTimeout = cmp.Or(c.CloseTimeout, DefaultCloseTimeout)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

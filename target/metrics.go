@@ -2,6 +2,8 @@ package target
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/logplayer/logplayer/internal/metric"
 )
 
 // metrics are the target_… series of one Server, labelled with its target id
@@ -20,55 +22,21 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer, target string) (*metrics, error) {
-	labels := prometheus.Labels{"target": target}
+	f := metric.With(reg, prometheus.Labels{"target": target})
 	m := &metrics{
-		appliedLSN: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "target_applied_lsn", ConstLabels: labels,
-			Help: "Durable applied LSN of the target (progress markers included).",
-		}),
-		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "target_epoch", ConstLabels: labels,
-			Help: "Highest LogPlayer epoch the target has seen (persisted).",
-		}),
-		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "target_apply_duration_seconds", ConstLabels: labels,
-			Help: "Duration of one Store.Apply call (one local durable transaction).",
-			// 25µs .. ~1.6s: an fsync on the reference disk is 0.3-0.6 ms.
-			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 17),
-		}),
-		applyDeliveries: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "target_apply_batch_deliveries", ConstLabels: labels,
-			Help:    "Deliveries (LSNs, progress markers included) per Store.Apply call.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
-		}),
-		applyBatches: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "target_apply_group_batches", ConstLabels: labels,
-			Help:    "Received batches grouped into one Store.Apply call (group commit).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 8),
-		}),
-		deliveryDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "target_delivery_delay_seconds", ConstLabels: labels,
-			Help:    "From LogPlayer dispatch (Batch.dispatched_unix_nano) to durable apply.",
-			Buckets: prometheus.ExponentialBuckets(25e-6, 2, 17),
-		}),
-		queueBatches: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "target_apply_queue_batches", ConstLabels: labels,
-			Help: "Batches received and waiting for the applier (saturation of the apply loop).",
-		}),
-		queueBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "target_apply_queue_bytes", ConstLabels: labels,
-			Help: "Encoded bytes of the batches waiting for the applier (bounded by MaxQueueBytes).",
-		}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "target_refusals_total", ConstLabels: labels,
-			Help: "Streams or batches refused, by reason.",
-		}, []string{"reason"}),
+		appliedLSN: f.NewGauge(prometheus.GaugeOpts{Name: "target_applied_lsn", Help: "Durable applied LSN of the target (progress markers included)."}),
+		epoch:      f.NewGauge(prometheus.GaugeOpts{Name: "target_epoch", Help: "Highest LogPlayer epoch the target has seen (persisted)."}),
+		// 25µs .. ~1.6s: an fsync on the reference disk is 0.3-0.6 ms.
+		applyDuration:   f.NewHistogram(prometheus.HistogramOpts{Name: "target_apply_duration_seconds", Help: "Duration of one Store.Apply call (one local durable transaction).", Buckets: prometheus.ExponentialBuckets(25e-6, 2, 17)}),
+		applyDeliveries: f.NewHistogram(prometheus.HistogramOpts{Name: "target_apply_batch_deliveries", Help: "Deliveries (LSNs, progress markers included) per Store.Apply call.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
+		applyBatches:    f.NewHistogram(prometheus.HistogramOpts{Name: "target_apply_group_batches", Help: "Received batches grouped into one Store.Apply call (group commit).", Buckets: prometheus.ExponentialBuckets(1, 2, 8)}),
+		deliveryDelay:   f.NewHistogram(prometheus.HistogramOpts{Name: "target_delivery_delay_seconds", Help: "From LogPlayer dispatch (Batch.dispatched_unix_nano) to durable apply.", Buckets: prometheus.ExponentialBuckets(25e-6, 2, 17)}),
+		queueBatches:    f.NewGauge(prometheus.GaugeOpts{Name: "target_apply_queue_batches", Help: "Batches received and waiting for the applier (saturation of the apply loop)."}),
+		queueBytes:      f.NewGauge(prometheus.GaugeOpts{Name: "target_apply_queue_bytes", Help: "Encoded bytes of the batches waiting for the applier (bounded by MaxQueueBytes)."}),
+		refusals:        f.NewCounterVec(prometheus.CounterOpts{Name: "target_refusals_total", Help: "Streams or batches refused, by reason."}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.appliedLSN, m.epoch, m.applyDuration, m.applyDeliveries,
-		m.applyBatches, m.deliveryDelay, m.queueBatches, m.queueBytes, m.refusals} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := f.Err(); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -165,19 +165,7 @@ func Serve(ctx context.Context, gs *grpc.Server, lis net.Listener, s *Server) er
 	case err = <-served:
 	}
 	s.Close()
-	stopped := make(chan struct{})
-	go func() {
-		gs.GracefulStop()
-		close(stopped)
-	}()
-	timer := time.NewTimer(gracefulStopMax)
-	defer timer.Stop()
-	select {
-	case <-stopped:
-	case <-timer.C:
-		gs.Stop()
-		<-stopped
-	}
+	grpcedge.StopGracefully(gs, gracefulStopMax)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		err = nil
 	}

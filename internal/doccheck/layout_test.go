@@ -17,7 +17,7 @@ var floors = []struct {
 }{
 	{"words", []string{"types", "proto", "apierr"}},
 	{"shared libraries", []string{"internal/quantile", "internal/jsoncrc", "internal/vfs", "internal/failpoint",
-		"internal/grpcwindow", "internal/poll", "internal/raftlog", "internal/grpcedge", "security"}},
+		"internal/grpcwindow", "internal/poll", "internal/raftlog", "internal/grpcedge", "internal/metric", "security"}},
 	{"storage", []string{"logstore/segment", "logstore/tier"}},
 	{"node", []string{"logstore", "logstore/fsm", "logstore/schema"}},
 	{"edge", []string{"logstore/api"}},

@@ -16,6 +16,10 @@
 // A client that itself sends the marker field gets the same
 // INVALID_ARGUMENT; a server built without the interceptors would hand the
 // handler an empty message, which every handler refuses as incomplete.
+//
+// StopGracefully (stop.go) is how every server stops: gracefully, forced
+// after a bound. Goroutines: StopGracefully runs GracefulStop on one until
+// it returns.
 package grpcedge
 
 import (

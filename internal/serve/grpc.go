@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/logplayer/logplayer/internal/grpcedge"
 )
 
 // GRPC is one gRPC server serving on one listener.
@@ -39,22 +41,8 @@ func (g *GRPC) Stop(max time.Duration) {
 	if g == nil {
 		return
 	}
-	StopGracefully(g.gs, max)
+	grpcedge.StopGracefully(g.gs, max)
 	<-g.served
-}
-
-// StopGracefully stops gs gracefully, forcing it after max.
-func StopGracefully(gs *grpc.Server, max time.Duration) {
-	done := make(chan struct{})
-	go func() { gs.GracefulStop(); close(done) }()
-	t := time.NewTimer(max)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		gs.Stop()
-		<-done
-	}
 }
 
 // TargetStopMax bounds a target gRPC server's graceful stop.

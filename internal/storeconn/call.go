@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -44,9 +46,9 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 		ctx, cancel = context.WithTimeout(ctx, c.cfg.CallTimeout)
 		defer cancel()
 	}
-	b := c.newBackoff()
-	redirected := false // the last attempt followed a NOT_LEADER redirect at once
-	var maybe error     // the first attempt whose outcome is unknown
+	var b *backoff.ExponentialBackOff // made at the first wait: most calls succeed at once
+	redirected := false               // the last attempt followed a NOT_LEADER redirect at once
+	var maybe error                   // the first attempt whose outcome is unknown
 	for {
 		node := c.Pick(p.Leader)
 		err := c.attempt(ctx, p, node, attempt)
@@ -73,6 +75,9 @@ func (c *Conn) Call(ctx context.Context, p Policy, attempt Attempt) error {
 		}
 		if out > p.Retry || ctx.Err() != nil {
 			return callErr(ctx, maybe, err)
+		}
+		if b == nil {
+			b = c.newBackoff()
 		}
 		wait := b.NextBackOff()
 		c.cfg.Logger.Debug("logstore call failed, trying again",

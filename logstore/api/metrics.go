@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/logplayer/logplayer/internal/metric"
 )
 
 // LatencyBuckets are sub-millisecond to seconds, for append, commit and
@@ -40,54 +42,24 @@ type Metrics struct {
 
 // NewMetrics registers the edge's collectors for node on reg.
 func NewMetrics(reg prometheus.Registerer, node string) (*Metrics, error) {
-	labels := prometheus.Labels{"node": node}
+	f := metric.With(reg, prometheus.Labels{"node": node})
 	m := &Metrics{
-		appendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "logstore_append_duration_seconds", Help: "Append latency at the leader, from intake to apply result, by result code.",
-			Buckets: LatencyBuckets, ConstLabels: labels,
-		}, []string{"code"}),
-		appendBatchRequests: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_append_batch_requests", Help: "Requests per AppendBatch call (clients coalescing concurrent Appends).",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11), ConstLabels: labels,
-		}),
-		readStreams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_read_streams", Help: "Open Read and ReadTopic streams.", ConstLabels: labels,
-		}),
-		producerRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "logstore_producer_refusals_total", Help: "Registered-producer refusals answered by this node as the leader, by code: unknown_producer, producer_fenced, table_full (InitProducer), sequence_too_old, sequence_reused.", ConstLabels: labels,
-		}, []string{"code"}),
-		batchTxns: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_aggregation_batch_txns", Help: "Commands per Raft entry written by the aggregator.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 12), ConstLabels: labels,
-		}),
-		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_aggregation_batch_bytes", Help: "Encoded bytes per Raft entry written by the aggregator.",
-			Buckets: prometheus.ExponentialBuckets(256, 4, 10), ConstLabels: labels,
-		}),
-		intakeDepth: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_intake_queue_depth", Help: "Requests waiting in the leader's intake queue.", ConstLabels: labels,
-		}),
-		intakeBytes: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_intake_queue_bytes", Help: "Encoded bytes of the requests waiting in the leader's intake queue (bound: IntakeQueueBytes).", ConstLabels: labels,
-		}),
-		inflightEntries: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "logstore_inflight_entries", Help: "Raft entries the aggregator has in flight.", ConstLabels: labels,
-		}),
-		commitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "logstore_raft_commit_duration_seconds", Help: "From raft.Apply to the entry's apply result at the leader.",
-			Buckets: LatencyBuckets, ConstLabels: labels,
-		}),
+		appendDuration:      f.NewHistogramVec(prometheus.HistogramOpts{Name: "logstore_append_duration_seconds", Help: "Append latency at the leader, from intake to apply result, by result code.", Buckets: LatencyBuckets}, []string{"code"}),
+		appendBatchRequests: f.NewHistogram(prometheus.HistogramOpts{Name: "logstore_append_batch_requests", Help: "Requests per AppendBatch call (clients coalescing concurrent Appends).", Buckets: prometheus.ExponentialBuckets(1, 2, 11)}),
+		readStreams:         f.NewGauge(prometheus.GaugeOpts{Name: "logstore_read_streams", Help: "Open Read and ReadTopic streams."}),
+		producerRefusals:    f.NewCounterVec(prometheus.CounterOpts{Name: "logstore_producer_refusals_total", Help: "Registered-producer refusals answered by this node as the leader, by code: unknown_producer, producer_fenced, table_full (InitProducer), sequence_too_old, sequence_reused."}, []string{"code"}),
+		batchTxns:           f.NewHistogram(prometheus.HistogramOpts{Name: "logstore_aggregation_batch_txns", Help: "Commands per Raft entry written by the aggregator.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
+		batchBytes:          f.NewHistogram(prometheus.HistogramOpts{Name: "logstore_aggregation_batch_bytes", Help: "Encoded bytes per Raft entry written by the aggregator.", Buckets: prometheus.ExponentialBuckets(256, 4, 10)}),
+		intakeDepth:         f.NewGauge(prometheus.GaugeOpts{Name: "logstore_intake_queue_depth", Help: "Requests waiting in the leader's intake queue."}),
+		intakeBytes:         f.NewGauge(prometheus.GaugeOpts{Name: "logstore_intake_queue_bytes", Help: "Encoded bytes of the requests waiting in the leader's intake queue (bound: IntakeQueueBytes)."}),
+		inflightEntries:     f.NewGauge(prometheus.GaugeOpts{Name: "logstore_inflight_entries", Help: "Raft entries the aggregator has in flight."}),
+		commitDuration:      f.NewHistogram(prometheus.HistogramOpts{Name: "logstore_raft_commit_duration_seconds", Help: "From raft.Apply to the entry's apply result at the leader.", Buckets: LatencyBuckets}),
+	}
+	if err := f.Err(); err != nil {
+		return nil, err
 	}
 	for _, c := range producerRefusalCodes {
 		m.producerRefusals.WithLabelValues(producerRefusalLabel(c)) // exported at 0 from the start
-	}
-	for _, c := range []prometheus.Collector{
-		m.appendDuration, m.appendBatchRequests, m.readStreams, m.producerRefusals,
-		m.batchTxns, m.batchBytes, m.intakeDepth, m.intakeBytes, m.inflightEntries, m.commitDuration,
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
 	}
 	return m, nil
 }

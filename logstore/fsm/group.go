@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -60,6 +61,18 @@ const maxPlayerGroups = 256
 // one group.
 type memberKey struct{ group, member string }
 type assignKey struct{ group, target string }
+
+// compare orders keys by group, then member: the order of the snapshot's
+// GroupMembers.
+func (a memberKey) compare(b memberKey) int {
+	return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.member, b.member))
+}
+
+// compare orders keys by group, then target: the order of the snapshot's
+// GroupAssignments.
+func (a assignKey) compare(b assignKey) int {
+	return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.target, b.target))
+}
 
 // groupState is the PlayerGroup part of State.
 type groupState struct {
@@ -506,24 +519,10 @@ func (s *State) groupMembers(group string) []*logstorepb.GroupMemberState {
 func (s *State) groupToProto(out *logstorepb.FSMState) {
 	g := &s.group
 	out.RegisteredTargets = s.RegisteredTargets()
-	mk := make([]memberKey, 0, len(g.members))
-	for k := range g.members {
-		mk = append(mk, k)
-	}
-	slices.SortFunc(mk, func(a, b memberKey) int {
-		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.member, b.member))
-	})
-	for _, k := range mk {
+	for _, k := range slices.SortedFunc(maps.Keys(g.members), memberKey.compare) {
 		out.GroupMembers = append(out.GroupMembers, proto.Clone(g.members[k]).(*logstorepb.GroupMemberState))
 	}
-	ak := make([]assignKey, 0, len(g.assign))
-	for k := range g.assign {
-		ak = append(ak, k)
-	}
-	slices.SortFunc(ak, func(a, b assignKey) int {
-		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.target, b.target))
-	})
-	for _, k := range ak {
+	for _, k := range slices.SortedFunc(maps.Keys(g.assign), assignKey.compare) {
 		out.GroupAssignments = append(out.GroupAssignments, proto.Clone(g.assign[k]).(*logstorepb.GroupAssignmentState))
 	}
 	for _, name := range sortedKeys(g.counters) {

@@ -20,6 +20,12 @@ var ErrCorruptState = errors.New("logstore: corrupt FSM state")
 // groupKey names one consumer group's position in one topic.
 type groupKey struct{ group, topic string }
 
+// compare orders keys by group, then topic: the order of the snapshot's
+// GroupOffsets.
+func (a groupKey) compare(b groupKey) int {
+	return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.topic, b.topic))
+}
+
 // State is everything the FSM knows besides the segment log. It is changed
 // only by Machine.Apply and replaced by a restore; its invariants:
 //   - lastLSN is the LSN of the last transaction appended to the segment log;
@@ -140,14 +146,7 @@ func (s *State) ToProto() *logstorepb.FSMState {
 	for _, p := range sortedKeys(s.producers) {
 		out.Producers = append(out.Producers, proto.Clone(s.producers[p]).(*logstorepb.ProducerState))
 	}
-	keys := make([]groupKey, 0, len(s.groups))
-	for k := range s.groups {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b groupKey) int {
-		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.topic, b.topic))
-	})
-	for _, k := range keys {
+	for _, k := range slices.SortedFunc(maps.Keys(s.groups), groupKey.compare) {
 		out.GroupOffsets = append(out.GroupOffsets, &logstorepb.OffsetCommit{Group: k.group, Topic: k.topic, Offset: uint64(s.groups[k])})
 	}
 	for _, m := range sortedKeys(s.members) {

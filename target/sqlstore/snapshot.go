@@ -304,15 +304,9 @@ func restorePgTable(ctx context.Context, t *pgTxn, head snapFrame, dec *gob.Deco
 	}()
 	err := func() error {
 		for {
-			var f snapFrame
-			if err := dec.Decode(&f); err != nil {
-				return fmt.Errorf("sqlstore: restore %s: %w", head.Table, err)
-			}
-			if f.End {
-				return nil
-			}
-			if f.Table != "" || f.Rows != nil {
-				return fmt.Errorf("%w: table %s: a frame of another kind inside it", target.ErrSnapshotMismatch, head.Table)
+			f, err := nextBodyFrame(dec, head.Table, Postgres)
+			if err != nil || f.End {
+				return err
 			}
 			if _, err := pw.Write(f.Data); err != nil {
 				return err
@@ -338,15 +332,9 @@ func restoreSQLiteTable(ctx context.Context, t *sqliteTxn, head snapFrame, dec *
 	}
 	defer ins.Close()
 	for {
-		var f snapFrame
-		if err := dec.Decode(&f); err != nil {
-			return fmt.Errorf("sqlstore: restore %s: %w", head.Table, err)
-		}
-		if f.End {
-			return nil
-		}
-		if f.Table != "" || f.Data != nil {
-			return fmt.Errorf("%w: table %s: a frame of another kind inside it", target.ErrSnapshotMismatch, head.Table)
+		f, err := nextBodyFrame(dec, head.Table, SQLite)
+		if err != nil || f.End {
+			return err
 		}
 		for _, row := range f.Rows {
 			if len(row) != len(head.Columns) {
@@ -357,6 +345,23 @@ func restoreSQLiteTable(ctx context.Context, t *sqliteTxn, head snapFrame, dec *
 			}
 		}
 	}
+}
+
+// nextBodyFrame decodes the next frame of table's body: a piece of it as
+// dialect d writes them (Data or Rows), or its End frame.
+func nextBodyFrame(dec *gob.Decoder, table string, d Dialect) (snapFrame, error) {
+	var f snapFrame
+	if err := dec.Decode(&f); err != nil {
+		return f, fmt.Errorf("sqlstore: restore %s: %w", table, err)
+	}
+	other := f.Rows != nil // a SQLite piece
+	if d == SQLite {
+		other = f.Data != nil
+	}
+	if !f.End && (f.Table != "" || other) {
+		return f, fmt.Errorf("%w: table %s: a frame of another kind inside it", target.ErrSnapshotMismatch, table)
+	}
+	return f, nil
 }
 
 // quoteAll quotes and joins column names.

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -109,15 +110,9 @@ func (c *Config) validate() error {
 	case c.Timeout < 0 || c.LockTimeout < 0 || c.IdleInTxTimeout < 0:
 		return fmt.Errorf("%w: negative timeout", ErrInvalidConfig)
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.LockTimeout == 0 {
-		c.LockTimeout = DefaultLockTimeout
-	}
-	if c.IdleInTxTimeout == 0 {
-		c.IdleInTxTimeout = DefaultIdleInTxTimeout
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.LockTimeout = cmp.Or(c.LockTimeout, DefaultLockTimeout)
+	c.IdleInTxTimeout = cmp.Or(c.IdleInTxTimeout, DefaultIdleInTxTimeout)
 	if c.Registerer == nil {
 		c.Registerer = prometheus.NewRegistry()
 	}
