@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,11 +23,25 @@ import (
 // snapshots were pinned, reap deleted it mid-stream and every retry
 // started over from a newer one that met the same fate). The new voter
 // must reach the head and hold byte-identical segment files.
+//
+// The Raft log is raft-boltdb's, not raft-wal's (the default): raft-wal
+// v0.4.2 compacts only logically (FirstIndex moves, DeleteRange removes
+// whole segment files only) and its GetLog still returns the entries below
+// FirstIndex that lie in a segment it keeps, here all of them (its segments
+// are 64 MiB, this test's log a few MiB). On raft-wal the leader therefore
+// sends the new voter its log from index 1 and never a snapshot: the
+// voter's snapshot directories were its own, taken while it replayed, and
+// the check below failed when the voter reached the head before its first
+// own snapshot was written (seen at load 10-13). raft-boltdb deletes
+// compacted entries, so once the leader has snapshotted (waited for before
+// the voter is added) the voter's first AppendEntries finds no entry 1 and
+// Raft sends InstallSnapshot.
 func TestNewVoterJoinsUnderLoad(t *testing.T) {
 	const writers, loadFor = 64, 30 * time.Second
 	tweak := func(cfg *logstore.Config) {
 		cfg.SegmentBytes = 16 << 10
 		cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 64, 16, 20*time.Millisecond
+		cfg.RaftLogStore = logstore.RaftLogBoltDB
 	}
 	c := startCluster(t, 3, tweak)
 	cl := newClient(t, c.addrs()...)
@@ -64,6 +79,17 @@ func TestNewVoterJoinsUnderLoad(t *testing.T) {
 	loadDone := time.After(loadFor)
 	// Let the log grow past a few snapshots, then add the voter mid-load.
 	testwait.For(t, 60*time.Second, "load past several snapshots", func() bool { return acked.Load() > 15000 })
+	// The leader's log is compacted (a snapshot at index > 0, and more
+	// than TrailingLogs entries after it): entry 1 is gone, so the new
+	// voter can only start from a snapshot.
+	testwait.For(t, 60*time.Second, "the leader's Raft log compacted", func() bool {
+		st := c.WaitLeader().Raft().Stats()
+		snap, _ := strconv.ParseUint(st["last_snapshot_index"], 10, 64)
+		last, _ := strconv.ParseUint(st["last_log_index"], 10, 64)
+		return snap > 0 && last > 16
+	})
+	st := c.WaitLeader().Raft().Stats()
+	t.Logf("adding n3: the leader's last_log_index %s, last_snapshot_index %s", st["last_log_index"], st["last_snapshot_index"])
 
 	rl, al := listen(t), listen(t)
 	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
