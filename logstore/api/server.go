@@ -35,19 +35,21 @@ func (s *server) notLeader() error {
 }
 
 // submit sends one command through the aggregator (leader only).
+// The gate is read first, but a follower still answers NOT_LEADER.
 func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
-	if s.raft.State() != raft.Leader {
-		return nil, s.notLeader()
-	}
-	if err := s.gate(cmd); err != nil {
-		return nil, err
-	}
-	return s.submitGated(ctx, cmd, size)
+	return s.submitGated(ctx, cmd, size, s.gate(cmd))
 }
 
-// submitGated is submit's last step, for a command already found leader
-// and gated.
-func (s *server) submitGated(ctx context.Context, cmd *logstorepb.Command, size int) (proto.Message, error) {
+// submitGated is submit for a command whose version gate was already read
+// (gateErr, nil when it passes): the leader check, the gate's refusal,
+// then the aggregator.
+func (s *server) submitGated(ctx context.Context, cmd *logstorepb.Command, size int, gateErr error) (proto.Message, error) {
+	if !s.isLeader() {
+		return nil, s.notLeader()
+	}
+	if gateErr != nil {
+		return nil, gateErr
+	}
 	resp, err := s.agg.Submit(ctx, cmd, size)
 	return resp, s.submitErr(err)
 }
@@ -79,14 +81,8 @@ func (s *server) append(ctx context.Context, req *logstorepb.AppendRequest) (*lo
 	if err != nil || a.cmd == nil {
 		return a.answer, err
 	}
-	// submit's checks in its order, the gate's from admission's read.
-	if !s.isLeader() {
-		return nil, s.notLeader()
-	}
-	if a.gateErr != nil {
-		return nil, a.gateErr
-	}
-	resp, err := s.submitGated(ctx, a.cmd, a.size)
+	// The gate was read with admission, under the same state lock.
+	resp, err := s.submitGated(ctx, a.cmd, a.size, a.gateErr)
 	if err != nil {
 		return nil, err
 	}
