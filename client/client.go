@@ -43,7 +43,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sync"
@@ -420,16 +419,5 @@ func (c *Client) TransferLeadership(ctx context.Context, id string) error {
 func (c *Client) Read(ctx context.Context, req *logstorepb.ReadRequest, fn func(*logstorepb.ReadResponse) error) error {
 	r := storeconn.NewLogReader(c.sc, readPolicy, req, nil)
 	defer r.Close()
-	for {
-		resp, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return c.continuityErr(err, r.Node())
-		}
-		if err := fn(resp); err != nil {
-			return err
-		}
-	}
+	return storeconn.Drain(ctx, r.Next, func(err error) error { return c.continuityErr(err, r.Node()) }, fn)
 }

@@ -90,14 +90,27 @@ func (t *Txn) ExpectCommitted(group, topic string, offset types.Offset) *Txn {
 }
 
 func (t *Txn) condition(group, topic string, offset types.Offset) *Txn {
-	for _, c := range t.conds {
-		if c.Group == group && c.Topic == topic {
-			c.ExpectedNextOffset = uint64(offset)
-			return t
+	keyed(&t.conds, group, topic, func() *logstorepb.Condition {
+		return &logstorepb.Condition{Group: group, Topic: topic}
+	}).ExpectedNextOffset = uint64(offset)
+	return t
+}
+
+// keyed returns the element of *list for group and topic, appending the
+// one fresh makes when there is none: a transaction holds at most one
+// condition, and one offset commit, per group and topic.
+func keyed[E interface {
+	GetGroup() string
+	GetTopic() string
+}](list *[]E, group, topic string, fresh func() E) E {
+	for _, e := range *list {
+		if e.GetGroup() == group && e.GetTopic() == topic {
+			return e
 		}
 	}
-	t.conds = append(t.conds, &logstorepb.Condition{Group: group, Topic: topic, ExpectedNextOffset: uint64(offset)})
-	return t
+	e := fresh()
+	*list = append(*list, e)
+	return e
 }
 
 // CommitOffset records group's position in topic (the next offset it will
@@ -106,13 +119,9 @@ func (t *Txn) condition(group, topic string, offset types.Offset) *Txn {
 // transaction may carry only offset commits. Committing the same group and
 // topic again replaces the earlier offset.
 func (t *Txn) CommitOffset(group, topic string, offset types.Offset) *Txn {
-	for _, oc := range t.commits {
-		if oc.Group == group && oc.Topic == topic {
-			oc.Offset = uint64(offset)
-			return t
-		}
-	}
-	t.commits = append(t.commits, &logstorepb.OffsetCommit{Group: group, Topic: topic, Offset: uint64(offset)})
+	keyed(&t.commits, group, topic, func() *logstorepb.OffsetCommit {
+		return &logstorepb.OffsetCommit{Group: group, Topic: topic}
+	}).Offset = uint64(offset)
 	return t
 }
 

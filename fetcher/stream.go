@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sync/atomic"
 	"time"
 
@@ -158,26 +157,23 @@ func (f *Fetcher) ReadRange(ctx context.Context, after, to types.LSN, topics []s
 	r := storeconn.NewLogReader(f.sc, recoveryPolicy,
 		&logstorepb.ReadRequest{FromLsn: uint64(after + 1), ToLsn: uint64(to), Topics: topics, MaxBatch: f.cfg.MaxBatch}, f.opener("recovery", nil))
 	defer r.Close()
-	for {
-		resp, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			var ce *storeconn.ContinuityError
-			if errors.As(err, &ce) {
-				if ce.Got != 0 {
-					panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] out of order: got lsn %d, want >= %d",
-						after, to, ce.Got, ce.Want))
-				}
-				panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] read through %d", after, to, ce.ReadThrough))
+	readErr := func(err error) error {
+		var ce *storeconn.ContinuityError
+		if errors.As(err, &ce) {
+			if ce.Got != 0 {
+				panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] out of order: got lsn %d, want >= %d",
+					after, to, ce.Got, ce.Want))
 			}
-			return f.streamErr(ctx, "recovery", err, r.Position())
+			panic(fmt.Sprintf("fetcher: recovery stream (%d, %d] read through %d", after, to, ce.ReadThrough))
 		}
+		return f.streamErr(ctx, "recovery", err, r.Position())
+	}
+	return storeconn.Drain(ctx, r.Next, readErr, func(resp *logstorepb.ReadResponse) error {
 		for _, txn := range resp.Transactions {
 			if err := handle(txn); err != nil {
 				return err
 			}
 		}
-	}
+		return nil
+	})
 }

@@ -855,26 +855,16 @@ func (k *snapSink) Cancel() error {
 	return k.discard()
 }
 
+// writeFileSync writes b to path and fsyncs it (vfs.WriteFileSync, with
+// the SnapshotSync failpoint before the fsync).
 func writeFileSync(fsys vfs.FS, path string, b []byte) error {
-	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrSnapshot, err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = failpoint.Inject(failpoint.SnapshotSync)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := vfs.WriteFileSync(fsys, path, b, snapshotSyncPoint); err != nil {
 		return fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	return nil
 }
+
+func snapshotSyncPoint() error { return failpoint.Inject(failpoint.SnapshotSync) }
 
 // fsmSnapshot is the state captured by raftFSM.Snapshot.
 type fsmSnapshot struct {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/logplayer/logplayer/apierr"
 	"github.com/logplayer/logplayer/client"
+	"github.com/logplayer/logplayer/internal/storeconn"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 	"github.com/logplayer/logplayer/types"
 )
@@ -124,18 +124,9 @@ func tailTopic(ctx context.Context, cl *client.Client, cfg TailConfig, emit func
 		return err
 	}
 	defer r.Close()
-	for {
-		m, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := emit(TopicMessageOf(cfg.Topic, m)); err != nil {
-			return err
-		}
-	}
+	return storeconn.Drain(ctx, r.Next, nil, func(m *client.TopicMessage) error {
+		return emit(TopicMessageOf(cfg.Topic, m))
+	})
 }
 
 // topicEnd is the topic's next offset as the leader sees it

@@ -123,6 +123,30 @@ func SyncDir(fs FS, dir string) error {
 	return nil
 }
 
+// WriteFileSync creates or truncates the file name, writes data into it
+// and fsyncs it, then closes it; beforeSync, when not nil, runs between the
+// write and the fsync (a fault-injection point) and its error stops there.
+// It returns the first error; the file is closed in every case (a file it
+// could not finish is left as it is: the caller removes or replaces it).
+// The name is durable only once its directory is synced (SyncDir).
+func WriteFileSync(fs FS, name string, data []byte, beforeSync func() error) error {
+	f, err := fs.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && beforeSync != nil {
+		err = beforeSync()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // MkdirAllSync makes dir and any missing parent, as MkdirAll does, and
 // makes its path durable: it fsyncs every directory above dir, from the
 // top down (for a relative dir, up to the working directory). A new

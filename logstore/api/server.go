@@ -40,6 +40,16 @@ func (s *server) submit(ctx context.Context, cmd *logstorepb.Command, size int) 
 	return s.submitGated(ctx, cmd, size, s.gate(cmd))
 }
 
+// submitAs is submit for a command whose response is an R.
+func submitAs[R proto.Message](ctx context.Context, s *server, cmd *logstorepb.Command, size int) (R, error) {
+	resp, err := s.submit(ctx, cmd, size)
+	if err != nil {
+		var none R
+		return none, err
+	}
+	return resp.(R), nil
+}
+
 // submitGated is submit for a command whose version gate was already read
 // (gateErr, nil when it passes): the leader check, the gate's refusal,
 // then the aggregator.
@@ -141,22 +151,14 @@ func (s *server) admitAppend(req *logstorepb.AppendRequest, leader bool) (admiss
 }
 
 func (s *server) NextEpoch(ctx context.Context, req *logstorepb.NextEpochRequest) (*logstorepb.NextEpochResponse, error) {
-	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_NextEpoch{NextEpoch: req}}, 8)
-	if err != nil {
-		return nil, err
-	}
-	return resp.(*logstorepb.NextEpochResponse), nil
+	return submitAs[*logstorepb.NextEpochResponse](ctx, s, &logstorepb.Command{Kind: &logstorepb.Command_NextEpoch{NextEpoch: req}}, 8)
 }
 
 func (s *server) ReportConsumer(ctx context.Context, req *logstorepb.ReportConsumerRequest) (*logstorepb.ReportConsumerResponse, error) {
 	if err := ValidName("consumer", req.Consumer); err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: req}}, proto.Size(req))
-	if err != nil {
-		return nil, err
-	}
-	return resp.(*logstorepb.ReportConsumerResponse), nil
+	return submitAs[*logstorepb.ReportConsumerResponse](ctx, s, &logstorepb.Command{Kind: &logstorepb.Command_ReportConsumer{ReportConsumer: req}}, proto.Size(req))
 }
 
 func (s *server) FetchOffsets(_ context.Context, req *logstorepb.FetchOffsetsRequest) (*logstorepb.FetchOffsetsResponse, error) {
@@ -175,11 +177,7 @@ func (s *server) DeleteGroup(ctx context.Context, req *logstorepb.DeleteGroupReq
 	if err := ValidName("group", req.Group); err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_DeleteGroup{DeleteGroup: req}}, proto.Size(req))
-	if err != nil {
-		return nil, err
-	}
-	return resp.(*logstorepb.DeleteGroupResponse), nil
+	return submitAs[*logstorepb.DeleteGroupResponse](ctx, s, &logstorepb.Command{Kind: &logstorepb.Command_DeleteGroup{DeleteGroup: req}}, proto.Size(req))
 }
 
 func (s *server) Status(context.Context, *logstorepb.StatusRequest) (*logstorepb.StatusResponse, error) {

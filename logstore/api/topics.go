@@ -28,11 +28,7 @@ func (s *server) CreateTopic(ctx context.Context, req *logstorepb.CreateTopicReq
 	if err := fsm.ValidateDeclaration(req.GetDeclaration()); err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_CreateTopic{CreateTopic: req}}, proto.Size(req))
-	if err != nil {
-		return nil, err
-	}
-	return resp.(*logstorepb.CreateTopicResponse), nil
+	return submitAs[*logstorepb.CreateTopicResponse](ctx, s, &logstorepb.Command{Kind: &logstorepb.Command_CreateTopic{CreateTopic: req}}, proto.Size(req))
 }
 
 func (s *server) DescribeTopic(_ context.Context, req *logstorepb.DescribeTopicRequest) (*logstorepb.DescribeTopicResponse, error) {

@@ -154,30 +154,22 @@ func fields(msg []byte, bytesFn func(protowire.Number, []byte), varintFn func(pr
 		msg = msg[n:]
 		switch typ {
 		case protowire.BytesType:
-			v, m := protowire.ConsumeBytes(msg)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			if bytesFn != nil {
+			var v []byte
+			if v, n = protowire.ConsumeBytes(msg); n >= 0 && bytesFn != nil {
 				bytesFn(num, v)
 			}
-			msg = msg[m:]
 		case protowire.VarintType:
-			x, m := protowire.ConsumeVarint(msg)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			if varintFn != nil {
+			var x uint64
+			if x, n = protowire.ConsumeVarint(msg); n >= 0 && varintFn != nil {
 				varintFn(num, x)
 			}
-			msg = msg[m:]
 		default:
-			m := protowire.ConsumeFieldValue(num, typ, msg)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			msg = msg[m:]
+			n = protowire.ConsumeFieldValue(num, typ, msg)
 		}
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		msg = msg[n:]
 	}
 	return nil
 }

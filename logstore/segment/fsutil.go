@@ -28,20 +28,7 @@ func syncDir(fs vfs.FS, dir string) error {
 // crash in between, its old content (or nothing).
 func writeFileDurable(fs vfs.FS, path string, data []byte) error {
 	tmp := path + tmpExt
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("segment: %w", err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = failpoint.Inject(failpoint.SegmentSync)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err := vfs.WriteFileSync(fs, tmp, data, segmentSyncPoint)
 	if err == nil {
 		err = fs.Rename(tmp, path)
 	}
@@ -51,6 +38,8 @@ func writeFileDurable(fs vfs.FS, path string, data []byte) error {
 	}
 	return syncDir(fs, filepath.Dir(path))
 }
+
+func segmentSyncPoint() error { return failpoint.Inject(failpoint.SegmentSync) }
 
 // copyPrefix writes the first n bytes of src to a new file at path (through a
 // temporary file and rename), fsyncs it and the directory, and returns the
