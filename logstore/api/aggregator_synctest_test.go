@@ -82,3 +82,38 @@ func TestAggregatorDefaultHoldWindow(t *testing.T) {
 		wait(t, resB)
 	})
 }
+
+// AggregatorConfig.HoldReturnRatio: commits take 2ms and the client comes
+// back in 3ms, slower than a commit. At the default ratio (1) the batch
+// waiting for it goes out at once; at ratio 3 it holds holdMargin × 3ms.
+func TestAggregatorHoldReturnRatio(t *testing.T) {
+	for _, tc := range []struct {
+		ratio float64
+		held  time.Duration
+	}{{0, 0}, {3, 4500 * time.Microsecond}} {
+		synctest.Test(t, func(t *testing.T) {
+			a, r := testAggregatorConfig(t, func(c *AggregatorConfig) { c.HoldReturnRatio = tc.ratio }, nil)
+			const commit, back = 2 * time.Millisecond, 3 * time.Millisecond
+			res := submitAsync(a, "a")
+			e := r.next(t)
+			time.Sleep(commit)
+			e.resolve()
+			wait(t, res)
+			time.Sleep(back) // nothing timed yet: a goes out at once
+			res = submitAsync(a, "a")
+			e = r.next(t)
+			resB := submitAsync(a, "b")
+			synctest.Wait()
+			time.Sleep(commit)
+			e.resolve()
+			wait(t, res)
+			start := time.Now()
+			e = r.next(t)
+			if held, got := time.Since(start), ids(e); held != tc.held || fmt.Sprint(got) != "[b]" {
+				t.Fatalf("ratio %v: entry %v after %v, want [b] after %v", tc.ratio, got, held, tc.held)
+			}
+			e.resolve()
+			wait(t, resB)
+		})
+	}
+}
