@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/logplayer/logplayer/internal/vfs"
+	"github.com/logplayer/logplayer/logstore/api"
 	"github.com/logplayer/logplayer/logstore/tier"
 	"github.com/logplayer/logplayer/proto/logstorepb"
 )
@@ -38,6 +40,11 @@ const (
 	// MaxBatchBytes); smaller batches wait for an entry to resolve (group
 	// commit: fewer, larger entries, fewer fsyncs per transaction).
 	DefaultPipelineMinTxns = 64
+	// DefaultHoldReturnRatio bounds the aggregator's convoy hold: a batch
+	// waits for the clients an entry answered only while they come back
+	// faster than an entry commits (api.DefaultHoldReturnRatio, see
+	// api.Aggregator for why not more).
+	DefaultHoldReturnRatio = api.DefaultHoldReturnRatio
 
 	// DefaultMaxMessageBytes bounds one message's value+key+headers.
 	DefaultMaxMessageBytes = 1 << 20
@@ -168,6 +175,10 @@ type Config struct {
 	MaxBatchBytes      int
 	MaxInflightEntries int
 	PipelineMinTxns    int
+	// HoldReturnRatio is api.AggregatorConfig.HoldReturnRatio (0: the
+	// default); above 1, many one-transaction clients on connections of
+	// their own share larger entries, and open-loop writers wait longer.
+	HoldReturnRatio float64
 
 	MaxMessageBytes    int
 	MaxRequestBytes    int
@@ -304,6 +315,9 @@ func (c *Config) validate() error {
 	defaultInt(&c.MaxBatchBytes, DefaultMaxBatchBytes)
 	defaultInt(&c.MaxInflightEntries, DefaultMaxInflightEntries)
 	defaultInt(&c.PipelineMinTxns, DefaultPipelineMinTxns)
+	if c.HoldReturnRatio == 0 {
+		c.HoldReturnRatio = DefaultHoldReturnRatio
+	}
 	defaultInt(&c.MaxMessageBytes, DefaultMaxMessageBytes)
 	defaultInt(&c.MaxRequestBytes, DefaultMaxRequestBytes)
 	defaultInt(&c.ReadBatchTxns, DefaultReadBatchTxns)
@@ -346,6 +360,9 @@ func (c *Config) validate() error {
 		if v.n < 0 {
 			return fmt.Errorf("%w: %s = %d is negative", ErrConfig, v.name, v.n)
 		}
+	}
+	if !(c.HoldReturnRatio > 0) || math.IsInf(c.HoldReturnRatio, 1) {
+		return fmt.Errorf("%w: HoldReturnRatio = %v is not a positive number", ErrConfig, c.HoldReturnRatio)
 	}
 	if c.IntakeQueueBytes < int64(c.MaxRequestBytes) {
 		return fmt.Errorf("%w: IntakeQueueBytes %d below MaxRequestBytes %d", ErrConfig, c.IntakeQueueBytes, c.MaxRequestBytes)

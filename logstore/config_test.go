@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -15,6 +16,7 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.IntakeQueue != DefaultIntakeQueue || c.MaxRequestBytes != DefaultMaxRequestBytes || c.HeartbeatTimeout != DefaultHeartbeatTimeout ||
+		c.HoldReturnRatio != DefaultHoldReturnRatio ||
 		c.Logger == nil || c.Registry == nil || c.Now == nil {
 		t.Fatalf("defaults not filled: %+v", c)
 	}
@@ -24,6 +26,8 @@ func TestConfigValidate(t *testing.T) {
 		"no raft addr":           func(c *Config) { c.RaftAddr = "" },
 		"no api addr":            func(c *Config) { c.APIAddr = "" },
 		"negative queue":         func(c *Config) { c.IntakeQueue = -1 },
+		"negative hold ratio":    func(c *Config) { c.HoldReturnRatio = -1 },
+		"NaN hold ratio":         func(c *Config) { c.HoldReturnRatio = math.NaN() },
 		"message over request":   func(c *Config) { c.MaxMessageBytes, c.MaxRequestBytes = 10, 5 },
 		"cap below retention":    func(c *Config) { c.RetentionBytes, c.RetentionCapBytes = 10, 5 },
 		"cap age below age":      func(c *Config) { c.RetentionAge, c.RetentionCapAge = time.Hour, time.Minute },

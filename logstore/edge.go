@@ -47,7 +47,7 @@ func (c *Config) aggregatorConfig() api.AggregatorConfig {
 	return api.AggregatorConfig{
 		Now: c.Now, IntakeQueue: c.IntakeQueue, IntakeQueueBytes: c.IntakeQueueBytes,
 		MaxBatchTxns: c.MaxBatchTxns, MaxBatchBytes: c.MaxBatchBytes, PipelineMinTxns: c.PipelineMinTxns, MaxInflightEntries: c.MaxInflightEntries,
-		RaftTimeout: c.RaftTimeout, Limits: c.applyLimits(),
+		HoldReturnRatio: c.HoldReturnRatio, RaftTimeout: c.RaftTimeout, Limits: c.applyLimits(),
 	}
 }
 

@@ -25,6 +25,7 @@ type benchStoreCmd struct {
 	tls              bool
 	// Tuning experiments: LogStore node settings (0: the node default).
 	maxInflight, pipelineMin, maxAppendEntries int
+	holdRatio                                  float64
 }
 
 func (c *benchStoreCmd) Flags(fs *flag.FlagSet) {
@@ -44,14 +45,15 @@ func (c *benchStoreCmd) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxInflight, "max-inflight-entries", 0, "tuning: the LogStore nodes' MaxInflightEntries (0: the default)")
 	fs.IntVar(&c.pipelineMin, "pipeline-min-txns", 0, "tuning: the LogStore nodes' PipelineMinTxns (0: the default)")
 	fs.IntVar(&c.maxAppendEntries, "max-append-entries", 0, "tuning: the LogStore nodes' Raft MaxAppendEntries (0: the default)")
+	fs.Float64Var(&c.holdRatio, "hold-return-ratio", 0, "tuning: the LogStore nodes' HoldReturnRatio (0: the default, 1)")
 }
 
 func (c *benchStoreCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
 		return cli.Usagef("--duration, --topics and --slice-bytes must be positive")
 	}
-	if c.maxInflight < 0 || c.pipelineMin < 0 || c.maxAppendEntries < 0 {
-		return cli.Usagef("--max-inflight-entries, --pipeline-min-txns and --max-append-entries must not be negative")
+	if c.maxInflight < 0 || c.pipelineMin < 0 || c.maxAppendEntries < 0 || !(c.holdRatio >= 0) {
+		return cli.Usagef("--max-inflight-entries, --pipeline-min-txns, --max-append-entries and --hold-return-ratio must not be negative")
 	}
 	systems, err := lsbench.ParseSystems(c.systems)
 	if err != nil {
@@ -62,6 +64,7 @@ func (c *benchStoreCmd) Run(ctx context.Context, s *cli.Sys) error {
 		SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, RowProfileDir: c.rowProfiles,
 		Node: func(nc *logstore.Config) {
 			nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
+			nc.HoldReturnRatio = c.holdRatio
 		},
 	}, lsbench.ReportOptions{TLS: c.tls, JSONFile: c.jsonOut, CPUProfile: c.cpuProfile})
 }

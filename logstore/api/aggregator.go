@@ -48,15 +48,14 @@ type resolution struct {
 // from an entry's resolution until as many requests as it answered have
 // arrived), not from the commit latency: on a loaded machine the two are
 // unrelated. The batch holds for holdMargin × the smoothed return time,
-// but only while that is shorter than a commit (holdReturnRatio): then
-// waiting for the convoy costs less than making it wait for the next entry
-// (an open-loop load, whose "returns" take a whole round, does not hold),
-// and never for more than maxHold (a stalled disk or client must not turn
-// into a linger).
+// but only while that is shorter than HoldReturnRatio × a commit (1 by
+// default, DefaultHoldReturnRatio): then waiting for the convoy costs less
+// than making it wait for the next entry (an open-loop load, whose
+// "returns" take a whole round, does not hold), and never for more than
+// maxHold (a stalled disk or client must not turn into a linger).
 const (
-	holdMargin      = 1.5
-	holdReturnRatio = 1
-	maxHold         = 10 * time.Millisecond
+	holdMargin = 1.5
+	maxHold    = 10 * time.Millisecond
 	// smoothing is the weight of a new sample in the moving averages of
 	// commit latency and return time.
 	smoothing = 0.125
@@ -99,13 +98,22 @@ func (c *convoy) arrived(n int, now time.Time) {
 	}
 }
 
-// defaultHoldWindow is the hold after a resolution (see holdMargin).
-func defaultHoldWindow(c *convoy) time.Duration {
-	if c.back == 0 || c.back >= holdReturnRatio*c.commit {
+// DefaultHoldReturnRatio is AggregatorConfig.HoldReturnRatio's default:
+// hold for the convoy only while its clients come back faster than an
+// entry commits.
+const DefaultHoldReturnRatio = 1.0
+
+// holdWindow is the hold after a resolution (see holdMargin): none unless
+// the smoothed return time is below ratio × the smoothed commit latency.
+func holdWindow(c *convoy, ratio float64) time.Duration {
+	if c.back == 0 || float64(c.back) >= ratio*float64(c.commit) {
 		return 0
 	}
 	return min(time.Duration(holdMargin*float64(c.back)), maxHold)
 }
+
+// defaultHoldWindow is holdWindow at DefaultHoldReturnRatio.
+func defaultHoldWindow(c *convoy) time.Duration { return holdWindow(c, DefaultHoldReturnRatio) }
 
 // Aggregator turns many requests into few Raft entries (docs/DESIGN.md, "Aggregation").
 //
@@ -136,6 +144,18 @@ func defaultHoldWindow(c *convoy) time.Duration {
 //     maxHold). A serial client never waits: it alone was answered, and its
 //     next request completes the batch; on an idle cluster the window has
 //     long passed.
+//   - When the clients take longer to come back than an entry takes to
+//     commit (many clients each on a connection of its own, whose calls
+//     cost the loaded machine more than the commit), the default does not
+//     hold: the clients split into two groups whose entries alternate,
+//     each about half the clients, so every per-entry cost (an fsync on
+//     each node, the AppendEntries, the segment write) is paid over half as
+//     many transactions. AggregatorConfig.HoldReturnRatio above 1 holds for
+//     them too. It is not the default because the server cannot tell a
+//     closed loop from an open one: under open-loop arrivals the return
+//     time is about a commit, so a ratio above 1 makes every batch wait
+//     about one more commit (docs/BENCHMARKS.md, "One connection per
+//     client: where the server CPU goes").
 type Aggregator struct {
 	raft        Applier
 	metrics     *Metrics
@@ -145,8 +165,8 @@ type Aggregator struct {
 	pipeTxns    int
 	maxInflight int
 	timeout     time.Duration
-	// holdWindow is the convoy hold after a resolution
-	// (defaultHoldWindow; tests change it).
+	// holdWindow is the convoy hold after a resolution (holdWindow at
+	// AggregatorConfig.HoldReturnRatio; tests change it).
 	holdWindow func(c *convoy) time.Duration
 
 	intake   chan *pending       // capacity AggregatorConfig.IntakeQueue: the back-pressure bound
@@ -183,6 +203,11 @@ type AggregatorConfig struct {
 	// the batch that goes out while entries are in flight, up to
 	// MaxInflightEntries of them.
 	MaxBatchTxns, MaxBatchBytes, PipelineMinTxns, MaxInflightEntries int
+	// HoldReturnRatio bounds the convoy hold (see Aggregator): a batch
+	// waits for the clients an entry answered only while they come back
+	// within HoldReturnRatio × the commit latency (smoothed). 0 means
+	// DefaultHoldReturnRatio.
+	HoldReturnRatio float64
 	// RaftTimeout bounds raft.Apply's enqueue.
 	RaftTimeout time.Duration
 	// Limits is stamped into every entry (read only).
@@ -200,11 +225,16 @@ func NewAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
 }
 
 func buildAggregator(r Applier, cfg AggregatorConfig, m *Metrics) *Aggregator {
+	ratio := cfg.HoldReturnRatio
+	if ratio == 0 {
+		ratio = DefaultHoldReturnRatio
+	}
 	return &Aggregator{
 		raft: r, metrics: m, now: cfg.Now,
 		maxTxns: cfg.MaxBatchTxns, maxBytes: cfg.MaxBatchBytes, pipeTxns: cfg.PipelineMinTxns,
-		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout, holdWindow: defaultHoldWindow,
-		limits: cfg.Limits, sent: cfg.Sent,
+		maxInflight: cfg.MaxInflightEntries, timeout: cfg.RaftTimeout,
+		holdWindow: func(c *convoy) time.Duration { return holdWindow(c, ratio) },
+		limits:     cfg.Limits, sent: cfg.Sent,
 		intake: make(chan *pending, cfg.IntakeQueue), maxIntakeBytes: cfg.IntakeQueueBytes,
 		inflight: make(chan *inflightEntry, cfg.MaxInflightEntries),
 		freed:    make(chan resolution, cfg.MaxInflightEntries),

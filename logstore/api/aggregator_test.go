@@ -92,6 +92,13 @@ func (r *fakeRaft) next(t *testing.T) *fakeFuture {
 // settings before it starts.
 func testAggregator(t *testing.T, tune func(a *Aggregator)) (*Aggregator, *fakeRaft) {
 	t.Helper()
+	return testAggregatorConfig(t, nil, tune)
+}
+
+// testAggregatorConfig is testAggregator with configure changing the
+// AggregatorConfig before the Aggregator is built.
+func testAggregatorConfig(t *testing.T, configure func(*AggregatorConfig), tune func(a *Aggregator)) (*Aggregator, *fakeRaft) {
+	t.Helper()
 	m, err := NewMetrics(prometheus.NewRegistry(), "t")
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +107,9 @@ func testAggregator(t *testing.T, tune func(a *Aggregator)) (*Aggregator, *fakeR
 	cfg := AggregatorConfig{Now: time.Now, IntakeQueue: 8192, IntakeQueueBytes: 256 << 20,
 		MaxBatchTxns: 1024, MaxBatchBytes: 1 << 20, PipelineMinTxns: 64, MaxInflightEntries: 4,
 		RaftTimeout: 10 * time.Second, Limits: &logstorepb.ApplyLimits{}}
+	if configure != nil {
+		configure(&cfg)
+	}
 	r := &fakeRaft{applied: make(chan *fakeFuture, 64)}
 	a := buildAggregator(r, cfg, m)
 	if tune != nil {
@@ -227,6 +237,15 @@ func TestConvoyHoldWindow(t *testing.T) {
 	c.back, c.commit = 5*time.Millisecond, 4*time.Millisecond
 	if w := defaultHoldWindow(&c); w != 0 {
 		t.Fatalf("window %v for returns slower than commits, want 0", w)
+	}
+	// A HoldReturnRatio above 1 holds for returns slower than a commit, up
+	// to that many commits.
+	if w := holdWindow(&c, 3); w != 7500*time.Microsecond {
+		t.Fatalf("window %v at ratio 3, want 1.5 × 5ms", w)
+	}
+	c.back = 12 * time.Millisecond
+	if w := holdWindow(&c, 3); w != 0 {
+		t.Fatalf("window %v at ratio 3 for returns of 3 commits, want 0", w)
 	}
 	// A return still short when the next entry resolves counts as that long.
 	c = convoy{}
