@@ -20,14 +20,11 @@ func (s *server) InitProducer(ctx context.Context, req *logstorepb.InitProducerR
 	if err := ValidName("name", req.Name); err != nil {
 		return nil, err
 	}
-	resp, err := s.submit(ctx, &logstorepb.Command{Kind: &logstorepb.Command_InitProducer{InitProducer: req}}, proto.Size(req))
+	resp, err := submitAs[*logstorepb.InitProducerResponse](ctx, s, &logstorepb.Command{Kind: &logstorepb.Command_InitProducer{InitProducer: req}}, proto.Size(req))
 	if apierr.CodeOf(err) == logstorepb.ErrorCode_TABLE_FULL { // the producer table (InitProducer writes no other)
 		s.metrics.producerRefusals.WithLabelValues(producerRefusalLabel(logstorepb.ErrorCode_TABLE_FULL)).Inc()
 	}
-	if err != nil {
-		return nil, err
-	}
-	return resp.(*logstorepb.InitProducerResponse), nil
+	return resp, err
 }
 
 // producerRefusalCodes are the codes logstore_producer_refusals_total
