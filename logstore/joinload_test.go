@@ -24,18 +24,13 @@ import (
 // started over from a newer one that met the same fate). The new voter
 // must reach the head and hold byte-identical segment files.
 //
-// The Raft log is raft-boltdb's, not raft-wal's (the default): raft-wal
-// v0.4.2 compacts only logically (FirstIndex moves, DeleteRange removes
-// whole segment files only) and its GetLog still returns the entries below
-// FirstIndex that lie in a segment it keeps, here all of them (its segments
-// are 64 MiB, this test's log a few MiB). On raft-wal the leader therefore
-// sends the new voter its log from index 1 and never a snapshot: the
-// voter's snapshot directories were its own, taken while it replayed, and
-// the check below failed when the voter reached the head before its first
-// own snapshot was written (seen at load 10-13). raft-boltdb deletes
-// compacted entries, so once the leader has snapshotted (waited for before
-// the voter is added) the voter's first AppendEntries finds no entry 1 and
-// Raft sends InstallSnapshot.
+// The Raft log is raft-boltdb's: it deletes compacted entries, so once the
+// leader has snapshotted (waited for before the voter is added) the
+// voter's first AppendEntries finds no entry 1 and Raft sends
+// InstallSnapshot. raft-wal v0.4.2 keeps compacted entries in the segment
+// files it keeps; logstore/raftstore.go:walLogStore hides them, and
+// raftstore_join_test.go:TestNewVoterAfterCompactionGetsSnapshotWAL checks
+// the same join on raft-wal.
 func TestNewVoterJoinsUnderLoad(t *testing.T) {
 	const writers, loadFor = 64, 30 * time.Second
 	tweak := func(cfg *logstore.Config) {
