@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
 // TestNewVoterJoinsUnderLoad: a fourth voter is added while 64 clients
@@ -87,17 +85,7 @@ func TestNewVoterJoinsUnderLoad(t *testing.T) {
 	st := c.WaitLeader().Raft().Stats()
 	t.Logf("adding n3: the leader's last_log_index %s, last_snapshot_index %s", st["last_log_index"], st["last_snapshot_index"])
 
-	rl, al := listen(t), listen(t)
-	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
-	tweak(&cfg)
-	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
-	cfg.RaftListener = rl
-	n3, err := logstore.NewNode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logstoretest.Serve(t, n3, al)
-	t.Cleanup(func() { n3.Close() })
+	n3, cfg := startJoiner(t, "n3", tweak)
 	if err := cl.AddVoter(ctxT(t, 60*time.Second), "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}

@@ -39,18 +39,10 @@ func TestNewVoterAfterCompactionGetsSnapshotWAL(t *testing.T) {
 		return err
 	})
 
-	rl, al := listen(t), listen(t)
-	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
-	tweak(&cfg)
-	cfg.SnapshotThreshold, cfg.SnapshotInterval = 1<<40, 24*time.Hour
-	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
-	cfg.RaftListener = rl
-	n3, err := logstore.NewNode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logstoretest.Serve(t, n3, al)
-	t.Cleanup(func() { n3.Close() })
+	n3, cfg := startJoiner(t, "n3", func(cfg *logstore.Config) {
+		tweak(cfg)
+		cfg.SnapshotThreshold, cfg.SnapshotInterval = 1<<40, 24*time.Hour
+	})
 	if err := cl.AddVoter(ctxT(t, testwait.Max), "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +52,25 @@ func TestNewVoterAfterCompactionGetsSnapshotWAL(t *testing.T) {
 		first, _ := logstore.RaftFirstIndexForTest(c.WaitLeader())
 		t.Fatalf("the new voter reached LSN %d without a snapshot: the leader (Raft log first index %d) replayed its log from index 1", head, first)
 	}
+}
+
+// startJoiner starts node id outside the cluster's configuration (add it
+// with AddVoter), on fresh listeners and its own directory, served until
+// the test ends, then closed.
+func startJoiner(t testing.TB, id string, tweak func(*logstore.Config)) (*logstore.Node, logstore.Config) {
+	t.Helper()
+	rl, al := listen(t), listen(t)
+	cfg := testConfig(id, filepath.Join(t.TempDir(), id))
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
+	cfg.RaftListener = rl
+	n, err := logstore.NewNode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logstoretest.Serve(t, n, al)
+	t.Cleanup(func() { n.Close() })
+	return n, cfg
 }

@@ -67,10 +67,12 @@ type drainingPipeline struct {
 	out       chan raft.AppendFuture
 	closed    chan struct{}
 	closeOnce sync.Once
+	ended     chan struct{} // closed when forward returns
 }
 
 func newDrainingPipeline(p raft.AppendPipeline) *drainingPipeline {
-	d := &drainingPipeline{AppendPipeline: p, out: make(chan raft.AppendFuture), closed: make(chan struct{})}
+	d := &drainingPipeline{AppendPipeline: p, out: make(chan raft.AppendFuture),
+		closed: make(chan struct{}), ended: make(chan struct{})}
 	go d.forward()
 	return d
 }
@@ -78,6 +80,7 @@ func newDrainingPipeline(p raft.AppendPipeline) *drainingPipeline {
 // forward runs until Close: it hands each response to Consumer's reader
 // until pipelineDecode's last one, then discards the rest.
 func (d *drainingPipeline) forward() {
+	defer close(d.ended)
 	in := d.AppendPipeline.Consumer()
 	draining := false
 	for {
@@ -86,13 +89,15 @@ func (d *drainingPipeline) forward() {
 			if draining {
 				continue
 			}
+			// Read before the hand-off: pipelineDecode owns f after it.
+			req, resp := f.Request(), f.Response()
+			last := resp.Term > req.Term || !resp.Success
 			select {
 			case d.out <- f:
 			case <-d.closed:
 				return
 			}
-			req, resp := f.Request(), f.Response()
-			draining = resp.Term > req.Term || !resp.Success
+			draining = last
 		case <-d.closed:
 			return
 		}

@@ -138,10 +138,10 @@ func TestRaftShutdownAfterPipelineStaleTerm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The transport as NewNode builds it.
-	lTrans := newRaftTransport(&raft.NetworkTransportConfig{
+	// The transport as NewNode builds it, recording its pipelines.
+	lTrans := &pipelineRecorder{raftTransport: newRaftTransport(&raft.NetworkTransportConfig{
 		Stream: tcpStreamLayer{lis}, MaxPool: 3, Timeout: 5 * time.Second, Logger: hclog.NewNullLogger(),
-	})
+	})}
 	defer lTrans.Close()
 
 	conf := raft.DefaultConfig()
@@ -207,13 +207,50 @@ func TestRaftShutdownAfterPipelineStaleTerm(t *testing.T) {
 		t.Fatalf("raft.Shutdown did not return after %d terms ended by a higher term; stuck pipeline goroutines:\n%s",
 			follower.rounds.Load(), pipelineStacks())
 	}
-	// Every pipeline was closed: none of its goroutines (netPipeline's
-	// decoder, drainingPipeline's forwarder) is left.
-	testwait.For(t, testwait.Max, "no pipeline goroutine left", func() bool { return pipelineStacks() == "" })
+	// Replication was pipelined, and every pipeline was closed: its
+	// forwarder has ended.
+	pipes := lTrans.all()
+	if len(pipes) == 0 {
+		t.Fatal("no AppendEntries pipeline opened: replication was not pipelined")
+	}
+	testwait.For(t, testwait.Max, "every pipeline's forwarder ended", func() bool {
+		for _, p := range pipes {
+			select {
+			case <-p.ended:
+			default:
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// pipelineRecorder is the node's Raft transport, keeping every pipeline it
+// opens.
+type pipelineRecorder struct {
+	*raftTransport
+	mu    sync.Mutex
+	pipes []*drainingPipeline
+}
+
+func (r *pipelineRecorder) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := r.raftTransport.AppendEntriesPipeline(id, target)
+	if err == nil {
+		r.mu.Lock()
+		r.pipes = append(r.pipes, p.(*drainingPipeline))
+		r.mu.Unlock()
+	}
+	return p, err
+}
+
+func (r *pipelineRecorder) all() []*drainingPipeline {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*drainingPipeline(nil), r.pipes...)
 }
 
 // pipelineStacks returns the stacks of the goroutines inside hashicorp/raft's
-// netPipeline or a drainingPipeline.
+// netPipeline or a drainingPipeline, for the failure message.
 func pipelineStacks() string {
 	buf := make([]byte, 1<<22)
 	buf = buf[:runtime.Stack(buf, true)]
