@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/logplayer/logplayer/internal/testwait"
 	"github.com/logplayer/logplayer/logstore"
-	"github.com/logplayer/logplayer/logstore/logstoretest"
 )
 
 // TestNewVoterJoinsUnderLoad: a fourth voter is added while 64 clients
@@ -24,18 +22,13 @@ import (
 // started over from a newer one that met the same fate). The new voter
 // must reach the head and hold byte-identical segment files.
 //
-// The Raft log is raft-boltdb's, not raft-wal's (the default): raft-wal
-// v0.4.2 compacts only logically (FirstIndex moves, DeleteRange removes
-// whole segment files only) and its GetLog still returns the entries below
-// FirstIndex that lie in a segment it keeps, here all of them (its segments
-// are 64 MiB, this test's log a few MiB). On raft-wal the leader therefore
-// sends the new voter its log from index 1 and never a snapshot: the
-// voter's snapshot directories were its own, taken while it replayed, and
-// the check below failed when the voter reached the head before its first
-// own snapshot was written (seen at load 10-13). raft-boltdb deletes
-// compacted entries, so once the leader has snapshotted (waited for before
-// the voter is added) the voter's first AppendEntries finds no entry 1 and
-// Raft sends InstallSnapshot.
+// The Raft log is raft-boltdb's: it deletes compacted entries, so once the
+// leader has snapshotted (waited for before the voter is added) the
+// voter's first AppendEntries finds no entry 1 and Raft sends
+// InstallSnapshot. raft-wal v0.4.2 keeps compacted entries in the segment
+// files it keeps; logstore/raftstore.go:walLogStore hides them, and
+// raftstore_join_test.go:TestNewVoterAfterCompactionGetsSnapshotWAL checks
+// the same join on raft-wal.
 func TestNewVoterJoinsUnderLoad(t *testing.T) {
 	const writers, loadFor = 64, 30 * time.Second
 	tweak := func(cfg *logstore.Config) {
@@ -92,17 +85,7 @@ func TestNewVoterJoinsUnderLoad(t *testing.T) {
 	st := c.WaitLeader().Raft().Stats()
 	t.Logf("adding n3: the leader's last_log_index %s, last_snapshot_index %s", st["last_log_index"], st["last_snapshot_index"])
 
-	rl, al := listen(t), listen(t)
-	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
-	tweak(&cfg)
-	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
-	cfg.RaftListener = rl
-	n3, err := logstore.NewNode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logstoretest.Serve(t, n3, al)
-	t.Cleanup(func() { n3.Close() })
+	n3, cfg := startJoiner(t, "n3", tweak)
 	if err := cl.AddVoter(ctxT(t, 60*time.Second), "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type Node struct {
 	fsm       *raftFSM
 	raftStore raftStore    // Raft log + stable store (Config.RaftLogStore)
 	stable    *stableGuard // raftStore's stable half as Raft sees it
-	transport *raft.NetworkTransport
+	transport *raftTransport
 	raft      *raft.Raft
 	agg       *api.Aggregator
 	// edge are the edge's metrics (package api: its handlers' and the
@@ -163,7 +163,7 @@ func NewNode(cfg Config) (*Node, error) {
 		}
 		stream = tcpStreamLayer{raftLis}
 	}
-	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	n.transport = newRaftTransport(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: cfg.RaftTimeout, Logger: hl.Named("raft-net"),
 	})
 	rc := raft.DefaultConfig()

@@ -102,10 +102,42 @@ func openRaftStore(dir string, backend RaftLogStore, logger hclog.Logger, fsys v
 		if err != nil {
 			return nil, fmt.Errorf("logstore: open %s: %w", walPath, err)
 		}
-		return withRaftFaults(w), nil
+		return withRaftFaults(walLogStore{w}), nil
 	}
 	// Config.validate rejects anything else.
 	panic(fmt.Sprintf("logstore: unknown Raft log store %q", backend))
+}
+
+// walLogStore is raft-wal as the Raft log store: GetLog answers
+// raft.ErrLogNotFound for every index below FirstIndex.
+//
+// raft-wal v0.4.2 compacts logically: DeleteRange moves FirstIndex but
+// removes only whole segment files (64 MiB), and its GetLog still returns
+// the entries below FirstIndex that lie in a segment it keeps. hashicorp/raft
+// sends a follower a snapshot only when reading the entries it needs fails
+// with raft.ErrLogNotFound (replication.go:replicateTo after
+// setupAppendEntries, compared with ==), so a new or far-behind follower was
+// sent up to a segment of old log instead, and TrailingLogs did not bound
+// it. raft-boltdb deletes compacted entries, so both backends now answer
+// alike. A GetLog that races a DeleteRange may still return an entry just
+// compacted: a true entry of the log, harmless.
+//
+// Nothing else reads below FirstIndex: raft reads from the snapshot's index
+// on at start and in RecoverCluster (compaction keeps TrailingLogs before
+// it), the node reads no Raft entry itself, and checkWALTail reads the
+// segment files, not GetLog. *raftwal.WAL's IsMonotonic (raft resets a
+// raft.MonotonicLogStore after installing a snapshot) is promoted.
+type walLogStore struct{ *raftwal.WAL }
+
+func (w walLogStore) GetLog(index uint64, l *raft.Log) error {
+	first, err := w.WAL.FirstIndex()
+	if err != nil {
+		return err
+	}
+	if index < first {
+		return raft.ErrLogNotFound
+	}
+	return w.WAL.GetLog(index, l)
 }
 
 func exists(fsys vfs.FS, path string) (bool, error) {

@@ -120,16 +120,7 @@ func testSnapshotRestartAndJoin(t *testing.T, backend logstore.RaftLogStore) {
 	}
 
 	// A new voter joins after compaction and gets everything.
-	rl, al := listen(t), listen(t)
-	cfg := testConfig("n3", filepath.Join(t.TempDir(), "n3"))
-	cfg.SegmentBytes = 4 << 10
-	cfg.RaftAddr, cfg.APIAddr = rl.Addr().String(), al.Addr().String()
-	cfg.RaftListener = rl
-	n3, err := logstore.NewNode(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	logstoretest.Serve(t, n3, al)
+	n3, cfg := startJoiner(t, "n3", func(cfg *logstore.Config) { cfg.SegmentBytes = 4 << 10 })
 	c.Nodes, c.Configs = append(c.Nodes, n3), append(c.Configs, cfg)
 	if err := cl2.AddVoter(ctx, "n3", cfg.RaftAddr, cfg.APIAddr); err != nil {
 		t.Fatal(err)
