@@ -250,9 +250,10 @@ func (a *Aggregator) start() {
 	go func() {
 		<-ran // only after stop; inflight is closed
 		if stuck := a.abandon(); stuck != nil {
-			a.finish(stuck, raft.ErrRaftShutdown)
+			until := time.Now().Add(closeGrace)
+			a.finish(stuck, awaitStopped(stuck.future, until))
 			for ie := range a.inflight {
-				a.finish(ie, awaitStopped(ie.future))
+				a.finish(ie, awaitStopped(ie.future, until))
 			}
 		} else {
 			<-completed
@@ -457,10 +458,13 @@ func (a *Aggregator) send(batch []*pending) {
 // each future itself, with no goroutine of its own per entry: a wait that
 // Close finds still blocked is abandoned (see abandon).
 func (a *Aggregator) complete() {
+	var until time.Time // closeGrace's end, from the first entry after Close
 	for ie := range a.inflight {
 		if !a.awaiting.begin(ie) {
-			// Closed: wait no longer than a resolved future takes.
-			a.finish(ie, awaitStopped(ie.future))
+			if until.IsZero() {
+				until = time.Now().Add(closeGrace)
+			}
+			a.finish(ie, awaitStopped(ie.future, until))
 			continue
 		}
 		err := ie.future.Error()
@@ -506,9 +510,10 @@ func (a *Aggregator) finish(ie *inflightEntry, err error) {
 // ends the Aggregator. hashicorp/raft never resolves a future left in its
 // buffered apply channel (BatchApplyCh) or its FSM channel at shutdown, so
 // once run has ended (Raft is shut down by then: Close's contract) a wait
-// still blocked may never end; abandon then takes the entry over, answers
-// it as unknown and answers the rest itself, and complete, should its
-// future resolve after all, drops it. So Close never hangs, and the one
+// still blocked may never end; abandon then takes the entry over and the
+// goroutine that ends the Aggregator answers it and the rest itself (each
+// with its result if its future resolves within closeGrace, else as
+// unknown), and complete, should its future resolve after all, drops it. So Close never hangs, and the one
 // goroutine that can stay blocked is complete (once).
 type awaiting struct {
 	mu        sync.Mutex
@@ -553,17 +558,27 @@ func (a *Aggregator) abandon() *inflightEntry {
 	return stuck
 }
 
+// closeGrace is how long in all, once the Aggregator is closed (Raft is
+// shut down by then), the entries still in flight may take to resolve
+// before the rest are answered as unknown outcomes: a resolved future
+// answers at once, one Raft dropped never does.
+const closeGrace = 100 * time.Millisecond
+
 // awaitStopped is f.Error() once the Aggregator is closed: the future's
-// error if it has resolved, or raft.ErrRaftShutdown (the entry's outcome
-// is unknown). The goroutine waiting on an unresolved future stays blocked
-// (at Close only, at most MaxInflightEntries).
-func awaitStopped(f raft.ApplyFuture) error {
+// error if it resolves by until (a resolved future's at once, even after
+// until), or raft.ErrRaftShutdown (the entry's outcome is unknown). The
+// goroutine waiting on an unresolved future stays blocked (at Close only,
+// at most MaxInflightEntries). Test:
+// aggregator_test.go:TestAggregatorCloseAnswersResolvedFutures.
+func awaitStopped(f raft.ApplyFuture, until time.Time) error {
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }()
+	t := time.NewTimer(max(time.Until(until), time.Millisecond))
+	defer t.Stop()
 	select {
 	case err := <-done:
 		return err
-	default:
+	case <-t.C:
 		return raft.ErrRaftShutdown
 	}
 }

@@ -396,3 +396,22 @@ func TestAggregatorSentHoldsEntriesInFlight(t *testing.T) {
 		return len(sent.m) == 0
 	})
 }
+
+// TestAggregatorCloseAnswersResolvedFutures: at Close, an entry whose
+// future has resolved is answered with its result, not as an unknown
+// outcome, even behind an entry Raft never resolves; the stuck one alone
+// is unknown.
+func TestAggregatorCloseAnswersResolvedFutures(t *testing.T) {
+	a, r := testAggregatorConfig(t, func(c *AggregatorConfig) { c.PipelineMinTxns = 1 }, nil)
+	stuck := submitAsync(a, "stuck")
+	r.next(t) // applied, never resolved
+	done := submitAsync(a, "done")
+	r.next(t).resolve() // behind the stuck one: complete has not taken it
+	a.Close()
+	if s := wait(t, done); s.err != nil {
+		t.Fatalf("resolved entry at Close: %v, want its result", s.err)
+	}
+	if s := wait(t, stuck); !errors.Is(s.err, apierr.ErrUnknownOutcome) {
+		t.Fatalf("unresolved entry at Close: %v, want an unknown outcome", s.err)
+	}
+}
