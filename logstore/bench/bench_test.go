@@ -198,7 +198,7 @@ func BenchmarkAppend(b *testing.B) {
 			cfg := Config{}
 			_ = cfg.validate()
 			bd := &bed{cfg: cfg, req: appendRequest(cfg)}
-			cl, err := bd.newClient(c)
+			cl, err := bd.newClient(c.APIAddrs())
 			if err != nil {
 				b.Fatal(err)
 			}
