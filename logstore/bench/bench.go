@@ -194,7 +194,7 @@ type Config struct {
 	// whose entry calls ServeChild, such as cmd/logplayer's `bench store`.
 	// It needs Node and ServerOptions unset; a run with Security keeps
 	// its servers in this process (the rows say which, Row.ServerProcess).
-	// Bare raft stays in this process.
+	// Bare raft and the 1-client level stay in this process (bed.inChild).
 	ServerCommand []string
 	// ServerStderr gets the server processes' standard error (default
 	// os.Stderr).
@@ -277,16 +277,20 @@ type bed struct {
 	rafts    map[logstore.RaftLogStore]*bareRaft
 	floor    *floorServer
 	// children are the server processes (Config.ServerCommand): a
-	// LogStore cluster's by backend, the floor's under floorChild.
-	children  map[logstore.RaftLogStore]*serverChild
-	floorAddr string // the floor server's, in this process or a child
-	req       *logstorepb.AppendRequest
-	reqJSON   []byte // req in protojson (LogStoreWALHTTP)
-	payload   []byte
+	// LogStore cluster's by backend, the floor's under floorChild; and
+	// childShared the shared client of each child's cluster.
+	children    map[logstore.RaftLogStore]*serverChild
+	childShared map[logstore.RaftLogStore]*client.Client
+	req         *logstorepb.AppendRequest
+	reqJSON     []byte // req in protojson (LogStoreWALHTTP)
+	payload     []byte
 }
 
 func (b *bed) close() {
 	for _, c := range b.shared {
+		c.Close()
+	}
+	for _, c := range b.childShared {
 		c.Close()
 	}
 	for _, c := range b.clusters {
@@ -306,13 +310,21 @@ func (b *bed) close() {
 // floorChild is the key of the floor's process in bed.children.
 const floorChild logstore.RaftLogStore = "floor"
 
-// inChild reports whether s's servers run in a server process.
-func (b *bed) inChild(s System) bool {
-	return len(b.cfg.ServerCommand) > 0 && b.cfg.Security == nil && !s.bare()
+// inChild reports whether s's servers run in a server process at n
+// clients. The serial level (1 client) stays in this process: its goal
+// compares the LogStore's latency with bare raft's, which runs here, and
+// a process hop adds 0.1 ms to an idle call (docs/BENCHMARKS.md, "Server
+// CPU in a process of its own").
+func (b *bed) inChild(s System, n int) bool {
+	return len(b.cfg.ServerCommand) > 0 && b.cfg.Security == nil && !s.bare() && n > 1
 }
 
-// child returns the server process of s (nil: s's servers run here).
-func (b *bed) child(s System) *serverChild {
+// child returns the server process of s at n clients (nil: s's servers
+// run in this process).
+func (b *bed) child(s System, n int) *serverChild {
+	if !b.inChild(s, n) {
+		return nil
+	}
 	if s == GRPCConns {
 		return b.children[floorChild]
 	}
@@ -342,20 +354,19 @@ func (b *bed) startChild(s System) error {
 	}
 	b.children[key] = c
 	if s == GRPCConns {
-		b.floorAddr = c.ready.API[0]
 		return nil
 	}
 	cl, err := b.newClient(c.ready.API)
 	if err != nil {
 		return err
 	}
-	b.shared[key] = cl
+	b.childShared[key] = cl
 	return nil
 }
 
-// start starts what s needs, unless already started.
-func (b *bed) start(s System) error {
-	if b.inChild(s) {
+// start starts what s needs at n clients, unless already started.
+func (b *bed) start(s System, n int) error {
+	if b.inChild(s, n) {
 		return b.startChild(s)
 	}
 	if s == GRPCConns {
@@ -372,7 +383,7 @@ func (b *bed) start(s System) error {
 		if err != nil {
 			return err
 		}
-		b.floor, b.floorAddr = f, f.addr
+		b.floor = f
 		return nil
 	}
 	be := s.backend()
@@ -441,7 +452,7 @@ func (b *bed) appendOn(cl *client.Client) op {
 
 // row measures s with n clients.
 func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
-	if err := b.start(s); err != nil {
+	if err := b.start(s, n); err != nil {
 		return Row{}, err
 	}
 	ops := make([]op, n)
@@ -452,10 +463,16 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		}
 		return measure(ctx, s, ops, b.cfg), nil
 	}
-	child := b.child(s)
+	child := b.child(s, n)
 	if s == GRPCConns {
+		addr := ""
+		if child != nil {
+			addr = child.ready.API[0]
+		} else {
+			addr = b.floor.addr
+		}
 		for i := range ops {
-			o, closeConn, err := dialFloor(b.floorAddr, b.payload, b.cfg.Security)
+			o, closeConn, err := dialFloor(addr, b.payload, b.cfg.Security)
 			if err != nil {
 				return Row{}, err
 			}
@@ -465,8 +482,9 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		return measureOn(ctx, s, ops, b.cfg, child)
 	}
 	var srv servers = b.clusters[s.backend()]
+	shared := b.shared[s.backend()]
 	if child != nil {
-		srv = child
+		srv, shared = child, b.childShared[s.backend()]
 	}
 	switch {
 	case s == LogStoreWALHTTP:
@@ -493,7 +511,7 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		}
 	default:
 		for i := range ops {
-			ops[i] = b.appendOn(b.shared[s.backend()])
+			ops[i] = b.appendOn(shared)
 		}
 	}
 	before, err := srv.figures()
@@ -529,12 +547,13 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 		dir = d
 	}
 	b := &bed{cfg: cfg, dir: dir,
-		clusters: map[logstore.RaftLogStore]*Cluster{},
-		shared:   map[logstore.RaftLogStore]*client.Client{},
-		rafts:    map[logstore.RaftLogStore]*bareRaft{},
-		children: map[logstore.RaftLogStore]*serverChild{},
-		req:      appendRequest(cfg),
-		payload:  make([]byte, cfg.Topics*cfg.SliceBytes),
+		clusters:    map[logstore.RaftLogStore]*Cluster{},
+		shared:      map[logstore.RaftLogStore]*client.Client{},
+		rafts:       map[logstore.RaftLogStore]*bareRaft{},
+		children:    map[logstore.RaftLogStore]*serverChild{},
+		childShared: map[logstore.RaftLogStore]*client.Client{},
+		req:         appendRequest(cfg),
+		payload:     make([]byte, cfg.Topics*cfg.SliceBytes),
 	}
 	defer b.close()
 	var err error
@@ -543,9 +562,11 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 	}
 	// Start everything before the first row, so no row shares the
 	// machine with a cluster's start.
-	for _, s := range cfg.Systems {
-		if err := b.start(s); err != nil {
-			return Table{}, err
+	for _, n := range cfg.Clients {
+		for _, s := range cfg.Systems {
+			if err := b.start(s, n); err != nil {
+				return Table{}, err
+			}
 		}
 	}
 	table := Table{Duration: cfg.Duration, Topics: cfg.Topics, SliceBytes: cfg.SliceBytes}

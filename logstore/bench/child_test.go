@@ -36,9 +36,10 @@ func testServerCommand() []string { return []string{os.Args[0], "-test.run=^$"} 
 
 // TestRunServerProcesses runs the rows of issue #26's CPU goal with their
 // servers in child processes, end to end: every row completes
-// transactions, its server CPU is the child's (positive, below the row's
-// whole CPU), the LogStore rows still read the leader's figures from the
-// child, --row-profiles gets the children's profiles, and the children's
+// transactions; above 1 client its server CPU is the child's (positive,
+// below the row's whole CPU), the LogStore rows still read the leader's
+// figures from the child and --row-profiles gets the children's profiles;
+// the serial level and bare raft run in this process; the children's
 // temporary directories are gone after the run.
 func TestRunServerProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
@@ -47,25 +48,31 @@ func TestRunServerProcesses(t *testing.T) {
 	t.Setenv("TMPDIR", tmp) // the run's and the children's temporary directories
 	profiles := t.TempDir()
 	systems := []System{LogStoreWAL, LogStoreWALConns, LogStoreWALHTTP, RaftWAL, GRPCConns}
-	table, err := Run(ctx, Config{Clients: []int{4}, Systems: systems, Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond,
+	table, err := Run(ctx, Config{Clients: []int{1, 4}, Systems: systems, Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond,
 		ServerCommand: testServerCommand(), RowProfileDir: profiles})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := table.String()
 	t.Logf("\n%s", out)
-	if len(table.Rows) != len(systems) {
-		t.Fatalf("%d rows, want %d", len(table.Rows), len(systems))
+	if len(table.Rows) != 2*len(systems) {
+		t.Fatalf("%d rows, want %d", len(table.Rows), 2*len(systems))
 	}
 	for _, r := range table.Rows {
-		if r.Txns == 0 || r.Errors != 0 || r.CPUPerTxn <= 0 || r.ServerCPUPerTxn <= 0 {
+		if r.Txns == 0 || r.Errors != 0 || r.CPUPerTxn <= 0 {
 			t.Errorf("bad row %+v", r)
 		}
-		if r.ServerProcess == r.System.bare() {
-			t.Errorf("row %s: server process %v, want it for every system but bare raft", r.System, r.ServerProcess)
+		if want := !r.System.bare() && r.Clients > 1; r.ServerProcess != want {
+			t.Errorf("row %s × %d: server process %v, want %v", r.System, r.Clients, r.ServerProcess, want)
 		}
 		if !r.ServerProcess {
+			if fi, err := os.Stat(filepath.Join(profiles, fmt.Sprintf("%d-%s.pprof", r.Clients, r.System))); err != nil || fi.Size() == 0 {
+				t.Errorf("row %s × %d: in-process profile: %v", r.System, r.Clients, err)
+			}
 			continue
+		}
+		if r.ServerCPUPerTxn <= 0 {
+			t.Errorf("row %s: no server CPU", r.System)
 		}
 		if r.ServerCPUPerTxn >= r.CPUPerTxn {
 			t.Errorf("row %s: server CPU %v not below the row's %v (clients and servers)", r.System, r.ServerCPUPerTxn, r.CPUPerTxn)
