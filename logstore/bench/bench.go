@@ -243,6 +243,11 @@ func (c *Config) validate() error {
 	if len(c.ServerCommand) > 0 && (c.Node != nil || len(c.ServerOptions) > 0) {
 		return errors.New("bench: Config.Node and ServerOptions do not reach server processes (ServerCommand): use Tuning, or no ServerCommand")
 	}
+	if _, child := os.LookupEnv(ServerChildEnv); child && len(c.ServerCommand) > 0 {
+		// A server child whose entry does not call ServeChild would run
+		// a benchmark with server children of its own, and so on.
+		return fmt.Errorf("bench: %s is set: this process is a server child, its entry must call ServeChild", ServerChildEnv)
+	}
 	if c.ServerStderr == nil {
 		c.ServerStderr = os.Stderr
 	}
