@@ -166,18 +166,7 @@ func serveChild(ctx context.Context, spec childSpec, in io.Reader, out io.Writer
 	if err := writeLine(w, "ready", ready); err != nil {
 		return err
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	lines := ReadLines(in, ctx.Done())
 	profiling := false
 	defer func() {
 		if profiling {
@@ -239,6 +228,25 @@ func serveChild(ctx context.Context, spec childSpec, in io.Reader, out io.Writer
 	}
 }
 
+// ReadLines returns the lines of r, read by a goroutine of its own, on a
+// channel closed at r's end or when stop is closed (its reader then gives
+// up the line it holds).
+func ReadLines(r io.Reader, stop <-chan struct{}) <-chan string {
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return lines
+}
+
 // writeLine writes "word JSON" (or "word" when v is nil) and flushes.
 func writeLine(w *bufio.Writer, word string, v any) error {
 	w.WriteString(word)
@@ -268,7 +276,7 @@ func (c *Cluster) leaderIndex() int {
 type serverChild struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
-	lines chan string   // the child's stdout lines; closed at its end
+	lines <-chan string // the child's stdout lines; closed at its end
 	quit  chan struct{} // closed by stop or kill: the line reader gives up
 	once  sync.Once     // closes quit
 	done  chan struct{} // closed when the process exited
@@ -297,18 +305,8 @@ func startServerChild(argv []string, spec childSpec, stderr io.Writer) (*serverC
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: server child %s: %w", spec.Role, err)
 	}
-	c := &serverChild{cmd: cmd, in: in, lines: make(chan string), quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(c.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case c.lines <- sc.Text():
-			case <-c.quit:
-				return
-			}
-		}
-	}()
+	c := &serverChild{cmd: cmd, in: in, quit: make(chan struct{}), done: make(chan struct{})}
+	c.lines = ReadLines(out, c.quit)
 	go func() { _ = cmd.Wait(); close(c.done) }()
 	word, arg, err := c.next(childReadyTimeout)
 	if err == nil && word != "ready" {

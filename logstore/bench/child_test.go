@@ -48,16 +48,8 @@ func TestRunServerProcesses(t *testing.T) {
 	t.Setenv("TMPDIR", tmp) // the run's and the children's temporary directories
 	profiles := t.TempDir()
 	systems := []System{LogStoreWAL, LogStoreWALConns, LogStoreWALHTTP, RaftWAL, GRPCConns}
-	table, err := Run(ctx, Config{Clients: []int{1, 4}, Systems: systems, Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond,
-		ServerCommand: testServerCommand(), RowProfileDir: profiles})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := table.String()
-	t.Logf("\n%s", out)
-	if len(table.Rows) != 2*len(systems) {
-		t.Fatalf("%d rows, want %d", len(table.Rows), 2*len(systems))
-	}
+	table, out := runRows(ctx, t, Config{Clients: []int{1, 4}, Systems: systems, Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond,
+		ServerCommand: testServerCommand(), RowProfileDir: profiles}, 2*len(systems))
 	for _, r := range table.Rows {
 		if r.Txns == 0 || r.Errors != 0 || r.CPUPerTxn <= 0 {
 			t.Errorf("bad row %+v", r)
