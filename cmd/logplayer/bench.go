@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"flag"
+	"os"
 	"time"
 
 	"github.com/logplayer/logplayer/internal/cli"
 	lpbench "github.com/logplayer/logplayer/logplayer/bench"
-	"github.com/logplayer/logplayer/logstore"
 	lsbench "github.com/logplayer/logplayer/logstore/bench"
 )
 
@@ -22,6 +22,7 @@ type benchStoreCmd struct {
 	jsonOut          string
 	cpuProfile       string
 	rowProfiles      string
+	inProcess        bool
 	tls              bool
 	// Tuning experiments: LogStore node settings (0: the node default).
 	maxInflight, pipelineMin, maxAppendEntries int
@@ -40,7 +41,8 @@ func (c *benchStoreCmd) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "", "`directory` for the nodes' data (default: a temporary one, removed after)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the rows as JSON to this `file` (for 'logplayer-bench chart')")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this `file`")
-	fs.StringVar(&c.rowProfiles, "row-profiles", "", "write each row's CPU profile (servers' goroutines labelled bench=server) into this `directory` as <clients>-<system>.pprof")
+	fs.StringVar(&c.rowProfiles, "row-profiles", "", "write each row's CPU profile into this `directory`: a server process's as <clients>-<system>-server.pprof, an in-process row's as <clients>-<system>.pprof (servers' goroutines labelled bench=server)")
+	fs.BoolVar(&c.inProcess, "in-process", false, "run every server in this process and take server CPU from CPU profile labels (the method before server processes)")
 	fs.BoolVar(&c.tls, "tls", false, "run every level twice: plaintext, then mutual TLS with authorization (a table each)")
 	fs.IntVar(&c.maxInflight, "max-inflight-entries", 0, "tuning: the LogStore nodes' MaxInflightEntries (0: the default)")
 	fs.IntVar(&c.pipelineMin, "pipeline-min-txns", 0, "tuning: the LogStore nodes' PipelineMinTxns (0: the default)")
@@ -49,6 +51,9 @@ func (c *benchStoreCmd) Flags(fs *flag.FlagSet) {
 }
 
 func (c *benchStoreCmd) Run(ctx context.Context, s *cli.Sys) error {
+	if served, err := lsbench.ServeChild(ctx, s.Stdin, s.Stdout); served { // a server process of a run
+		return err
+	}
 	if c.duration <= 0 || c.warmup < 0 || c.topics < 1 || c.sliceBytes < 1 {
 		return cli.Usagef("--duration, --topics and --slice-bytes must be positive")
 	}
@@ -59,13 +64,20 @@ func (c *benchStoreCmd) Run(ctx context.Context, s *cli.Sys) error {
 	if err != nil {
 		return cli.Usagef("--systems: %v", err)
 	}
+	var serverCmd []string
+	if !c.inProcess {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		serverCmd = []string{exe, "bench", "store"}
+	}
 	return lsbench.RunReport(ctx, s.Stdout, s.Log, lsbench.Config{
 		Clients: c.clients.Ints, Systems: systems, Duration: c.duration, Warmup: c.warmup, Topics: c.topics,
 		SliceBytes: c.sliceBytes, Dir: c.dataDir, PlainAppends: c.plainAppends, RowProfileDir: c.rowProfiles,
-		Node: func(nc *logstore.Config) {
-			nc.MaxInflightEntries, nc.PipelineMinTxns, nc.MaxAppendEntries = c.maxInflight, c.pipelineMin, c.maxAppendEntries
-			nc.HoldReturnRatio = c.holdRatio
-		},
+		Tuning: lsbench.Tuning{MaxInflightEntries: c.maxInflight, PipelineMinTxns: c.pipelineMin,
+			MaxAppendEntries: c.maxAppendEntries, HoldReturnRatio: c.holdRatio},
+		ServerCommand: serverCmd, ServerStderr: s.Stderr,
 	}, lsbench.ReportOptions{TLS: c.tls, JSONFile: c.jsonOut, CPUProfile: c.cpuProfile})
 }
 

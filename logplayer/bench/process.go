@@ -49,18 +49,7 @@ func ServeChild(ctx context.Context, args []string, in io.Reader, out io.Writer,
 		return errors.New("bench child: --dir is required")
 	}
 	w := bufio.NewWriter(out)
-	lines := make(chan string) // stdin lines; closed at EOF
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(in)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	lines := lsbench.ReadLines(in, ctx.Done()) // stdin lines; closed at EOF
 	switch *role {
 	case "logstore":
 		c, err := lsbench.StartCluster(*dir, logger)

@@ -2,9 +2,10 @@
 // bare hashicorp/raft on the same machine, in the same run (docs/DESIGN.md, "Numbers to beat";
 // issue 11).
 //
-// Run starts, for the systems it is asked for, 3 in-process LogStore nodes
-// per Raft log backend (raft-wal and raft-boltdb; TCP on 127.0.0.1, fsync
-// on, the segment log) and 3 bare rafts per backend (TCP transport, no-op
+// Run starts, for the systems it is asked for, 3 LogStore nodes per Raft
+// log backend (raft-wal and raft-boltdb; TCP on 127.0.0.1, fsync on, the
+// segment log; in this process, or with Config.ServerCommand in a server
+// process per backend: child.go) and 3 bare rafts per backend (TCP transport, no-op
 // FSM, hashicorp/raft's default config). For each concurrency level it runs
 // every system in turn, back to back, so the rows of a level share the
 // machine's conditions (a shared machine drifts a lot over a whole run):
@@ -30,7 +31,9 @@
 // node, client and goroutine of the run: they share this process) over the
 // row's whole load divided by the operations that succeeded in it: on a
 // machine shared with other work, tx/s follows the CPU share the process
-// gets, CPU per transaction does not. Rows report tx/s, p50/p99/p99.9 and, for the LogStore,
+// gets, CPU per transaction does not. A row whose servers run in a server
+// process measures both processes' CPU over its window instead, and the
+// server process's alone as its server CPU (measureOn). Rows report tx/s, p50/p99/p99.9 and, for the LogStore,
 // the transactions per gRPC call and per Raft entry the leader saw.
 // Table.String prints the rows and the issue's goal ratios marked met or
 // missed; Table.WriteCharts draws them.
@@ -41,6 +44,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -178,9 +182,23 @@ type Config struct {
 	// call of its own instead of coalescing concurrent ones into
 	// AppendBatch calls (client.Config.MaxBatchBytes < 0).
 	PlainAppends bool
-	// Node, if set, edits each LogStore node's config before it starts
-	// (tuning experiments: aggregator and Raft settings).
+	// Tuning sets LogStore node settings (tuning experiments: aggregator
+	// and Raft settings), in this process or a server process.
+	Tuning Tuning
+	// Node, if set, edits each LogStore node's config before it starts,
+	// after Tuning (in this process only).
 	Node func(*logstore.Config)
+	// ServerCommand, when set, runs the servers of the LogStore systems
+	// and of grpc-conns in child processes (child.go), so that a row's
+	// server CPU is a process's own: the command line (argv) of a program
+	// whose entry calls ServeChild, such as cmd/logplayer's `bench store`.
+	// It needs Node and ServerOptions unset; a run with Security keeps
+	// its servers in this process (the rows say which, Row.ServerProcess).
+	// Bare raft and the 1-client level stay in this process (bed.inChild).
+	ServerCommand []string
+	// ServerStderr gets the server processes' standard error (default
+	// os.Stderr).
+	ServerStderr io.Writer
 	// ServerOptions are added to each LogStore node's gRPC server.
 	ServerOptions []grpc.ServerOption
 	// Security, when set, runs the client API and Raft over TLS (nil:
@@ -222,6 +240,17 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%w: %q", ErrUnknownSystem, s)
 		}
 	}
+	if len(c.ServerCommand) > 0 && (c.Node != nil || len(c.ServerOptions) > 0) {
+		return errors.New("bench: Config.Node and ServerOptions do not reach server processes (ServerCommand): use Tuning, or no ServerCommand")
+	}
+	if _, child := os.LookupEnv(ServerChildEnv); child && len(c.ServerCommand) > 0 {
+		// A server child whose entry does not call ServeChild would run
+		// a benchmark with server children of its own, and so on.
+		return fmt.Errorf("bench: %s is set: this process is a server child, its entry must call ServeChild", ServerChildEnv)
+	}
+	if c.ServerStderr == nil {
+		c.ServerStderr = os.Stderr
+	}
 	if c.Duration <= 0 {
 		c.Duration = 3 * time.Second
 	}
@@ -252,13 +281,21 @@ type bed struct {
 	shared   map[logstore.RaftLogStore]*client.Client
 	rafts    map[logstore.RaftLogStore]*bareRaft
 	floor    *floorServer
-	req      *logstorepb.AppendRequest
-	reqJSON  []byte // req in protojson (LogStoreWALHTTP)
-	payload  []byte
+	// children are the server processes (Config.ServerCommand): a
+	// LogStore cluster's by backend, the floor's under floorChild; and
+	// childShared the shared client of each child's cluster.
+	children    map[logstore.RaftLogStore]*serverChild
+	childShared map[logstore.RaftLogStore]*client.Client
+	req         *logstorepb.AppendRequest
+	reqJSON     []byte // req in protojson (LogStoreWALHTTP)
+	payload     []byte
 }
 
 func (b *bed) close() {
 	for _, c := range b.shared {
+		c.Close()
+	}
+	for _, c := range b.childShared {
 		c.Close()
 	}
 	for _, c := range b.clusters {
@@ -270,10 +307,73 @@ func (b *bed) close() {
 	if b.floor != nil {
 		b.floor.close()
 	}
+	for _, c := range b.children {
+		c.stop()
+	}
 }
 
-// start starts what s needs, unless already started.
-func (b *bed) start(s System) error {
+// floorChild is the key of the floor's process in bed.children.
+const floorChild logstore.RaftLogStore = "floor"
+
+// inChild reports whether s's servers run in a server process at n
+// clients. The serial level (1 client) stays in this process: its goal
+// compares the LogStore's latency with bare raft's, which runs here, and
+// a process hop adds 0.1 ms to an idle call (docs/BENCHMARKS.md, "Server
+// CPU in a process of its own").
+func (b *bed) inChild(s System, n int) bool {
+	return len(b.cfg.ServerCommand) > 0 && b.cfg.Security == nil && !s.bare() && n > 1
+}
+
+// child returns the server process of s at n clients (nil: s's servers
+// run in this process).
+func (b *bed) child(s System, n int) *serverChild {
+	if !b.inChild(s, n) {
+		return nil
+	}
+	if s == GRPCConns {
+		return b.children[floorChild]
+	}
+	if s.bare() {
+		return nil
+	}
+	return b.children[s.backend()]
+}
+
+// startChild starts s's server process (s is not bare raft).
+func (b *bed) startChild(s System) error {
+	key, spec := s.backend(), childSpec{Role: roleLogStore, Backend: s.backend(), Tuning: b.cfg.Tuning}
+	if s == GRPCConns {
+		key, spec = floorChild, childSpec{Role: roleFloor}
+	} else {
+		if b.cfg.Dir != "" { // the data stays where it was asked to go
+			spec.Dir = filepath.Join(b.cfg.Dir, "server-"+string(key))
+		}
+		spec.HTTP = key == LogStoreWALHTTP.backend() && slices.Contains(b.cfg.Systems, LogStoreWALHTTP)
+	}
+	if b.children[key] != nil {
+		return nil
+	}
+	c, err := startServerChild(b.cfg.ServerCommand, spec, b.cfg.ServerStderr)
+	if err != nil {
+		return err
+	}
+	b.children[key] = c
+	if s == GRPCConns {
+		return nil
+	}
+	cl, err := b.newClient(c.ready.API)
+	if err != nil {
+		return err
+	}
+	b.childShared[key] = cl
+	return nil
+}
+
+// start starts what s needs at n clients, unless already started.
+func (b *bed) start(s System, n int) error {
+	if b.inChild(s, n) {
+		return b.startChild(s)
+	}
 	if s == GRPCConns {
 		if b.floor != nil {
 			return nil
@@ -313,6 +413,7 @@ func (b *bed) start(s System) error {
 	asServer(func() {
 		c, err = startCluster(filepath.Join(b.dir, "logstore-"+string(be)), b.cfg.Logger, b.cfg.ServerOptions, b.cfg.Security, func(nc *logstore.Config) {
 			nc.RaftLogStore = be
+			b.cfg.Tuning.apply(nc)
 			if b.cfg.Node != nil {
 				b.cfg.Node(nc)
 			}
@@ -328,7 +429,7 @@ func (b *bed) start(s System) error {
 			return err
 		}
 	}
-	cl, err := b.newClient(c)
+	cl, err := b.newClient(c.APIAddrs())
 	if err != nil {
 		return err
 	}
@@ -336,8 +437,8 @@ func (b *bed) start(s System) error {
 	return nil
 }
 
-func (b *bed) newClient(c *Cluster) (*client.Client, error) {
-	ccfg := client.Config{Addrs: c.APIAddrs(), Logger: b.cfg.Logger}
+func (b *bed) newClient(addrs []string) (*client.Client, error) {
+	ccfg := client.Config{Addrs: addrs, Logger: b.cfg.Logger}
 	if b.cfg.Security != nil {
 		ccfg.DialOptions = b.cfg.Security.DialOptions
 	}
@@ -356,7 +457,7 @@ func (b *bed) appendOn(cl *client.Client) op {
 
 // row measures s with n clients.
 func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
-	if err := b.start(s); err != nil {
+	if err := b.start(s, n); err != nil {
 		return Row{}, err
 	}
 	ops := make([]op, n)
@@ -367,21 +468,35 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		}
 		return measure(ctx, s, ops, b.cfg), nil
 	}
+	child := b.child(s, n)
 	if s == GRPCConns {
+		addr := ""
+		if child != nil {
+			addr = child.ready.API[0]
+		} else {
+			addr = b.floor.addr
+		}
 		for i := range ops {
-			o, closeConn, err := b.floor.dial(b.payload, b.cfg.Security)
+			o, closeConn, err := dialFloor(addr, b.payload, b.cfg.Security)
 			if err != nil {
 				return Row{}, err
 			}
 			defer closeConn()
 			ops[i] = o
 		}
-		return measure(ctx, s, ops, b.cfg), nil
+		return measureOn(ctx, s, ops, b.cfg, child)
 	}
-	c := b.clusters[s.backend()]
+	var srv servers = b.clusters[s.backend()]
+	shared := b.shared[s.backend()]
+	if child != nil {
+		srv, shared = child, b.childShared[s.backend()]
+	}
 	switch {
 	case s == LogStoreWALHTTP:
-		base := c.leaderHTTP()
+		base, err := srv.httpLeader()
+		if err != nil {
+			return Row{}, err
+		}
 		if base == "" {
 			return Row{}, fmt.Errorf("bench: %s: no leader", s)
 		}
@@ -392,7 +507,7 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		}
 	case s.conns():
 		for i := range ops {
-			cl, err := b.newClient(c)
+			cl, err := b.newClient(srv.addrs())
 			if err != nil {
 				return Row{}, err
 			}
@@ -401,12 +516,22 @@ func (b *bed) row(ctx context.Context, s System, n int) (Row, error) {
 		}
 	default:
 		for i := range ops {
-			ops[i] = b.appendOn(b.shared[s.backend()])
+			ops[i] = b.appendOn(shared)
 		}
 	}
-	before := c.batchStats()
-	row := measure(ctx, s, ops, b.cfg)
-	ls := c.batchStats().since(before)
+	before, err := srv.figures()
+	if err != nil {
+		return Row{}, err
+	}
+	row, err := measureOn(ctx, s, ops, b.cfg, child)
+	if err != nil {
+		return Row{}, err
+	}
+	after, err := srv.figures()
+	if err != nil {
+		return Row{}, err
+	}
+	ls := after.since(before)
 	row.TxnsPerEntry, row.TxnsPerCall, row.LeaderAppend, row.RaftCommit = ls.perEntry, ls.perCall, ls.append, ls.commit
 	return row, nil
 }
@@ -427,11 +552,13 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 		dir = d
 	}
 	b := &bed{cfg: cfg, dir: dir,
-		clusters: map[logstore.RaftLogStore]*Cluster{},
-		shared:   map[logstore.RaftLogStore]*client.Client{},
-		rafts:    map[logstore.RaftLogStore]*bareRaft{},
-		req:      appendRequest(cfg),
-		payload:  make([]byte, cfg.Topics*cfg.SliceBytes),
+		clusters:    map[logstore.RaftLogStore]*Cluster{},
+		shared:      map[logstore.RaftLogStore]*client.Client{},
+		rafts:       map[logstore.RaftLogStore]*bareRaft{},
+		children:    map[logstore.RaftLogStore]*serverChild{},
+		childShared: map[logstore.RaftLogStore]*client.Client{},
+		req:         appendRequest(cfg),
+		payload:     make([]byte, cfg.Topics*cfg.SliceBytes),
 	}
 	defer b.close()
 	var err error
@@ -440,9 +567,11 @@ func Run(ctx context.Context, cfg Config) (Table, error) {
 	}
 	// Start everything before the first row, so no row shares the
 	// machine with a cluster's start.
-	for _, s := range cfg.Systems {
-		if err := b.start(s); err != nil {
-			return Table{}, err
+	for _, n := range cfg.Clients {
+		for _, s := range cfg.Systems {
+			if err := b.start(s, n); err != nil {
+				return Table{}, err
+			}
 		}
 	}
 	table := Table{Duration: cfg.Duration, Topics: cfg.Topics, SliceBytes: cfg.SliceBytes}
@@ -474,17 +603,114 @@ func appendRequest(cfg Config) *logstorepb.AppendRequest {
 
 // measure runs one goroutine per op, each calling its op back to back from
 // now until Warmup+Duration, and summarizes the calls that completed inside
-// the window [Warmup, Warmup+Duration).
+// the window [Warmup, Warmup+Duration). Its server CPU is the samples of
+// the goroutines labelled as server's in a CPU profile of the row
+// (servercpu.go), over the whole load.
 func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
+	prof := startCPUProfile(!cfg.NoServerCPU)
+	cpu0 := processCPU()
+	l := runLoad(ctx, ops, cfg, time.Now())
+	cpu := processCPU() - cpu0
+	server, profiled := prof.stop()
+	if profiled && cfg.RowProfileDir != "" {
+		_ = os.WriteFile(rowProfile(cfg, len(ops), system, ""), prof.buf.Bytes(), 0o644) // a diagnostic: the row stands without it
+	}
+	row := l.row(system, len(ops), cfg)
+	if l.done > 0 {
+		row.CPUPerTxn = cpu / time.Duration(l.done)
+		if profiled {
+			row.ServerCPUPerTxn = server / time.Duration(l.done)
+		}
+	}
+	return row
+}
+
+// measureOn is measure for a row whose servers run in the server process
+// child (nil: in this process, measure). Its server CPU is the child's
+// CPU time over the row's window divided by the transactions completed
+// in the window; its CPU per transaction adds this process's over the
+// same window (the clients'). With Config.RowProfileDir the child writes
+// a CPU profile of the row, <clients>-<system>-server.pprof.
+func measureOn(ctx context.Context, system System, ops []op, cfg Config, child *serverChild) (Row, error) {
+	if child == nil {
+		return measure(ctx, system, ops, cfg), nil
+	}
+	if cfg.RowProfileDir != "" {
+		if _, err := child.ask("profile "+rowProfile(cfg, len(ops), system, "-server"), "ok"); err != nil {
+			return Row{}, err
+		}
+	}
+	start := time.Now()
+	from := start.Add(cfg.Warmup)
+	win := make(chan windowCPU, 1)
+	go func() { win <- sampleWindow(ctx, child, from, from.Add(cfg.Duration)) }()
+	l := runLoad(ctx, ops, cfg, start)
+	w := <-win
+	if cfg.RowProfileDir != "" {
+		if _, err := child.ask("unprofile", "ok"); err != nil {
+			return Row{}, err
+		}
+	}
+	if w.err != nil {
+		return Row{}, fmt.Errorf("bench: %s: server CPU: %w", system, w.err)
+	}
+	row := l.row(system, len(ops), cfg)
+	row.ServerProcess = true
+	if n := time.Duration(len(l.lats)); n > 0 {
+		row.ServerCPUPerTxn = w.server / n
+		row.CPUPerTxn = (w.server + w.self) / n
+	}
+	return row, nil
+}
+
+// rowProfile is the path of a row's CPU profile in Config.RowProfileDir.
+func rowProfile(cfg Config, clients int, system System, suffix string) string {
+	return filepath.Join(cfg.RowProfileDir, fmt.Sprintf("%d-%s%s.pprof", clients, system, suffix))
+}
+
+// windowCPU is the CPU time a server process (server) and this process
+// (self) used in a row's window.
+type windowCPU struct {
+	server, self time.Duration
+	err          error
+}
+
+// sampleWindow reads child's and this process's CPU time at from and at
+// end (ctx ending first is an error).
+func sampleWindow(ctx context.Context, child *serverChild, from, end time.Time) windowCPU {
+	var at [2]windowCPU
+	for i, t := range []time.Time{from, end} {
+		timer := time.NewTimer(time.Until(t))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return windowCPU{err: ctx.Err()}
+		}
+		server, err := child.cpu()
+		if err != nil {
+			return windowCPU{err: err}
+		}
+		at[i] = windowCPU{server: server, self: processCPU()}
+	}
+	return windowCPU{server: at[1].server - at[0].server, self: at[1].self - at[0].self}
+}
+
+// load is what runLoad's clients did.
+type load struct {
+	lats []time.Duration // of the calls that succeeded inside the window
+	errs int             // calls that failed inside the window
+	done int             // every call that succeeded, in the window or not
+}
+
+// runLoad runs one goroutine per op, each calling its op back to back from
+// start until Warmup+Duration after it, and collects the calls that
+// completed inside the window [Warmup, Warmup+Duration).
+func runLoad(ctx context.Context, ops []op, cfg Config, start time.Time) load {
 	var (
-		mu    sync.Mutex
-		lats  []time.Duration
-		errs  int
-		done  int // every call that succeeded, in the window or not
-		wg    sync.WaitGroup
-		prof  = startCPUProfile(!cfg.NoServerCPU)
-		cpu0  = processCPU()
-		start = time.Now()
+		mu sync.Mutex
+		l  load
+		wg sync.WaitGroup
 	)
 	from := start.Add(cfg.Warmup)
 	end := from.Add(cfg.Duration)
@@ -516,27 +742,19 @@ func measure(ctx context.Context, system System, ops []op, cfg Config) Row {
 				mine = append(mine, t1.Sub(t0))
 			}
 			mu.Lock()
-			lats = append(lats, mine...)
-			errs += bad
-			done += ok
+			l.lats = append(l.lats, mine...)
+			l.errs += bad
+			l.done += ok
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	cpu := processCPU() - cpu0
-	server, profiled := prof.stop()
-	if profiled && cfg.RowProfileDir != "" {
-		name := filepath.Join(cfg.RowProfileDir, fmt.Sprintf("%d-%s.pprof", len(ops), system))
-		_ = os.WriteFile(name, prof.buf.Bytes(), 0o644) // a diagnostic: the row stands without it
-	}
-	s := quantile.Summarize(lats)
-	row := Row{System: system, Clients: len(ops), Txns: len(lats), Errors: errs,
-		TxPerSec: float64(len(lats)) / cfg.Duration.Seconds(), Avg: s.Avg, P50: s.P50, P99: s.P99, P999: s.P999}
-	if done > 0 {
-		row.CPUPerTxn = cpu / time.Duration(done)
-		if profiled {
-			row.ServerCPUPerTxn = server / time.Duration(done)
-		}
-	}
-	return row
+	return l
+}
+
+// row summarizes l as system's row with clients clients.
+func (l load) row(system System, clients int, cfg Config) Row {
+	s := quantile.Summarize(l.lats)
+	return Row{System: system, Clients: clients, Txns: len(l.lats), Errors: l.errs,
+		TxPerSec: float64(len(l.lats)) / cfg.Duration.Seconds(), Avg: s.Avg, P50: s.P50, P99: s.P99, P999: s.P999}
 }

@@ -21,15 +21,7 @@ import (
 func TestRunSmall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	table, err := Run(ctx, Config{Clients: []int{1, 8}, Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := table.String()
-	t.Logf("\n%s", out)
-	if len(table.Rows) != 2*len(Systems) {
-		t.Fatalf("%d rows, want %d", len(table.Rows), 2*len(Systems))
-	}
+	table, out := runRows(ctx, t, Config{Clients: []int{1, 8}, Duration: 500 * time.Millisecond, Warmup: 200 * time.Millisecond, Dir: t.TempDir()}, 2*len(Systems))
 	for i, r := range table.Rows {
 		wantClients, wantSystem := []int{1, 8}[i/len(Systems)], Systems[i%len(Systems)]
 		if r.System != wantSystem || r.Clients != wantClients {
@@ -72,6 +64,21 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", s, out)
 		}
 	}
+}
+
+// runRows runs cfg, logs its table and checks it has want rows.
+func runRows(ctx context.Context, t *testing.T, cfg Config, want int) (Table, string) {
+	t.Helper()
+	table, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := table.String()
+	t.Logf("\n%s", out)
+	if len(table.Rows) != want {
+		t.Fatalf("%d rows, want %d", len(table.Rows), want)
+	}
+	return table, out
 }
 
 // TestMeasureCountsCompletionsInWindow: an operation counts when it ends
@@ -198,7 +205,7 @@ func BenchmarkAppend(b *testing.B) {
 			cfg := Config{}
 			_ = cfg.validate()
 			bd := &bed{cfg: cfg, req: appendRequest(cfg)}
-			cl, err := bd.newClient(c)
+			cl, err := bd.newClient(c.APIAddrs())
 			if err != nil {
 				b.Fatal(err)
 			}

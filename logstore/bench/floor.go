@@ -10,7 +10,9 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/logplayer/logplayer/internal/grpcedge"
 	"github.com/logplayer/logplayer/internal/grpcwindow"
+	"github.com/logplayer/logplayer/logstore"
 )
 
 // floorServer is the GRPCConns system's server: one gRPC server on
@@ -18,7 +20,9 @@ import (
 // and answers nothing, no LogStore behind it. Its row is the floor of a
 // one-connection-per-client call on this machine: what any design that
 // sends one unary call per transaction pays before it stores anything.
-// It has the LogStore's flow-control windows (internal/grpcwindow).
+// Its gRPC server is configured as a LogStore node's is (floorOptions), so
+// the floor differs from the LogStore's call only in what the handler
+// does.
 type floorServer struct {
 	srv  *grpc.Server
 	addr string
@@ -46,23 +50,44 @@ func startFloor(opts []grpc.ServerOption) (*floorServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: floor listen: %w", err)
 	}
-	srv := grpc.NewServer(append(grpcwindow.ServerOptions(), opts...)...)
+	srv := grpc.NewServer(append(floorOptions(), opts...)...)
 	srv.RegisterService(&floorDesc, struct{}{})
 	go srv.Serve(lis)
 	return &floorServer{srv: srv, addr: lis.Addr().String()}, nil
 }
 
+// floorOptions are the options logstore.Node.ServerOptions gives a node's
+// gRPC server with the default config (logstore/node.go): the edge's
+// codec and interceptors (internal/grpcedge), the flow-control windows
+// (internal/grpcwindow), the receive limit and the stream workers. The
+// workers matter most: without them every call runs on a new goroutine
+// whose stack grows, 12-15% of the floor server's CPU
+// (docs/BENCHMARKS.md, "One connection per client: where the server CPU
+// goes"). Keep this in step with Node.ServerOptions.
+func floorOptions() []grpc.ServerOption {
+	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...),
+		grpc.MaxRecvMsgSize(floorMaxRecvBytes), grpc.NumStreamWorkers(floorStreamWorkers))
+}
+
+// floorMaxRecvBytes and floorStreamWorkers are a default node's receive
+// limit (one AppendBatch call of the largest requests, plus 64 KiB of
+// slack) and stream workers (logstore/node.go, streamWorkers).
+const (
+	floorMaxRecvBytes  = logstore.AppendBatchRequestFactor*logstore.DefaultMaxRequestBytes + 64<<10
+	floorStreamWorkers = 128
+)
+
 func (f *floorServer) close() { f.srv.Stop() }
 
-// dial opens one client connection to the floor server and returns the op
-// that calls it with payload, and the connection's close.
-func (f *floorServer) dial(payload []byte, sec *Security) (op, func(), error) {
+// dialFloor opens one client connection to the floor server at addr and
+// returns the op that calls it with payload, and the connection's close.
+func dialFloor(addr string, payload []byte, sec *Security) (op, func(), error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if sec != nil {
 		opts = sec.DialOptions
 	}
 	opts = append(opts, grpcwindow.DialOptions()...)
-	cc, err := grpc.NewClient(f.addr, opts...)
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: floor dial: %w", err)
 	}

@@ -12,15 +12,20 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// Server CPU (issue #26): the systems under test run in this process
-// beside their clients, so the process's CPU time (Row.CPUPerTxn) is the
-// clients' and the servers' together. Every goroutine of a server (a
+// Server CPU in this process (issue #26; without Config.ServerCommand,
+// `bench store --in-process`, and for bare raft): the systems under test
+// run in this process beside their clients, so the process's CPU time
+// (Row.CPUPerTxn) is the clients' and the servers' together. Every goroutine of a server (a
 // LogStore cluster: gRPC server, handlers, aggregator, Raft, FSM, segment
 // sealer; the no-op floor server; bare Raft) is started under the pprof
 // label bench=server (asServer) and inherits it, so a CPU profile of the
 // row splits the servers' samples from the rest (clients, and the Go
 // runtime's own goroutines such as GC workers, which carry no label). The
 // profile samples at 100 Hz: a figure over a few seconds is an estimate.
+// The split is not faithful to a server with a process of its own: the
+// heap is shared, so the servers' goroutines pay GC assist for the
+// clients' garbage, and the runtime's background GC work is no one's.
+// Server processes (child.go) measure it as production runs it.
 const serverLabelKey, serverLabelValue = "bench", "server"
 
 // asServer runs start with the server label, so every goroutine it starts

@@ -27,11 +27,18 @@ type Row struct {
 	TxnsPerCall float64 `json:"txns_per_call,omitempty"`
 	// CPUPerTxn is the process's CPU time per successful operation over
 	// the row's load (see the package comment; 0 where not measured).
+	// With ServerProcess: this process's and the server process's CPU
+	// time over the row's window per transaction completed in it.
 	CPUPerTxn time.Duration `json:"cpu_per_txn_ns,omitempty"`
-	// ServerCPUPerTxn is the part of it the servers' goroutines used
-	// (servercpu.go: a CPU profile's samples of the goroutines labelled as
-	// server's; an estimate at 100 Hz; 0 where not measured).
+	// ServerCPUPerTxn is the part of it the servers used: with
+	// ServerProcess, the server process's CPU time over the row's window
+	// per transaction completed in it (child.go); else the samples of the
+	// goroutines labelled as server's in a CPU profile of the row
+	// (servercpu.go; an estimate at 100 Hz). 0 where not measured.
 	ServerCPUPerTxn time.Duration `json:"server_cpu_per_txn_ns,omitempty"`
+	// ServerProcess reports that the row's servers ran in a process of
+	// their own (Config.ServerCommand).
+	ServerProcess bool `json:"server_process,omitempty"`
 	// LeaderAppend is the leader's mean time from intake to apply result
 	// per request, RaftCommit its mean time from raft.Apply to the result
 	// per entry (LogStore rows, over the row's whole load).
@@ -175,8 +182,15 @@ func (t Table) String() string {
 			verdict = "met"
 		}
 		if shared.ServerCPUPerTxn > 0 && conns.ServerCPUPerTxn > 0 && f.ServerCPUPerTxn > 0 {
-			fmt.Fprintf(&serverCPU, "| %d | %s | %s | %s | %s | %s |\n", n, µs(shared.ServerCPUPerTxn), µs(conns.ServerCPUPerTxn),
-				µs(f.ServerCPUPerTxn), µs(bound), verdict)
+			method := "in-process, profile labels"
+			if shared.ServerProcess && conns.ServerProcess && f.ServerProcess {
+				method = "server processes"
+			} else if shared.ServerProcess || conns.ServerProcess || f.ServerProcess {
+				method = "mixed: not comparable"
+				verdict = "–"
+			}
+			fmt.Fprintf(&serverCPU, "| %d | %s | %s | %s | %s | %s | %s |\n", n, µs(shared.ServerCPUPerTxn), µs(conns.ServerCPUPerTxn),
+				µs(f.ServerCPUPerTxn), µs(bound), verdict, method)
 		}
 	}
 	if floor.Len() > 0 {
@@ -185,8 +199,8 @@ func (t Table) String() string {
 		b.WriteString(floor.String())
 	}
 	if serverCPU.Len() > 0 {
-		b.WriteString("\nServer CPU per transaction (the servers' goroutines only, from a CPU profile of each row; clients and the Go runtime excluded): shared clients, one connection per client, and the no-op gRPC call's server side (the floor). Goal of issue #26: one connection per client at most 1.2 × the shared clients' plus the floor.\n\n")
-		b.WriteString("| clients | logstore-wal | logstore-wal-conns | grpc-conns (no-op) | 1.2 × shared + no-op | |\n| ---: | ---: | ---: | ---: | ---: | :--- |\n")
+		b.WriteString("\nServer CPU per transaction: shared clients, one connection per client, and the no-op gRPC call's server side (the floor). With server processes, each row's servers ran in a process of their own and the figure is that process's CPU time (utime + stime) over the row's window divided by the transactions completed in it; in-process, it is the samples of the servers' goroutines in a CPU profile of the row (clients' garbage collected on the servers' time, the Go runtime's own work excluded). Goal of issue #26: one connection per client at most 1.2 × the shared clients' plus the floor.\n\n")
+		b.WriteString("| clients | logstore-wal | logstore-wal-conns | grpc-conns (no-op) | 1.2 × shared + no-op | | method |\n| ---: | ---: | ---: | ---: | ---: | :--- | :--- |\n")
 		b.WriteString(serverCPU.String())
 	}
 	return b.String()
