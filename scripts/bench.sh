@@ -121,7 +121,7 @@ scale_section > "$work/scale.md"
   echo
   echo "## LogStore commit: Append vs bare hashicorp/raft"
   echo
-  echo "\`logplayer bench store${store_args:+ $store_args}\` — 3 voters in one process per system, TCP on 127.0.0.1, fsync on; each client does one Append at a time (2 topics × 256 B by default). \`logstore-wal\` / \`logstore-boltdb\`: the LogStore on raft-wal / raft-boltdb, the clients sharing one client.Client; \`-conns\`: one client.Client (one connection) per client; \`raft-wal\` / \`raft-boltdb\`: bare hashicorp/raft (raft.DefaultConfig, no-op FSM), raft.Apply of a payload of the same size. All systems of a level run back to back in the same run; a row counts the operations that complete inside its window. Load average at start: $load_store; at the end of the store run: $load_store_end."
+  echo "\`logplayer bench store${store_args:+ $store_args}\` — 3 voters per system, TCP on 127.0.0.1, fsync on (at 2 or more clients each LogStore cluster and the no-op floor run in a server process of their own, whose /proc CPU time over the row's window is the server CPU column; at 1 client and for bare raft, in the bench's process); each client does one Append at a time (2 topics × 256 B by default). \`logstore-wal\` / \`logstore-boltdb\`: the LogStore on raft-wal / raft-boltdb, the clients sharing one client.Client; \`-conns\`: one client.Client (one connection) per client; \`raft-wal\` / \`raft-boltdb\`: bare hashicorp/raft (raft.DefaultConfig, no-op FSM), raft.Apply of a payload of the same size. All systems of a level run back to back in the same run; a row counts the operations that complete inside its window. Load average at start: $load_store; at the end of the store run: $load_store_end."
   echo
   cat "$work/store.md"
   echo
