@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -368,9 +369,15 @@ func (n *Node) RegisterServices(s grpc.ServiceRegistrar) {
 // INVALID_ARGUMENT; and fixed flow-control windows (internal/grpcwindow),
 // so a producer's lone Append pays no bandwidth-probe PING round trip;
 // and a pool of stream workers (streamWorkers).
-func (n *Node) ServerOptions() []grpc.ServerOption {
+func (n *Node) ServerOptions() []grpc.ServerOption { return ServerOptions(n.cfg.MaxRequestBytes) }
+
+// ServerOptions are Node.ServerOptions for a node whose Config.MaxRequestBytes
+// is maxRequestBytes (0: DefaultMaxRequestBytes), without a node: for a
+// server that must be configured as a node's is (bench store's no-op floor).
+func ServerOptions(maxRequestBytes int) []grpc.ServerOption {
+	c := Config{MaxRequestBytes: cmp.Or(maxRequestBytes, DefaultMaxRequestBytes)}
 	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...),
-		grpc.MaxRecvMsgSize(n.cfg.maxRecvBytes()), grpc.NumStreamWorkers(streamWorkers))
+		grpc.MaxRecvMsgSize(c.maxRecvBytes()), grpc.NumStreamWorkers(streamWorkers))
 }
 
 // streamWorkers is how many goroutines the node's gRPC server keeps to run

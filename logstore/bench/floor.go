@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/logplayer/logplayer/internal/grpcedge"
 	"github.com/logplayer/logplayer/internal/grpcwindow"
 	"github.com/logplayer/logplayer/logstore"
 )
@@ -56,26 +55,13 @@ func startFloor(opts []grpc.ServerOption) (*floorServer, error) {
 	return &floorServer{srv: srv, addr: lis.Addr().String()}, nil
 }
 
-// floorOptions are the options logstore.Node.ServerOptions gives a node's
-// gRPC server with the default config (logstore/node.go): the edge's
-// codec and interceptors (internal/grpcedge), the flow-control windows
-// (internal/grpcwindow), the receive limit and the stream workers. The
+// floorOptions are a default LogStore node's gRPC server options
+// (logstore.ServerOptions): the edge's codec and interceptors, the
+// flow-control windows, the receive limit and the stream workers. The
 // workers matter most: without them every call runs on a new goroutine
-// whose stack grows, 12-15% of the floor server's CPU
-// (docs/BENCHMARKS.md, "One connection per client: where the server CPU
-// goes"). Keep this in step with Node.ServerOptions.
-func floorOptions() []grpc.ServerOption {
-	return append(append(grpcedge.ServerOptions(), grpcwindow.ServerOptions()...),
-		grpc.MaxRecvMsgSize(floorMaxRecvBytes), grpc.NumStreamWorkers(floorStreamWorkers))
-}
-
-// floorMaxRecvBytes and floorStreamWorkers are a default node's receive
-// limit (one AppendBatch call of the largest requests, plus 64 KiB of
-// slack) and stream workers (logstore/node.go, streamWorkers).
-const (
-	floorMaxRecvBytes  = logstore.AppendBatchRequestFactor*logstore.DefaultMaxRequestBytes + 64<<10
-	floorStreamWorkers = 128
-)
+// whose stack grows, 12-15% of the floor server's CPU (docs/BENCHMARKS.md,
+// "One connection per client: where the server CPU goes").
+func floorOptions() []grpc.ServerOption { return logstore.ServerOptions(0) }
 
 func (f *floorServer) close() { f.srv.Stop() }
 
