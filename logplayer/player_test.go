@@ -88,9 +88,16 @@ func TestFaultsUnderLoad(t *testing.T) {
 	load(200)
 	waitApplied(t, store, s1)
 
-	// A shard dies while traffic continues, and comes back.
+	// A shard dies while traffic continues, and comes back once the main
+	// stream has passed what it applied (else, on a loaded machine, the
+	// player may not have dispatched the new transactions before the shard
+	// returns, and the shard returns level with the main stream: no
+	// recovery).
 	s1.stop()
 	load(200)
+	testwait.For(t, testwait.Max, "the main stream past the stopped shard", func() bool {
+		return pr.p.CurrentLSN() >= types.LSN(store.Head())
+	})
 	s1.start()
 	load(100)
 	waitApplied(t, store, targets...)
