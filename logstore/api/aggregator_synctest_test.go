@@ -57,13 +57,10 @@ func TestAggregatorHoldTiming(t *testing.T) {
 // is shorter than a commit: commits take 4ms, the client comes back in
 // 2ms, so a batch waiting for it holds 3ms.
 func TestAggregatorDefaultHoldWindow(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a, r := testAggregator(t, nil)
-		const back = 2 * time.Millisecond
-		if held, got := holdAfterReturn(t, a, r, 4*time.Millisecond, back); held != 3*time.Millisecond || got != "[b]" {
-			t.Fatalf("entry %v after %v, want [b] after holdMargin × %v", got, held, back)
-		}
-	})
+	const back = 2 * time.Millisecond
+	if held, got := holdAfterReturn(t, nil, 4*time.Millisecond, back); held != 3*time.Millisecond || got != "[b]" {
+		t.Fatalf("entry %v after %v, want [b] after holdMargin × %v", got, held, back)
+	}
 }
 
 // AggregatorConfig.HoldReturnRatio: commits take 2ms and the client comes
@@ -74,39 +71,41 @@ func TestAggregatorHoldReturnRatio(t *testing.T) {
 		ratio float64
 		held  time.Duration
 	}{{0, 0}, {3, 4500 * time.Microsecond}} {
-		synctest.Test(t, func(t *testing.T) {
-			a, r := testAggregatorConfig(t, func(c *AggregatorConfig) { c.HoldReturnRatio = tc.ratio }, nil)
-			if held, got := holdAfterReturn(t, a, r, 2*time.Millisecond, 3*time.Millisecond); held != tc.held || got != "[b]" {
-				t.Fatalf("ratio %v: entry %v after %v, want [b] after %v", tc.ratio, got, held, tc.held)
-			}
-		})
+		configure := func(c *AggregatorConfig) { c.HoldReturnRatio = tc.ratio }
+		if held, got := holdAfterReturn(t, configure, 2*time.Millisecond, 3*time.Millisecond); held != tc.held || got != "[b]" {
+			t.Fatalf("ratio %v: entry %v after %v, want [b] after %v", tc.ratio, got, held, tc.held)
+		}
 	}
 }
 
-// holdAfterReturn (in a synctest bubble): client a's entries commit in
-// commit and a comes back back after each answer; b queues behind a's
-// second entry. It returns how long b's batch is held after that entry
-// resolves (a, whose return was timed once, is not coming back) and the
-// ids of the entry it goes out in.
-func holdAfterReturn(t *testing.T, a *Aggregator, r *fakeRaft, commit, back time.Duration) (time.Duration, string) {
+// holdAfterReturn runs, in a synctest bubble of its own (a fake clock:
+// its sleeps take no real time), an Aggregator built with configure: client
+// a's entries commit in commit and a comes back back after each answer; b
+// queues behind a's second entry. It returns how long b's batch is held
+// after that entry resolves (a, whose return was timed once, is not coming
+// back) and the ids of the entry it goes out in.
+func holdAfterReturn(t *testing.T, configure func(*AggregatorConfig), commit, back time.Duration) (held time.Duration, got string) {
 	t.Helper()
-	res := submitAsync(a, "a")
-	e := r.next(t)
-	time.Sleep(commit)
-	e.resolve()
-	wait(t, res)
-	time.Sleep(back) // nothing timed yet: a goes out at once
-	res = submitAsync(a, "a")
-	e = r.next(t)
-	resB := submitAsync(a, "b")
-	synctest.Wait()
-	time.Sleep(commit)
-	e.resolve()
-	wait(t, res)
-	start := time.Now()
-	e = r.next(t)
-	held, got := time.Since(start), fmt.Sprint(ids(e))
-	e.resolve()
-	wait(t, resB)
+	synctest.Test(t, func(t *testing.T) {
+		a, r := testAggregatorConfig(t, configure, nil)
+		res := submitAsync(a, "a")
+		e := r.next(t)
+		time.Sleep(commit)
+		e.resolve()
+		wait(t, res)
+		time.Sleep(back) // nothing timed yet: a goes out at once
+		res = submitAsync(a, "a")
+		e = r.next(t)
+		resB := submitAsync(a, "b")
+		synctest.Wait()
+		time.Sleep(commit)
+		e.resolve()
+		wait(t, res)
+		start := time.Now()
+		e = r.next(t)
+		held, got = time.Since(start), fmt.Sprint(ids(e))
+		e.resolve()
+		wait(t, resB)
+	})
 	return held, got
 }
