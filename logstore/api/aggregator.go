@@ -112,9 +112,6 @@ func holdWindow(c *convoy, ratio float64) time.Duration {
 	return min(time.Duration(holdMargin*float64(c.back)), maxHold)
 }
 
-// defaultHoldWindow is holdWindow at DefaultHoldReturnRatio.
-func defaultHoldWindow(c *convoy) time.Duration { return holdWindow(c, DefaultHoldReturnRatio) }
-
 // Aggregator turns many requests into few Raft entries (docs/DESIGN.md, "Aggregation").
 //
 // Goroutines: run (fed by submit through intake; owns the batch being built,
@@ -513,8 +510,9 @@ func (a *Aggregator) finish(ie *inflightEntry, err error) {
 // still blocked may never end; abandon then takes the entry over and the
 // goroutine that ends the Aggregator answers it and the rest itself (each
 // with its result if its future resolves within closeGrace, else as
-// unknown), and complete, should its future resolve after all, drops it. So Close never hangs, and the one
-// goroutine that can stay blocked is complete (once).
+// unknown), and complete, should its future resolve after all, drops it.
+// So Close never hangs, and the one goroutine that can stay blocked is
+// complete (once).
 type awaiting struct {
 	mu        sync.Mutex
 	cur       *inflightEntry // the entry complete waits on; nil between entries

@@ -415,3 +415,6 @@ func TestAggregatorCloseAnswersResolvedFutures(t *testing.T) {
 		t.Fatalf("unresolved entry at Close: %v, want an unknown outcome", s.err)
 	}
 }
+
+// defaultHoldWindow is holdWindow at DefaultHoldReturnRatio.
+func defaultHoldWindow(c *convoy) time.Duration { return holdWindow(c, DefaultHoldReturnRatio) }
