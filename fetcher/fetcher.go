@@ -215,6 +215,19 @@ func (f *Fetcher) ReportConsumer(ctx context.Context, consumer string, acked typ
 	})
 }
 
+// MaxHead returns the highest head LSN any node reports, each asked once
+// (storeconn.ProbeTimeout each); ok is false when none answered. A head is
+// what a node has applied, so committed: the highest is the log's head as
+// far as the reachable nodes know it, where one node's Status may come
+// from a follower that lags.
+func (f *Fetcher) MaxHead(ctx context.Context) (head types.LSN, ok bool) {
+	f.sc.Heads(ctx, -1, func(_ int, h types.LSN) bool {
+		head, ok = max(head, h), true
+		return false
+	})
+	return head, ok
+}
+
 // Status returns the status of whichever node answers first.
 func (f *Fetcher) Status(ctx context.Context) (*logstorepb.StatusResponse, error) {
 	var out *logstorepb.StatusResponse

@@ -25,8 +25,8 @@ import (
 const logIdentityVersion = 4
 
 // aheadChecks is how many times a HelloAck above the known head asks the
-// LogStore's Status again (any node: a follower may lag the leader a
-// little) before the target is refused.
+// LogStore again (a Status of any node, then every node's head: a follower
+// may lag the leader) before the target is refused.
 const aheadChecks = 3
 
 // logIdentity is the log's identity as the LogStore reports it.
@@ -71,12 +71,7 @@ func (p *Player) loadLog(ctx context.Context) error {
 // head, and its identity (errLogChanged when it differs from the one the
 // Hellos already carry).
 func (p *Player) observeStatus(st *logstorepb.StatusResponse) error {
-	for {
-		h := p.logHead.Load()
-		if st.HeadLsn <= h || p.logHead.CompareAndSwap(h, st.HeadLsn) {
-			break
-		}
-	}
+	p.raiseHead(st.HeadLsn)
 	if st.LogClusterId == "" || st.LogIncarnation == "" {
 		return nil
 	}
@@ -87,6 +82,16 @@ func (p *Player) observeStatus(st *logstorepb.StatusResponse) error {
 		return errLogChanged
 	}
 	return nil
+}
+
+// raiseHead records head as the log's known head if it is higher.
+func (p *Player) raiseHead(head uint64) {
+	for {
+		h := p.logHead.Load()
+		if head <= h || p.logHead.CompareAndSwap(h, head) {
+			return
+		}
+	}
 }
 
 // checkNotAhead refuses a target whose applied LSN is above the log's head
@@ -114,6 +119,12 @@ func (p *Player) checkNotAhead(ctx context.Context, id string, applied types.LSN
 		}
 		if err := p.observeStatus(st); err != nil {
 			return err
+		}
+		// The refusal is permanent: rest it on the highest head any node
+		// reports, not on the one node that answered (a follower that lags,
+		// such as one installing a snapshot after a restart).
+		if h, ok := p.fetch.MaxHead(ctx); ok {
+			p.raiseHead(uint64(h))
 		}
 	}
 }

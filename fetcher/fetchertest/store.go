@@ -252,6 +252,16 @@ func (n *Node) Freeze() {
 	n.frozen.Store(&h)
 }
 
+// Thaw ends Freeze: the node sees the store's transactions again.
+func (n *Node) Thaw() {
+	s := n.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n.frozen.Store(nil)
+	close(s.mu.changed) // wake its Reads
+	s.mu.changed = make(chan struct{})
+}
+
 // headLocked is the last LSN this node shows: the store's, or its frozen head.
 func (n *Node) headLocked() uint64 {
 	if f := n.frozen.Load(); f != nil {
